@@ -1,0 +1,32 @@
+"""`make run`: everything embedded, nothing to install or start beside Python."""
+
+from .base import *  # noqa: F403
+from .base import VAR_DIR, env
+
+DEBUG = env.bool("DJANGO_DEBUG", default=True)
+SECRET_KEY = env.str("SECRET_KEY", default="local-development-only-not-a-secret-0123456789abcdef")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'vouch.sqlite3'}")}
+
+# The embedded broker: kombu's filesystem transport keeps messages as files under var/, so the
+# worker and beat need no service. CI and production point CELERY_BROKER_URL at Redis.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _queue_dir = VAR_DIR / "celery" / "queue"
+    _processed_dir = VAR_DIR / "celery" / "processed"
+    _queue_dir.mkdir(parents=True, exist_ok=True)
+    _processed_dir.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue_dir),
+        "data_folder_out": str(_queue_dir),
+        "processed_folder": str(_processed_dir),
+        "store_processed": False,
+    }
+
+# Credentials printed by `make run` for the demo users (never used outside DEBUG).
+VOUCH_DEMO_USERS = {
+    "ops": {"password": "vouch-ops-demo", "email": "ops@example.com", "staff": True},
+    "buyer": {"password": "vouch-buyer-demo", "email": "buyer@example.com", "staff": False},
+}

@@ -1,0 +1,23 @@
+"""The test suite: PostgreSQL always (never a silent fallback to SQLite), Redis as broker."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .base import *  # noqa: F403
+from .base import env
+
+DEBUG = False
+SECRET_KEY = "test-only-not-a-secret-0123456789abcdefghijklmnopqrstuvwxyz"  # noqa: S105
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/vouch"),
+}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured(
+        "The test suite runs on PostgreSQL only: set DATABASE_URL to a postgres:// URL "
+        f"(it names {DATABASES['default']['ENGINE']})."
+    )
+
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

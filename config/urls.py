@@ -1,0 +1,23 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import TemplateView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+# One table of API routes, served twice: /api/v1/... (namespace "api", used by reverse()) and
+# the unversioned alias /api/... (namespace "api-alias"). Later issues add routes to
+# config/api_urls.py only.
+API_ROUTES = ("config.api_urls", "api")
+
+urlpatterns = [
+    path("", TemplateView.as_view(template_name="home.html"), name="home"),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("allauth.urls")),
+    path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/v1/", include(API_ROUTES, namespace="api")),
+    path("api/", include(API_ROUTES, namespace="api-alias")),
+]
+
+admin.site.site_header = "Vouch operations"
+admin.site.site_title = "Vouch"
+admin.site.index_title = "Operations"

@@ -1,0 +1,94 @@
+"""Domain errors. Each has a stable `code` (the contract with API clients) and the HTTP status
+the API answers with; the message is for people. One handler (core.api.exception_handler) turns
+them, and DRF's own errors, into the error envelope of SPEC §13."""
+
+from typing import Any, ClassVar
+
+
+class VouchError(Exception):
+    code: ClassVar[str] = "error"
+    status_code: ClassVar[int] = 400
+    default_message: ClassVar[str] = "The request could not be completed."
+
+    def __init__(self, message: str | None = None, *, details: Any = None) -> None:
+        self.message = message or self.default_message
+        self.details = {} if details is None else details
+        super().__init__(self.message)
+
+
+class InvalidInput(VouchError):
+    code = "validation_error"
+    status_code = 400
+    default_message = "The request is not valid."
+
+
+class MalformedRequest(VouchError):
+    code = "malformed_request"
+    status_code = 400
+    default_message = "The request body could not be parsed as JSON."
+
+
+class NotAuthenticated(VouchError):
+    code = "not_authenticated"
+    status_code = 401
+    default_message = "Log in, or send Authorization: Bearer <token>."
+
+
+class AuthenticationFailed(VouchError):
+    code = "authentication_failed"
+    status_code = 401
+    default_message = "The credentials sent are not valid."
+
+
+class PermissionDenied(VouchError):
+    code = "permission_denied"
+    status_code = 403
+    default_message = "You do not have permission to do this."
+
+
+class CsrfFailed(VouchError):
+    code = "csrf_failed"
+    status_code = 403
+    default_message = "CSRF check failed: send the X-CSRFToken header with the csrftoken cookie."
+
+
+class SessionRequired(VouchError):
+    code = "session_required"
+    status_code = 403
+    default_message = "This action needs a logged-in session; an API token cannot do it."
+
+
+class NotFound(VouchError):
+    code = "not_found"
+    status_code = 404
+    default_message = "Not found."
+
+
+class MethodNotAllowed(VouchError):
+    code = "method_not_allowed"
+    status_code = 405
+    default_message = "This method is not allowed here."
+
+
+class NotAcceptable(VouchError):
+    code = "not_acceptable"
+    status_code = 406
+    default_message = "This API answers only application/json."
+
+
+class UnsupportedMediaType(VouchError):
+    code = "unsupported_media_type"
+    status_code = 415
+    default_message = "Send the request body as application/json."
+
+
+class Throttled(VouchError):
+    code = "throttled"
+    status_code = 429
+    default_message = "Too many requests; retry later."
+
+
+class InternalError(VouchError):
+    code = "internal_error"
+    status_code = 500
+    default_message = "Something went wrong on our side; it has been logged."

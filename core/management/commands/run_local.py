@@ -1,0 +1,137 @@
+"""`make run`: prepare the embedded database, then run the web server, a Celery worker and beat
+together until Ctrl-C, and stop every one of them (and their children) on the way out."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from argparse import ArgumentParser
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+STOP_GRACE_SECONDS = 10.0
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process other than a zombie is still in process group `pgid`."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            # The command name is in parentheses and may contain spaces: split after it.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            return True
+    return False
+
+
+class Command(BaseCommand):
+    help = (
+        "Run Vouch locally with embedded defaults: migrate, install schedules, create the demo "
+        "users, then serve the web app, a Celery worker and beat until Ctrl-C."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+        self.stdout.write("==> Preparing the database")
+        call_command("migrate", interactive=False, verbosity=1)
+        call_command("setup_periodic_tasks")
+        self.stdout.write("==> Demo users")
+        call_command("seed_demo")
+
+        python = sys.executable
+        commands = {
+            "web": [python, "manage.py", "runserver", f"{host}:{port}"],
+            "worker": [
+                python, "-m", "celery", "-A", "config.celery_app", "worker",
+                "--loglevel=INFO", "--concurrency=2",
+                "--without-mingle", "--without-gossip", "--without-heartbeat",
+            ],
+            "beat": [python, "-m", "celery", "-A", "config.celery_app", "beat", "--loglevel=INFO"],
+        }  # fmt: skip
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"]}
+        children: dict[str, subprocess.Popen[bytes]] = {}
+        previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        exit_code = 0
+        try:
+            for name, command in commands.items():
+                # Each child leads its own process group, so stopping it reaches its children
+                # too (runserver's reloader, the worker's pool).
+                children[name] = subprocess.Popen(
+                    command, cwd=settings.BASE_DIR, env=env, start_new_session=True
+                )
+                self.stdout.write(f"started {name} (pid {children[name].pid})")
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nVouch is running at http://{host}:{port}/  "
+                    f"(admin: /admin/, API docs: /api/v1/docs/). Press Ctrl-C to stop.\n"
+                )
+            )
+            self.stdout.flush()
+            while True:
+                for name, child in children.items():
+                    if child.poll() is not None:
+                        self.stderr.write(
+                            f"{name} exited with status {child.returncode}; stopping the rest."
+                        )
+                        exit_code = 1
+                        raise _Stop()
+                time.sleep(0.5)
+        except _Stop:
+            pass
+        finally:
+            # A second Ctrl-C must not interrupt the cleanup.
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)
+            self._stop_all(children)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if exit_code:
+            sys.exit(exit_code)
+
+    def _stop_all(self, children: dict[str, "subprocess.Popen[bytes]"]) -> None:
+        self.stdout.write("\n==> Stopping")
+        for child in children.values():
+            try:
+                # What a terminal's Ctrl-C does: SIGINT to the whole group, which each of these
+                # programs (and the worker's pool) answers with a clean shutdown.
+                os.killpg(child.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for name, child in children.items():
+            while time.monotonic() < deadline and (child.poll() is None or _group_alive(child.pid)):
+                time.sleep(0.1)
+            if child.poll() is None or _group_alive(child.pid):
+                self.stderr.write(f"{name} did not stop in time; killing it.")
+                try:
+                    os.killpg(child.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                child.wait()
+            self.stdout.write(f"stopped {name}")

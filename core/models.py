@@ -1,0 +1,40 @@
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class AuditEvent(models.Model):
+    """One staff or system action, append-only: the model refuses to update or delete a row, and
+    so does the database (a trigger, see core.db.append_only)."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # PROTECT: a person with history is deactivated, never deleted.
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="audit_events",
+        help_text="Who acted; empty for the system itself (a scheduled job, a webhook).",
+    )
+    actor_label = models.CharField(max_length=150, help_text="The actor's username, or 'system'.")
+    action = models.CharField(max_length=100, db_index=True, help_text="e.g. packet.approve")
+    target_type = models.CharField(max_length=100, help_text="e.g. envelope, packet")
+    target_id = models.CharField(max_length=100, db_index=True)
+    details = models.JSONField(default=dict, blank=True, help_text="What changed.")
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["target_type", "target_id", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.target_type}:{self.target_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise ValueError("Audit events are append-only: an existing event cannot be changed.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise ValueError("Audit events are append-only: an event cannot be deleted.")
