@@ -4,7 +4,6 @@ reports (`session` or `bearer`) and later issues use to refuse tokens where mone
 
 from typing import Any
 
-from django.http import HttpRequest
 from rest_framework import exceptions
 from rest_framework.authentication import (
     BaseAuthentication,
@@ -43,7 +42,7 @@ class BearerTokenAuthentication(BaseAuthentication):
 class CsrfSessionAuthentication(SessionAuthentication):
     auth_method = "session"
 
-    def enforce_csrf(self, request: HttpRequest) -> None:
+    def enforce_csrf(self, request: Request) -> None:
         try:
             super().enforce_csrf(request)
         except exceptions.PermissionDenied as exc:

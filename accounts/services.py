@@ -9,7 +9,7 @@ from django.utils import timezone
 from accounts.models import ApiToken, User
 from core.services import audit_record
 
-TOKEN_PREFIX = "vch_"
+TOKEN_PREFIX = "vch_"  # noqa: S105 - a public marker, not a secret
 # last_used_at is advisory: write it at most this often, not on every request.
 _TOUCH_EVERY = timedelta(minutes=1)
 
@@ -23,9 +23,7 @@ def api_token_issue(*, user: User, name: str = "") -> tuple[ApiToken, str]:
     """Create a personal API token for `user`. Returns the row and the raw token, which exists
     nowhere else afterwards: only its digest is stored."""
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        user=user, name=name, prefix=raw[:12], digest=token_digest(raw)
-    )
+    token = ApiToken.objects.create(user=user, name=name, prefix=raw[:12], digest=token_digest(raw))
     audit_record(
         actor=user,
         action="api_token.issue",

@@ -14,7 +14,15 @@ class AuditEventAdmin(admin.ModelAdmin):
     list_filter = ("action", "target_type")
     search_fields = ("target_id", "actor_label", "action")
     date_hierarchy = "created_at"
-    readonly_fields = ("created_at", "actor", "actor_label", "action", "target_type", "target_id", "details")
+    readonly_fields = (
+        "created_at",
+        "actor",
+        "actor_label",
+        "action",
+        "target_type",
+        "target_id",
+        "details",
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

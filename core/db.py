@@ -31,7 +31,8 @@ def append_only(table: str) -> migrations.RunPython:
             for op in ("UPDATE", "DELETE"):
                 schema_editor.execute(
                     f"CREATE TRIGGER {table}_no_{op.lower()} BEFORE {op} ON {table} "
-                    f"BEGIN SELECT RAISE(ABORT, 'rows of {table} are append-only: {op} refused'); END;"
+                    f"BEGIN SELECT RAISE(ABORT, 'rows of {table} are append-only: {op} refused');"
+                    " END;"
                 )
         else:  # pragma: no cover - Vouch runs on PostgreSQL, and SQLite for local runs only
             raise NotImplementedError(f"append-only triggers are not written for {vendor}")

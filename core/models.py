@@ -29,7 +29,8 @@ class AuditEvent(models.Model):
         indexes = [models.Index(fields=["target_type", "target_id", "created_at"])]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.target_type}:{self.target_id}"
+        target = f"{self.target_type}:{self.target_id}"
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {target}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:

@@ -1,19 +1,21 @@
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from core.models import AuditEvent
 from core.periodic import Schedule, all_schedules
 
+if TYPE_CHECKING:
+    from accounts.models import User
+
 
 def audit_record(
     *,
-    actor: AbstractBaseUser | None,
+    actor: "User | None",
     action: str,
     target_type: str,
     target_id: str,

@@ -1,6 +1,6 @@
 """`make run`: everything embedded, nothing to install or start beside Python."""
 
-from .base import *  # noqa: F403
+from .base import *
 from .base import VAR_DIR, env
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)

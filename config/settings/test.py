@@ -2,7 +2,7 @@
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .base import *  # noqa: F403
+from .base import *
 from .base import env
 
 DEBUG = False

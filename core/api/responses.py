@@ -44,10 +44,13 @@ ErrorEnvelope = inline_serializer(
 )
 
 
-def success_envelope(data: serializers.BaseSerializer | type, *, name: str) -> Any:
-    """The success envelope wrapping `data` in the schema."""
+def success_envelope(
+    data: serializers.BaseSerializer | type[serializers.BaseSerializer], *, name: str
+) -> Any:
+    """The success envelope wrapping `data` (a serializer class or instance) in the schema."""
+    field = data() if isinstance(data, type) else data
     return inline_serializer(
-        name=name, fields={"success": serializers.BooleanField(default=True), "data": data}
+        name=name, fields={"success": serializers.BooleanField(default=True), "data": field}
     )
 
 

@@ -11,7 +11,7 @@ def versioned_routes_only(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> li
     return [endpoint for endpoint in endpoints if endpoint[0].startswith("/api/v1/")]
 
 
-class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[misc]
+class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = "accounts.authentication.BearerTokenAuthentication"
     name = "bearerAuth"
 
@@ -24,7 +24,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[misc]
         }
 
 
-class CsrfSessionScheme(OpenApiAuthenticationExtension):  # type: ignore[misc]
+class CsrfSessionScheme(OpenApiAuthenticationExtension):
     target_class = "accounts.authentication.CsrfSessionAuthentication"
     name = "cookieAuth"
 

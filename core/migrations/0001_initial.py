@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,20 +14,53 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('actor_label', models.CharField(help_text="The actor's username, or 'system'.", max_length=150)),
-                ('action', models.CharField(db_index=True, help_text='e.g. packet.approve', max_length=100)),
-                ('target_type', models.CharField(help_text='e.g. envelope, packet', max_length=100)),
-                ('target_id', models.CharField(db_index=True, max_length=100)),
-                ('details', models.JSONField(blank=True, default=dict, help_text='What changed.')),
-                ('actor', models.ForeignKey(blank=True, help_text='Who acted; empty for the system itself (a scheduled job, a webhook).', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='audit_events', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "actor_label",
+                    models.CharField(
+                        help_text="The actor's username, or 'system'.", max_length=150
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        db_index=True, help_text="e.g. packet.approve", max_length=100
+                    ),
+                ),
+                (
+                    "target_type",
+                    models.CharField(help_text="e.g. envelope, packet", max_length=100),
+                ),
+                ("target_id", models.CharField(db_index=True, max_length=100)),
+                ("details", models.JSONField(blank=True, default=dict, help_text="What changed.")),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Who acted; empty for the system itself (a scheduled job, a webhook).",
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="audit_events",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ('-created_at', '-id'),
-                'indexes': [models.Index(fields=['target_type', 'target_id', 'created_at'], name='core_audite_target__c48222_idx')],
+                "ordering": ("-created_at", "-id"),
+                "indexes": [
+                    models.Index(
+                        fields=["target_type", "target_id", "created_at"],
+                        name="core_audite_target__c48222_idx",
+                    )
+                ],
             },
         ),
     ]

@@ -35,9 +35,7 @@ def test_me_reports_staff(api_client: APIClient, staff: User) -> None:
 
 def test_me_after_real_allauth_login_and_logout(buyer: User) -> None:
     client = APIClient()
-    response = client.post(
-        "/accounts/login/", {"login": "alice", "password": "alice-password-1"}
-    )
+    response = client.post("/accounts/login/", {"login": "alice", "password": "alice-password-1"})
     assert response.status_code == 302
     assert client.get("/api/v1/me").json()["data"]["auth_method"] == "session"
     client.post("/accounts/logout/")

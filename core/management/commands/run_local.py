@@ -1,6 +1,7 @@
 """`make run`: prepare the embedded database, then run the web server, a Celery worker and beat
 together until Ctrl-C, and stop every one of them (and their children) on the way out."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -82,7 +83,7 @@ class Command(BaseCommand):
             for name, command in commands.items():
                 # Each child leads its own process group, so stopping it reaches its children
                 # too (runserver's reloader, the worker's pool).
-                children[name] = subprocess.Popen(
+                children[name] = subprocess.Popen(  # noqa: S603 - our own fixed commands
                     command, cwd=settings.BASE_DIR, env=env, start_new_session=True
                 )
                 self.stdout.write(f"started {name} (pid {children[name].pid})")
@@ -117,21 +118,17 @@ class Command(BaseCommand):
     def _stop_all(self, children: dict[str, "subprocess.Popen[bytes]"]) -> None:
         self.stdout.write("\n==> Stopping")
         for child in children.values():
-            try:
-                # What a terminal's Ctrl-C does: SIGINT to the whole group, which each of these
-                # programs (and the worker's pool) answers with a clean shutdown.
+            # What a terminal's Ctrl-C does: SIGINT to the whole group, which each of these
+            # programs (and the worker's pool) answers with a clean shutdown.
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for name, child in children.items():
             while time.monotonic() < deadline and (child.poll() is None or _group_alive(child.pid)):
                 time.sleep(0.1)
             if child.poll() is None or _group_alive(child.pid):
                 self.stderr.write(f"{name} did not stop in time; killing it.")
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 child.wait()
             self.stdout.write(f"stopped {name}")

@@ -1,0 +1,69 @@
+# Vouch: `make run` to run it locally, `make test` to run the suite. See README.md.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+APPS := config core accounts envelopes disputes verification
+
+.DEFAULT_GOAL := help
+.PHONY: help run test lint typecheck check-migrations check-deploy lock clean
+
+help:
+	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat); Ctrl-C stops all"
+	@echo "make test   run the whole test suite against PostgreSQL (DATABASE_URL, default local server)"
+	@echo "make lint   ruff check and format check;  make typecheck: mypy on the apps"
+	@echo "make lock   re-pin requirements/*.txt from pyproject.toml"
+
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "Vouch needs Python >= 3.11; set PYTHON=python3.11 (or newer)."; exit 1; }
+	@echo "==> Creating $(VENV)"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-base: requirements/base.txt | $(PY)
+	@echo "==> Installing dependencies (the first time takes a minute)"
+	$(PY) -m pip install --progress-bar off -r requirements/base.txt
+	@touch $@
+
+$(VENV)/.installed-dev: requirements/dev.txt | $(PY)
+	@echo "==> Installing development dependencies (the first time takes a minute)"
+	$(PY) -m pip install --progress-bar off -r requirements/dev.txt
+	@touch $@ $(VENV)/.installed-base
+
+run: $(VENV)/.installed-base
+	DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py run_local
+
+test: $(VENV)/.installed-dev
+	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.installed-dev
+	$(VENV)/bin/mypy $(APPS)
+
+# Against a throw-away SQLite database: the check needs settings, not data.
+check-migrations: $(VENV)/.installed-dev
+	VOUCH_VAR_DIR=$$(mktemp -d) DJANGO_SETTINGS_MODULE=config.settings.local \
+		$(PY) manage.py makemigrations --check --dry-run
+
+check-deploy: $(VENV)/.installed-dev
+	DJANGO_SETTINGS_MODULE=config.settings.production \
+	SECRET_KEY=ci-dummy-secret-key-never-used-to-serve-anything-0123456789abcdef \
+	ALLOWED_HOSTS=vouch.example.com \
+	DATABASE_URL=postgres://vouch@db.example.com:5432/vouch \
+	CELERY_BROKER_URL=redis://redis.example.com:6379/0 \
+	STRIPE_API_KEY=sk_test_dummy STRIPE_WEBHOOK_SECRET=whsec_dummy \
+		$(PY) manage.py check --deploy --fail-level WARNING
+
+lock: | $(PY)
+	$(PY) -m pip install --quiet uv
+	$(VENV)/bin/uv pip compile pyproject.toml -q --python-version 3.11 \
+		--custom-compile-command "make lock" -o requirements/base.txt
+	$(VENV)/bin/uv pip compile pyproject.toml -q --python-version 3.11 --extra dev \
+		--custom-compile-command "make lock" -o requirements/dev.txt
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
