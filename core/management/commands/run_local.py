@@ -77,7 +77,10 @@ class Command(BaseCommand):
         }  # fmt: skip
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"]}
         children: dict[str, subprocess.Popen[bytes]] = {}
-        previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {
+            sig: signal.signal(sig, _raise_stop)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        }
         exit_code = 0
         try:
             for name, command in commands.items():
