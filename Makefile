@@ -3,13 +3,14 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PORT ?= 8000
 APPS := config core accounts envelopes disputes verification
 
 .DEFAULT_GOAL := help
 .PHONY: help run test lint typecheck check-migrations check-deploy lock clean
 
 help:
-	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat); Ctrl-C stops all"
+	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat; PORT=8001 for another port); Ctrl-C stops all"
 	@echo "make test   run the whole test suite against PostgreSQL (DATABASE_URL, default local server)"
 	@echo "make lint   ruff check and format check;  make typecheck: mypy on the apps"
 	@echo "make lock   re-pin requirements/*.txt from pyproject.toml"
@@ -32,7 +33,7 @@ $(VENV)/.installed-dev: requirements/dev.txt | $(PY)
 	@touch $@ $(VENV)/.installed-base
 
 run: $(VENV)/.installed-base
-	DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py run_local
+	DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py run_local --port $(PORT)
 
 test: $(VENV)/.installed-dev
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m pytest $(PYTEST_ARGS)

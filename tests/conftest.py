@@ -59,3 +59,22 @@ def bearer_client(buyer: User) -> APIClient:
     client = APIClient(enforce_csrf_checks=True)
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return client
+
+
+@pytest.fixture
+def celery_broker() -> str:
+    """The Celery broker (Redis under test settings), reachable, or a failure saying how to start
+    it: a test that needs a real worker never passes or hangs without one."""
+    from config.celery_app import app
+
+    url = app.conf.broker_url
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, timeout=3)
+    except Exception as exc:
+        pytest.fail(
+            f"The Celery broker at {url} is not reachable ({exc}). Start Redis: redis-server "
+            '--daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no, '
+            "or set CELERY_BROKER_URL."
+        )
+    return str(url)

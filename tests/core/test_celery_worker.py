@@ -12,7 +12,7 @@ from core.tasks import sessions_prune
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_real_worker_runs_the_session_pruning_task() -> None:
+def test_a_real_worker_runs_the_session_pruning_task(celery_broker: str) -> None:
     """The Celery app, its broker settings (Redis under test) and task discovery work together:
     a task sent through the broker is executed by a worker and its effect is visible."""
     live = SessionStore()
