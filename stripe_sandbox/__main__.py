@@ -1,0 +1,58 @@
+"""python -m stripe_sandbox --host 127.0.0.1 --port 12111 [--webhook-url URL --webhook-secret whsec_...]"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from types import FrameType
+
+from stripe_sandbox.server import SandboxServer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m stripe_sandbox",
+        description="A stateful, Stripe-compatible HTTP server for tests and demos (accepts any sk_test_ key).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=12111)
+    parser.add_argument("--webhook-url", help="deliver every event here, signed")
+    parser.add_argument("--webhook-secret", help="the endpoint's signing secret (whsec_...)")
+    parser.add_argument(
+        "--seed", type=int, help="seed for fault probabilities and duplicate deliveries"
+    )
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+    if bool(args.webhook_url) != bool(args.webhook_secret):
+        parser.error("--webhook-url and --webhook-secret go together")
+    try:
+        server = SandboxServer(
+            args.host,
+            args.port,
+            webhook_url=args.webhook_url,
+            webhook_secret=args.webhook_secret,
+            verbose=args.verbose,
+            seed=args.seed,
+        )
+    except OSError as exc:
+        print(f"stripe_sandbox: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    print(f"Stripe sandbox listening on {server.url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+        server.sandbox.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

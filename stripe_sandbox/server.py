@@ -1,0 +1,528 @@
+"""The HTTP face of the sandbox: Stripe's wire format (form-encoded requests, JSON answers,
+API-key auth, idempotency keys), the fault injector and rate limiter in front of it, and the
+control API beside it."""
+
+from __future__ import annotations
+
+import base64
+import email.parser
+import email.policy
+import fnmatch
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from stripe_sandbox import control, objects, resources
+from stripe_sandbox.clock import Clock
+from stripe_sandbox.errors import StripeError
+from stripe_sandbox.ids import new_id
+from stripe_sandbox.params import decode_form
+from stripe_sandbox.state import IDEMPOTENCY_TTL_S, IdempotencyRecord, RequestContext, State
+from stripe_sandbox.webhooks import Dispatcher
+
+_ID = r"([A-Za-z0-9_]+)"
+ROUTES: list[tuple[str, re.Pattern[str], str, resources.Handler]] = [
+    (method, re.compile(f"^{pattern.replace('{id}', _ID)}$"), pattern, handler)
+    for method, pattern, handler in [
+        ("POST", "/v1/payment_intents", resources.payment_intent_create),
+        ("GET", "/v1/payment_intents/{id}", resources.payment_intent_retrieve),
+        ("POST", "/v1/payment_intents/{id}/confirm", resources.payment_intent_confirm),
+        ("GET", "/v1/charges", resources.charge_list),
+        ("GET", "/v1/charges/{id}", resources.charge_retrieve),
+        ("POST", "/v1/refunds", resources.refund_create),
+        ("GET", "/v1/refunds", resources.refund_list),
+        ("GET", "/v1/refunds/{id}", resources.refund_retrieve),
+        ("POST", "/v1/refunds/{id}", resources.refund_update),
+        ("POST", "/v1/refunds/{id}/cancel", resources.refund_cancel),
+        ("GET", "/v1/disputes", resources.dispute_list),
+        ("GET", "/v1/disputes/{id}", resources.dispute_retrieve),
+        ("POST", "/v1/disputes/{id}", resources.dispute_update),
+        ("POST", "/v1/disputes/{id}/close", resources.dispute_close),
+        ("GET", "/v1/files", resources.file_list),
+        ("GET", "/v1/files/{id}", resources.file_retrieve),
+        ("GET", "/v1/events", resources.event_list),
+        ("GET", "/v1/events/{id}", resources.event_retrieve),
+    ]
+]
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+    drop: bool = False  # close the connection without answering
+
+
+class RateLimiter:
+    """A token bucket over all of Stripe's routes: `per_second` requests a second, 0 = off."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.per_second = 0
+        self._tokens = 0.0
+        self._last = time.monotonic()
+
+    def configure(self, per_second: int) -> None:
+        with self._lock:
+            self.per_second = per_second
+            self._tokens = float(per_second)
+            self._last = time.monotonic()
+
+    def allow(self) -> bool:
+        with self._lock:
+            if self.per_second <= 0:
+                return True
+            now = time.monotonic()
+            self._tokens = min(
+                float(self.per_second), self._tokens + (now - self._last) * self.per_second
+            )
+            self._last = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return True
+            return False
+
+
+def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        status,
+        json.dumps(payload, indent=2).encode(),
+        {"Content-Type": "application/json", **(headers or {})},
+    )
+
+
+def _error(exc: StripeError, headers: dict[str, str] | None = None) -> Response:
+    return _json(exc.status, exc.body(), {**exc.headers, **(headers or {})})
+
+
+class Sandbox:
+    """The sandbox without its HTTP server: `handle()` takes a request and gives a response."""
+
+    def __init__(
+        self, *, base_url: str = "http://127.0.0.1:12111", seed: int | None = None
+    ) -> None:
+        self.base_url = base_url
+        self.clock = Clock()
+        self.state = State(self.clock, seed)
+        self.dispatcher = Dispatcher(self.state)
+        self.state.dispatcher = self.dispatcher
+        self.limiter = RateLimiter()
+
+    def close(self) -> None:
+        self.dispatcher.stop()
+
+    # --- the pipeline ------------------------------------------------------------------------
+
+    def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
+        url = urlsplit(target)
+        path = url.path.rstrip("/") or "/"
+        if path.startswith("/_sandbox/") or path == "/_sandbox":
+            return self._control(method, path, body)
+        request_id = new_id("req", 14)
+        common = {
+            "Request-Id": request_id,
+            "Stripe-Version": headers.get("stripe-version") or objects.API_VERSION,
+        }
+        api_key = self._api_key(headers)
+        if isinstance(api_key, StripeError):
+            return _error(api_key, common)
+
+        route = self._route(method, path)
+        route_name = route[0] if route else f"{method} {path}"
+        with self.state.lock:
+            requests = self.state.world.requests
+            requests[route_name] = requests.get(route_name, 0) + 1
+        if not self.limiter.allow():
+            return _error(
+                StripeError(
+                    429,
+                    "Too many requests hit the API too quickly.",
+                    code="rate_limit",
+                    stored=False,
+                ),
+                common,
+            )
+        if route is None:
+            return _error(
+                StripeError(
+                    404,
+                    f"Unrecognized request URL ({method}: {path}). Please see https://stripe.com/docs.",
+                    stored=False,
+                ),
+                common,
+            )
+        _, handler, args = route
+
+        fault = self._strike(method, path)
+        if fault is not None and fault.kind in {"server_error", "rate_limit", "refuse", "timeout"}:
+            return self._fault_response(fault, common)
+
+        key = headers.get("idempotency-key") if method == "POST" else None
+        ctx = RequestContext(request_id=request_id, idempotency_key=key, base_url=self.base_url)
+        try:
+            if path == "/v1/files" and method == "POST":
+                fields, uploads = _multipart(headers.get("content-type", ""), body)
+                fingerprint = self._fingerprint(method, path, {"fields": fields, "files": {
+                    name: [filename, hashlib.sha256(content).hexdigest()]
+                    for name, (filename, content) in uploads.items()
+                }})  # fmt: skip
+            else:
+                raw = url.query if method == "GET" else body.decode("utf-8")
+                data = decode_form(raw)
+                fingerprint = self._fingerprint(method, path, data)
+        except StripeError as exc:
+            return _error(exc, common)
+        except UnicodeDecodeError:
+            return _error(
+                StripeError(400, "The request body is not valid UTF-8.", stored=False), common
+            )
+
+        if key is not None:
+            claimed = self._claim(api_key, key, fingerprint)
+            if isinstance(claimed, Response):
+                claimed.headers.update(common)
+                return claimed
+        if fault is not None and fault.kind == "delay":
+            time.sleep(fault.delay_ms / 1000)
+
+        try:
+            with self.state.lock:
+                if path == "/v1/files" and method == "POST":
+                    status, payload = resources.file_create(self.state, ctx, fields, uploads)
+                else:
+                    status, payload = handler(self.state, ctx, data, *args)
+            response = _json(status, payload, common)
+            stored = True
+        except StripeError as exc:
+            response = _error(exc, common)
+            stored = exc.stored
+        except Exception:  # a sandbox bug must look like Stripe's 500, not a dropped socket
+            response = _error(
+                StripeError(500, "An unknown error occurred", type="api_error"), common
+            )
+            stored = False
+            import traceback
+
+            traceback.print_exc()
+        if key is not None:
+            self._settle(api_key, key, response, stored, request_id)
+        if key is not None:
+            response.headers["Idempotency-Key"] = key
+        if fault is not None and fault.kind == "apply_then_drop":
+            response.drop = True
+        return response
+
+    def _api_key(self, headers: dict[str, str]) -> str | StripeError:
+        auth = headers.get("authorization", "")
+        key = ""
+        if auth.lower().startswith("bearer "):
+            key = auth[7:].strip()
+        elif auth.lower().startswith("basic "):
+            try:
+                key = base64.b64decode(auth[6:]).decode().split(":", 1)[0]
+            except ValueError:
+                key = ""
+        if not key:
+            return StripeError(
+                401,
+                "You did not provide an API key. You need to provide your API key in the Authorization "
+                "header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
+                stored=False,
+            )
+        if not key.startswith("sk_test_"):
+            shown = key[:8] + "*" * max(0, len(key) - 12) + key[-4:]
+            return StripeError(401, f"Invalid API Key provided: {shown}", stored=False)
+        return key
+
+    def _route(
+        self, method: str, path: str
+    ) -> tuple[str, resources.Handler, tuple[str, ...]] | None:
+        if method == "POST" and path == "/v1/files":
+            return "POST /v1/files", resources.file_create, ()
+        for route_method, regex, pattern, handler in ROUTES:
+            if route_method == method:
+                match = regex.match(path)
+                if match:
+                    return f"{method} {pattern}", handler, match.groups()
+        return None
+
+    def _strike(self, method: str, path: str) -> Any:
+        """The first active fault matching the request, counted, or None."""
+        with self.state.lock:
+            for fault in self.state.world.faults:
+                if fault.method not in ("*", method) or not fnmatch.fnmatchcase(path, fault.path):
+                    continue
+                if fault.times is not None and fault.hits >= fault.times:
+                    continue
+                if fault.probability < 1 and self.state.random.random() >= fault.probability:
+                    continue
+                fault.hits += 1
+                return fault
+        return None
+
+    def _fault_response(self, fault: Any, common: dict[str, str]) -> Response:
+        headers = dict(common)
+        if fault.should_retry is not None:
+            headers["Stripe-Should-Retry"] = "true" if fault.should_retry else "false"
+        if fault.kind == "timeout":
+            time.sleep(fault.delay_ms / 1000)
+            return Response(0, b"", headers, drop=True)
+        if fault.kind == "server_error":
+            return _error(
+                StripeError(500, "An unknown error occurred", type="api_error", stored=False),
+                headers,
+            )
+        if fault.kind == "rate_limit":
+            if fault.retry_after_s is not None:
+                headers["Retry-After"] = str(fault.retry_after_s)
+            return _error(
+                StripeError(
+                    429,
+                    "Too many requests hit the API too quickly.",
+                    code="rate_limit",
+                    stored=False,
+                ),
+                headers,
+            )
+        code = fault.error_code or "card_declined"
+        if code in {
+            "card_declined",
+            "expired_card",
+            "incorrect_cvc",
+            "processing_error",
+            "incorrect_number",
+        }:
+            error = StripeError(
+                402, "Your card was declined.", type="card_error", code=code, stored=False
+            )
+        else:
+            error = StripeError(
+                400, f"Refused by an injected sandbox fault ({code}).", code=code, stored=False
+            )
+        return _error(error, headers)
+
+    # --- idempotency ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _fingerprint(method: str, path: str, data: Any) -> str:
+        canonical = json.dumps([method, path, data], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def _claim(self, api_key: str, key: str, fingerprint: str) -> Response | None:
+        """None: this request owns the key now. A Response: replay, conflict or in use."""
+        with self.state.lock:
+            store = self.state.world.idempotency
+            record = store.get((api_key, key))
+            now = self.clock.now()
+            if (
+                record is not None
+                and now - record.created > IDEMPOTENCY_TTL_S
+                and not record.running
+            ):
+                record = None  # expired: the key is free again
+            if record is None:
+                store[(api_key, key)] = IdempotencyRecord(fingerprint=fingerprint, created=now)
+                return None
+            if record.running:
+                return _error(
+                    StripeError(
+                        409,
+                        "There is currently another in-progress request using this Stripe-Idempotency key "
+                        "(that probably means you submitted twice, and the other request is still going "
+                        f"through): '{key}'. Please try again later.",
+                        code="idempotency_key_in_use",
+                        stored=False,
+                    )
+                )
+            if record.fingerprint != fingerprint:
+                return _error(
+                    StripeError(
+                        400,
+                        "Keys for idempotent requests can only be used with the same parameters they were "
+                        f"first used with. Try using a key other than '{key}' if you meant to execute a "
+                        "different request.",
+                        type="idempotency_error",
+                        stored=False,
+                    )
+                )
+            return Response(
+                record.status,
+                record.body,
+                {
+                    "Content-Type": "application/json",
+                    "Idempotent-Replayed": "true",
+                    "Original-Request": record.request_id,
+                    "Idempotency-Key": key,
+                },
+            )
+
+    def _settle(
+        self, api_key: str, key: str, response: Response, stored: bool, request_id: str
+    ) -> None:
+        with self.state.lock:
+            store = self.state.world.idempotency
+            record = store.get((api_key, key))
+            if record is None:  # a reset happened meanwhile
+                return
+            if stored:
+                record.running = False
+                record.status = response.status
+                record.body = response.body
+                record.request_id = request_id
+            else:
+                del store[(api_key, key)]
+
+    # --- control and files ---------------------------------------------------------------------
+
+    def _control(self, method: str, path: str, body: bytes) -> Response:
+        parts = path.split("/")[2:]
+        try:
+            payload = json.loads(body or b"{}")
+            if not isinstance(payload, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as exc:
+            return _json(
+                400, {"error": {"type": "sandbox_error", "message": f"Invalid JSON body: {exc}"}}
+            )
+        try:
+            status, result = control.handle(self, method, parts, payload)
+        except StripeError as exc:
+            return _error(exc)
+        return _json(status, result)
+
+    def file_contents(self, method: str, path: str, headers: dict[str, str]) -> Response | None:
+        match = re.match(r"^/v1/files/([A-Za-z0-9_]+)/contents$", path)
+        if method != "GET" or not match:
+            return None
+        api_key = self._api_key(headers)
+        if isinstance(api_key, StripeError):
+            return _error(api_key)
+        with self.state.lock:
+            content = self.state.world.file_contents.get(match.group(1))
+            file_obj = self.state.world.files.get(match.group(1))
+        if content is None or file_obj is None:
+            return _error(
+                StripeError(404, f"No such file: '{match.group(1)}'", code="resource_missing")
+            )
+        types = {"pdf": "application/pdf", "png": "image/png", "jpg": "image/jpeg"}
+        return Response(
+            200, content, {"Content-Type": types.get(file_obj["type"], "application/octet-stream")}
+        )
+
+
+def _multipart(
+    content_type: str, body: bytes
+) -> tuple[dict[str, str], dict[str, tuple[str, bytes]]]:
+    if not content_type.startswith("multipart/form-data"):
+        raise StripeError(400, "File uploads must be multipart/form-data.", stored=False)
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + body
+    )
+    fields: dict[str, str] = {}
+    uploads: dict[str, tuple[str, bytes]] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str):
+            continue
+        content = part.get_payload(decode=True) or b""
+        filename = part.get_filename()
+        if filename is not None:
+            uploads[name] = (filename, content)
+        else:
+            fields[name] = content.decode("utf-8")
+    return fields, uploads
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        sandbox = self.server.sandbox
+        path = urlsplit(self.path).path
+        response = sandbox.file_contents(self.command, path, headers) or sandbox.handle(
+            self.command, self.path, headers, body
+        )
+        if response.drop:
+            self.close_connection = True
+            return
+        lines = [f"HTTP/1.1 {response.status} {self.responses.get(response.status, ('',))[0]}"]
+        for name, value in {**response.headers, "Content-Length": str(len(response.body))}.items():
+            lines.append(f"{name}: {value}")
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + response.body)
+        self.log_request(response.status, len(response.body))
+
+    do_GET = do_POST = do_DELETE = _serve  # noqa: N815
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        if self.server.verbose:
+            super().log_message(format, *args)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], sandbox: Sandbox, verbose: bool) -> None:
+        super().__init__(address, _Handler)
+        self.sandbox = sandbox
+        self.verbose = verbose
+
+
+class SandboxServer:
+    """The sandbox on a port: `SandboxServer(port=0).start()` in a test, `python -m stripe_sandbox`
+    from a shell."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        webhook_url: str | None = None,
+        webhook_secret: str | None = None,
+        verbose: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        self.sandbox = Sandbox(seed=seed)
+        self.httpd = _HTTPServer((host, port), self.sandbox, verbose)
+        self.host, self.port = self.httpd.server_address[:2]
+        self.url = f"http://{self.host}:{self.port}"
+        self.sandbox.base_url = self.url
+        if webhook_url:
+            if not webhook_secret:
+                raise ValueError("a webhook URL needs its signing secret (whsec_...)")
+            self.sandbox.dispatcher.add_endpoint(webhook_url, webhook_secret, permanent=True)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> SandboxServer:
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name="stripe-sandbox", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.sandbox.close()
+
+    def __enter__(self) -> SandboxServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,228 @@
+"""The sandbox's in-memory world. One lock guards it: every request's effect is applied under it,
+so the sandbox's invariants (a charge's `amount_refunded` equals the sum of its live refunds) hold
+between any two requests, however many threads serve them."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from stripe_sandbox import objects
+from stripe_sandbox.clock import Clock
+
+if TYPE_CHECKING:
+    from stripe_sandbox.webhooks import Dispatcher
+
+IDEMPOTENCY_TTL_S = 24 * 60 * 60
+
+
+@dataclass
+class RequestContext:
+    request_id: str
+    idempotency_key: str | None
+    base_url: str
+
+
+@dataclass
+class IdempotencyRecord:
+    fingerprint: str
+    created: float
+    running: bool = True
+    status: int = 0
+    body: bytes = b""
+    request_id: str = ""
+
+
+@dataclass
+class Fault:
+    id: str
+    method: str
+    path: str
+    kind: str
+    times: int | None
+    probability: float
+    delay_ms: int
+    error_code: str | None
+    should_retry: bool | None
+    retry_after_s: int | None
+    hits: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "method": self.method,
+            "path": self.path,
+            "kind": self.kind,
+            "times": self.times,
+            "probability": self.probability,
+            "delay_ms": self.delay_ms,
+            "error_code": self.error_code,
+            "should_retry": self.should_retry,
+            "retry_after_s": self.retry_after_s,
+            "hits": self.hits,
+        }
+
+
+@dataclass
+class WebhookBehaviour:
+    duplicate_probability: float = 0.0
+    reorder: bool = False
+    delay_ms: int = 0
+
+
+def snapshot(obj: Any) -> Any:
+    """A deep, JSON-shaped copy: what leaves the lock never changes afterwards."""
+    return json.loads(json.dumps(obj))
+
+
+@dataclass
+class World:
+    """Everything a reset forgets."""
+
+    payment_intents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    charges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refunds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    disputes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    file_contents: dict[str, bytes] = field(default_factory=dict)
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refunds_by_charge: dict[str, list[str]] = field(default_factory=dict)
+    disputes_by_charge: dict[str, list[str]] = field(default_factory=dict)
+    charges_by_pi: dict[str, list[str]] = field(default_factory=dict)
+    # When each object was created, on the sandbox clock, to the microsecond (readback lag).
+    born: dict[str, float] = field(default_factory=dict)
+    idempotency: dict[tuple[str, str], IdempotencyRecord] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
+    requests: dict[str, int] = field(default_factory=dict)
+    readback_lag_ms: int = 0
+    rate_limit_per_second: int = 0
+    webhook_behaviour: WebhookBehaviour = field(default_factory=WebhookBehaviour)
+
+
+class State:
+    def __init__(self, clock: Clock, seed: int | None = None) -> None:
+        self.lock = threading.RLock()
+        self.clock = clock
+        self.world = World()
+        self.random = random.Random(seed)
+        self.dispatcher: Dispatcher | None = None
+
+    def reset(self, seed: int | None = None) -> None:
+        with self.lock:
+            self.world = World()
+            self.random = random.Random(seed)
+            self.clock.reset()
+
+    # --- objects -------------------------------------------------------------------------
+
+    def born(self, object_id: str) -> None:
+        self.world.born[object_id] = self.clock.now()
+
+    def visible(self, object_id: str) -> bool:
+        """False while readback lag hides a new object from reads."""
+        lag = self.world.readback_lag_ms
+        if not lag:
+            return True
+        born = self.world.born.get(object_id)
+        return born is None or self.clock.now() >= born + lag / 1000
+
+    def live_refunded(self, charge_id: str) -> int:
+        """What a charge's refunds hold: every refund not failed or canceled."""
+        return sum(
+            self.world.refunds[rid]["amount"]
+            for rid in self.world.refunds_by_charge.get(charge_id, [])
+            if self.world.refunds[rid]["status"] not in ("failed", "canceled")
+        )
+
+    def sync_charge_refunds(self, charge: dict[str, Any]) -> None:
+        """Recompute a charge's refund fields from its refunds."""
+        refund_ids = self.world.refunds_by_charge.get(charge["id"], [])
+        charge["amount_refunded"] = self.live_refunded(charge["id"])
+        charge["refunded"] = charge["amount_refunded"] >= charge["amount"]
+        newest = [self.world.refunds[rid] for rid in reversed(refund_ids)]
+        charge["refunds"] = {
+            "object": "list",
+            "data": newest[:10],
+            "has_more": len(newest) > 10,
+            "url": f"/v1/charges/{charge['id']}/refunds",
+        }
+
+    def render(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object as the API shows it now (a charge's embedded refunds as of now)."""
+        if obj.get("object") == "charge":
+            self.sync_charge_refunds(obj)
+        return snapshot(obj)
+
+    # --- events --------------------------------------------------------------------------
+
+    def emit(
+        self,
+        event_type: str,
+        obj: dict[str, Any],
+        ctx: RequestContext | None,
+        previous_attributes: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        endpoints = self.dispatcher.endpoint_count() if self.dispatcher else 0
+        event = objects.event(
+            type=event_type,
+            data_object=self.render(obj),
+            previous_attributes=previous_attributes,
+            created=self.clock.now_int(),
+            request_id=ctx.request_id if ctx else None,
+            idempotency_key=ctx.idempotency_key if ctx else None,
+            pending_webhooks=endpoints,
+        )
+        self.world.events[event["id"]] = event
+        self.born(event["id"])
+        if self.dispatcher is not None and endpoints:
+            self.dispatcher.enqueue(event)
+        return event
+
+    def delivered(self, event_id: str) -> None:
+        with self.lock:
+            event = self.world.events.get(event_id)
+            if event is not None and event["pending_webhooks"] > 0:
+                event["pending_webhooks"] -= 1
+
+    # --- invariants, for /_sandbox/state -----------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        world = self.world
+        charges = {}
+        for charge in world.charges.values():
+            refund_ids = world.refunds_by_charge.get(charge["id"], [])
+            by_status: dict[str, int] = {}
+            for rid in refund_ids:
+                status = world.refunds[rid]["status"]
+                by_status[status] = by_status.get(status, 0) + world.refunds[rid]["amount"]
+            charges[charge["id"]] = {
+                "amount": charge["amount"],
+                "amount_refunded": self.live_refunded(charge["id"]),
+                "refunded_by_status": by_status,
+                "refunds": len(refund_ids),
+                "disputed": charge["disputed"],
+                "status": charge["status"],
+                "payment_intent": charge["payment_intent"],
+            }
+        return {
+            "now": self.clock.now(),
+            "clock_offset_s": self.clock.offset,
+            "counts": {
+                "payment_intents": len(world.payment_intents),
+                "charges": len(world.charges),
+                "refunds": len(world.refunds),
+                "disputes": len(world.disputes),
+                "files": len(world.files),
+                "events": len(world.events),
+                "idempotency_keys": len(world.idempotency),
+            },
+            "charges": charges,
+            "requests": dict(sorted(world.requests.items())),
+            "faults": [fault.describe() for fault in world.faults],
+            "readback_lag_ms": world.readback_lag_ms,
+            "rate_limit_per_second": world.rate_limit_per_second,
+            "webhooks": self.dispatcher.describe() if self.dispatcher else {"endpoints": []},
+        }
