@@ -411,7 +411,7 @@ def refund_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Resu
 REFUND_TRANSITIONS: dict[str, set[str]] = {
     "pending": {"succeeded", "failed", "canceled", "requires_action"},
     "requires_action": {"pending", "succeeded", "failed", "canceled"},
-    "succeeded": {"pending", "failed"},
+    "succeeded": {"pending", "requires_action", "failed"},
     "failed": set(),
     "canceled": set(),
 }
