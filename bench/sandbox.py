@@ -44,18 +44,12 @@ class Worker:
 
 @dataclass
 class Result:
-    """One target's measurement: refunds made in `elapsed` seconds of the timed window."""
+    """One target's measurement: `refunds` made in `elapsed` seconds of the timed window."""
 
     workers: list[Worker]
     elapsed: float
-
-    @property
-    def refunds(self) -> int:
-        return sum(w.refunds for w in self.workers)
-
-    @property
-    def errors(self) -> list[str]:
-        return [e for w in self.workers for e in w.errors]
+    refunds: int
+    errors: list[str]
 
 
 def free_port() -> int:
@@ -96,14 +90,13 @@ def start_server(name: str, cmd: list[str], port: int, log: Path) -> subprocess.
 
 def stop_server(proc: subprocess.Popen[bytes] | None) -> None:
     """Terminate a server subprocess, killing it if it does not exit within 5 s."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
 
 
 def make_client(url: str) -> stripe.StripeClient:
@@ -131,19 +124,13 @@ def create_charge(client: stripe.StripeClient) -> str:
     return charge if isinstance(charge, str) else str(charge.id)
 
 
-def refund_loop(
-    client: stripe.StripeClient, worker: Worker, index: int, go: threading.Event, end: float
-) -> None:
+def refund_loop(client: stripe.StripeClient, worker: Worker, index: int, end: float) -> None:
     """Create 1-cent refunds on the worker's charge until `end` (time.monotonic) or the cap."""
-    go.wait()
     while time.monotonic() < end and worker.refunds < MAX_REFUNDS_PER_THREAD:
+        metadata = {"bench": "1", "thread": str(index), "seq": str(worker.refunds)}
         try:
             client.v1.refunds.create(
-                params={
-                    "charge": worker.charge_id,
-                    "amount": 1,
-                    "metadata": {"bench": "1", "thread": str(index), "seq": str(worker.refunds)},
-                }
+                params={"charge": worker.charge_id, "amount": 1, "metadata": metadata}
             )
         except stripe.StripeError as exc:
             worker.errors.append(f"thread {index}: {type(exc).__name__}: {exc}")
@@ -154,28 +141,26 @@ def refund_loop(
 
 
 def run_workload(name: str, url: str, threads: int, seconds: float) -> Result:
-    """Create one charge per thread, then time `threads` threads creating refunds for `seconds`."""
+    """Create one charge per thread (untimed), then time `threads` threads creating refunds."""
     clients = [make_client(url) for _ in range(threads)]
     workers = [Worker(create_charge(client)) for client in clients]
-    go = threading.Event()
     start = time.monotonic()
-    end = start + seconds
     pool = [
-        threading.Thread(target=refund_loop, args=(c, w, i, go, end), daemon=True)
+        threading.Thread(target=refund_loop, args=(c, w, i, start + seconds), daemon=True)
         for i, (c, w) in enumerate(zip(clients, workers, strict=True))
     ]
     for thread in pool:
         thread.start()
-    go.set()
-    last_print = start
+    last_time, last_done = start, 0
     while any(thread.is_alive() for thread in pool):
         time.sleep(0.2)
-        now = time.monotonic()
-        if now - last_print >= 1.0:
-            done = sum(w.refunds for w in workers)
-            print(f"  {name}: {now - start:5.1f} s, {done} refunds, {done / (now - start):.1f}/s")
-            last_print = now
-    return Result(workers, time.monotonic() - start)
+        now, done = time.monotonic(), sum(w.refunds for w in workers)
+        if now - last_time >= 1.0:
+            rate = (done - last_done) / (now - last_time)
+            print(f"  {name}: {now - start:5.1f} s, {done:6d} refunds, last second {rate:.0f}/s")
+            last_time, last_done = now, done
+    errors = [e for w in workers for e in w.errors]
+    return Result(workers, time.monotonic() - start, sum(w.refunds for w in workers), errors)
 
 
 def summary(name: str, result: Result, threads: int) -> str:
@@ -227,17 +212,12 @@ def install_localstripe() -> Path:
     exe = LS_VENV / "bin" / "localstripe"
     if not exe.exists():
         print(f"localstripe: installing into {LS_VENV.relative_to(REPO)} (GPL, bench only)")
-        steps = [
-            [sys.executable, "-m", "venv", str(LS_VENV)],
-            [str(LS_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "localstripe"],
-        ]
-        for step in steps:
+        pip = [str(LS_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "localstripe"]
+        for step in ([sys.executable, "-m", "venv", str(LS_VENV)], pip):
             # S603: a fixed argv (venv creation, pip install of a fixed package name).
-            done = subprocess.run(  # noqa: S603
-                step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S
-            )
+            done = subprocess.run(step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)  # noqa: S603
             if done.returncode != 0:
-                raise RuntimeError(f"{' '.join(step[-2:])} failed: {done.stderr.strip()[-800:]}")
+                raise RuntimeError(f"{step[2]} failed: {done.stderr.strip()[-800:]}")
     return exe
 
 
@@ -247,12 +227,19 @@ def bench_localstripe(args: argparse.Namespace, logdir: Path) -> str:
     try:
         exe = install_localstripe()
         port = free_port()
-        proc = start_server("localstripe", [str(exe), "--port", str(port)], port, logdir / "ls.log")
+        # --from-scratch: do not load the state an earlier run pickled to /tmp/localstripe.pickle
+        cmd = [str(exe), "--port", str(port), "--from-scratch"]
+        proc = start_server("localstripe", cmd, port, logdir / "localstripe.log")
         url = f"http://127.0.0.1:{port}"
         print(f"localstripe: measuring {url} for {args.seconds:.0f} s with {args.threads} threads")
         result = run_workload("localstripe", url, args.threads, args.seconds)
         for error in result.errors[:5]:
             print(f"localstripe request error: {error}", file=sys.stderr)
+        client = make_client(url)
+        held = [client.v1.charges.retrieve(w.charge_id).amount_refunded for w in result.workers]
+        made = [w.refunds for w in result.workers]
+        verdict = "matches" if held == made else f"MISMATCH: charges hold {held}, made {made}"
+        print(f"localstripe: amount_refunded per charge {verdict}")
         return summary("localstripe", result, args.threads)
     except (RuntimeError, OSError, subprocess.SubprocessError, stripe.StripeError) as exc:
         return f"localstripe not measured: {type(exc).__name__}: {exc}"
@@ -270,12 +257,16 @@ def main() -> int:
     if not 0 < args.seconds <= 600 or not 1 <= args.threads <= 64:
         parser.error("--seconds must be in (0, 600] and --threads in [1, 64]")
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        line, ok = bench_sandbox(args, Path(tmp))
-        lines = [line]
-        if args.skip_localstripe:
-            lines.append("localstripe not measured: --skip-localstripe")
-        else:
-            lines.append(bench_localstripe(args, Path(tmp)))
+        try:
+            line, ok = bench_sandbox(args, Path(tmp))
+            lines = [line]
+            if args.skip_localstripe:
+                lines.append("localstripe not measured: --skip-localstripe")
+            else:
+                lines.append(bench_localstripe(args, Path(tmp)))
+        except KeyboardInterrupt:
+            print("interrupted; servers stopped", file=sys.stderr)
+            return 130
     print("\n".join(["", *lines]))
     return 0 if ok else 1
 

@@ -171,11 +171,14 @@ class Dispatcher:
                 if self._stopped:
                     return None
                 now = time.monotonic()
+                reorder = self.state.world.webhook_behaviour.reorder
+                # Reordering needs a batch: take what falls due within the next 50 ms too.
+                horizon = now + (0.05 if reorder else 0)
                 if self._queue and self._queue[0].due <= now:
                     batch = []
-                    while self._queue and self._queue[0].due <= now:
+                    while self._queue and self._queue[0].due <= horizon:
                         batch.append(heapq.heappop(self._queue))
-                    if self.state.world.webhook_behaviour.reorder:
+                    if reorder:
                         batch.reverse()  # newest first: the opposite of the order they happened
                     self._in_flight += len(batch)
                     return batch
