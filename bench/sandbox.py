@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -247,6 +248,11 @@ def bench_localstripe(args: argparse.Namespace, logdir: Path) -> str:
         stop_server(proc)
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """Turn SIGTERM into KeyboardInterrupt, so the `finally` blocks stop the servers."""
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     """Parse arguments, measure both targets, print the summary; 1 if the sandbox check failed."""
     parser = argparse.ArgumentParser(description="Refunds/s through the stripe SDK.")
@@ -256,6 +262,7 @@ def main() -> int:
     args = parser.parse_args()
     if not 0 < args.seconds <= 600 or not 1 <= args.threads <= 64:
         parser.error("--seconds must be in (0, 600] and --threads in [1, 64]")
+    signal.signal(signal.SIGTERM, interrupt)
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         try:
             line, ok = bench_sandbox(args, Path(tmp))

@@ -1,6 +1,12 @@
+from collections.abc import Iterator
+
 import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
+
+from stripe_sandbox import SandboxServer
+from stripe_sandbox.client import SandboxControl
+from tests.helpers import Receiver
 
 from accounts.models import User
 from accounts.services import api_token_issue
@@ -78,3 +84,27 @@ def celery_broker() -> str:
             "or set CELERY_BROKER_URL."
         )
     return str(url)
+
+
+@pytest.fixture(scope="session")
+def sandbox_server() -> Iterator[SandboxServer]:
+    """One Stripe sandbox for the session, on a free port, in this process."""
+    server = SandboxServer(port=0, seed=1234).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def sandbox(sandbox_server: SandboxServer) -> SandboxControl:
+    """The sandbox, reset: every test starts from an empty provider."""
+    control = SandboxControl(sandbox_server.url)
+    control.reset(seed=1234)
+    return control
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook endpoint that records deliveries."""
+    r = Receiver()
+    yield r
+    r.close()

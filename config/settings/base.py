@@ -168,6 +168,11 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 STRIPE_API_KEY = env.str("STRIPE_API_KEY", default="sk_test_vouch_sandbox")
 STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="http://127.0.0.1:12111")
 STRIPE_WEBHOOK_SECRET = env.str("STRIPE_WEBHOOK_SECRET", default="whsec_vouch_sandbox")
+STRIPE_CONNECT_TIMEOUT_S = env.float("STRIPE_CONNECT_TIMEOUT_S", default=5.0)
+STRIPE_READ_TIMEOUT_S = env.float("STRIPE_READ_TIMEOUT_S", default=30.0)
+STRIPE_MAX_ATTEMPTS = env.int("STRIPE_MAX_ATTEMPTS", default=3)
+STRIPE_RETRY_BASE_S = env.float("STRIPE_RETRY_BASE_S", default=0.5)
+STRIPE_RETRY_MAX_S = env.float("STRIPE_RETRY_MAX_S", default=8.0)
 
 # --- Logging -------------------------------------------------------------------------------
 

@@ -19,5 +19,10 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     )
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
+# Short provider timeouts (SPEC §12): the sandbox's `timeout` fault then costs little.
+STRIPE_READ_TIMEOUT_S = 0.5
+STRIPE_CONNECT_TIMEOUT_S = 2.0
+STRIPE_RETRY_BASE_S = 0.02
+STRIPE_RETRY_MAX_S = 0.2
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,99 +1,18 @@
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-
 import pytest
 import stripe
 
-from stripe_sandbox import SandboxServer
 from stripe_sandbox.client import SandboxControl
 
 # Short read timeout, as SPEC §12 asks: the sandbox's `timeout` fault then costs little.
 READ_TIMEOUT_S = 0.5
 
 
-@pytest.fixture(scope="session")
-def sandbox_server() -> Iterator[SandboxServer]:
-    server = SandboxServer(port=0, seed=1234).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def sandbox(sandbox_server: SandboxServer) -> SandboxControl:
-    control = SandboxControl(sandbox_server.url)
-    control.reset(seed=1234)
-    return control
-
-
 @pytest.fixture
 def client(sandbox: SandboxControl) -> stripe.StripeClient:
+    """The official SDK pointed at the sandbox, with no retries of its own."""
     return stripe.StripeClient(
         "sk_test_vouch_tests",
         base_addresses={"api": sandbox.url, "files": sandbox.url},
         http_client=stripe.RequestsClient(timeout=(2, READ_TIMEOUT_S)),
         max_network_retries=0,
     )
-
-
-def paid_charge(client: stripe.StripeClient, amount: int = 10_000, pm: str = "pm_card_visa") -> str:
-    pi = client.v1.payment_intents.create(
-        params={"amount": amount, "currency": "usd", "payment_method": pm, "confirm": True}
-    )
-    assert pi.status == "succeeded"
-    return str(pi.latest_charge)
-
-
-class Receiver:
-    """A webhook endpoint on a free port that records each delivery (raw body and headers) and
-    answers with the statuses it is told to (then 200)."""
-
-    def __init__(self) -> None:
-        self.deliveries: list[tuple[bytes, dict[str, str]]] = []
-        self.statuses: list[int] = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                with receiver.lock:
-                    receiver.deliveries.append((body, dict(self.headers)))
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def events(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return [json.loads(body) for body, _ in self.deliveries]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
-
-
-def wait_until(predicate: Any, timeout: float = 10.0, what: str = "condition") -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)

@@ -7,7 +7,7 @@ import stripe
 
 from stripe_sandbox.client import SandboxControl
 
-from .conftest import paid_charge
+from tests.helpers import paid_charge
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 

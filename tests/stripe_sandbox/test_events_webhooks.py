@@ -4,7 +4,7 @@ import stripe
 
 from stripe_sandbox.client import SandboxControl
 
-from .conftest import Receiver, paid_charge, wait_until
+from tests.helpers import Receiver, paid_charge, wait_until
 
 SECRET = "whsec_sandbox_tests"
 

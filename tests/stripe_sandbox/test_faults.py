@@ -7,7 +7,7 @@ import stripe
 
 from stripe_sandbox.client import SandboxControl
 
-from .conftest import paid_charge
+from tests.helpers import paid_charge
 
 
 def _hits(sandbox: SandboxControl) -> list[int]:

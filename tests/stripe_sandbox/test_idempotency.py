@@ -7,7 +7,7 @@ import stripe
 
 from stripe_sandbox.client import SandboxControl
 
-from .conftest import paid_charge
+from tests.helpers import paid_charge
 
 
 def test_same_key_same_parameters_replays_the_first_answer(
@@ -77,7 +77,7 @@ def test_same_key_while_the_first_runs_is_409(client: stripe.StripeClient, sandb
     )
     first.start()
     try:
-        from .conftest import wait_until
+        from tests.helpers import wait_until
 
         wait_until(lambda: sandbox.faults()[0]["hits"] == 1, what="the delayed request to start")
         with pytest.raises(stripe.APIError) as raised:

@@ -5,7 +5,7 @@ import stripe
 
 from stripe_sandbox.client import SandboxControl
 
-from .conftest import paid_charge
+from tests.helpers import paid_charge
 
 
 def test_refund_by_charge_with_amount_reason_and_metadata(

@@ -8,7 +8,7 @@ import stripe
 
 from stripe_sandbox.client import SandboxControl
 
-from .conftest import paid_charge
+from tests.helpers import paid_charge
 
 FIELDS = json.loads((Path(__file__).parent / "fixture_fields.json").read_text())
 

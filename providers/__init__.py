@@ -1,0 +1,8 @@
+"""Vouch's one door to payment providers. `providers.stripe_provider` is the only module in Vouch
+that imports the `stripe` SDK; everything else talks to it through the narrow operations of
+`StripeProvider` and gets typed `Outcome`s back."""
+
+from providers.outcomes import Outcome, OutcomeKind, WebhookSignatureError
+from providers.stripe_provider import StripeProvider, provider_from_settings
+
+__all__ = ["Outcome", "OutcomeKind", "StripeProvider", "WebhookSignatureError", "provider_from_settings"]

@@ -1,0 +1,56 @@
+"""What a provider call can tell us, and nothing more: the provider definitely accepted (and here
+is what it answered), definitely refused (and why), or the outcome is unknown. An unknown outcome
+is a state to resolve by reading the provider again, never a guess either way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class OutcomeKind(StrEnum):
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: OutcomeKind
+    # The provider's object (a plain dict, as the provider sent it) when accepted.
+    value: dict[str, Any] | None = None
+    # Why it was refused or is unknown: the provider's error code (e.g. `charge_disputed`,
+    # `card_declined`) or ours (`network_error`, `server_error`, `idempotency_error`, ...).
+    error_code: str | None = None
+    error_message: str | None = None
+    http_status: int | None = None
+    # The provider's error object, for card errors (decline_code, payment_intent, charge).
+    error_detail: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 1
+    # The provider answered from its idempotency store: a replay of an earlier request.
+    replayed: bool = False
+    request_id: str | None = None
+    idempotency_key: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.kind is OutcomeKind.ACCEPTED
+
+    @property
+    def refused(self) -> bool:
+        return self.kind is OutcomeKind.REFUSED
+
+    @property
+    def unknown(self) -> bool:
+        return self.kind is OutcomeKind.UNKNOWN
+
+    def require(self) -> dict[str, Any]:
+        """The accepted value; a programming error to ask otherwise."""
+        if self.value is None or not self.accepted:
+            raise ValueError(f"outcome is {self.kind} ({self.error_code}), not accepted")
+        return self.value
+
+
+class WebhookSignatureError(Exception):
+    """A webhook whose signature does not verify: refuse it, store nothing."""

@@ -1,0 +1,307 @@
+"""The Stripe adapter: the only module that imports the `stripe` SDK.
+
+Every call goes through a configured `StripeClient` (key and base address from settings, so the
+sandbox and real test mode are one setting apart), with connect and read timeouts. Transient
+failures (network errors and timeouts, 5xx, 409, 429) are retried a bounded number of times with
+jittered exponential backoff, always with the *same* idempotency key, honouring
+`Stripe-Should-Retry` and `Retry-After`. Every call answers an `Outcome`: accepted, refused
+(the provider definitely did not do it) or unknown."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import stripe
+
+from providers.outcomes import Outcome, OutcomeKind, WebhookSignatureError
+
+DEFAULT_API_BASE = "https://api.stripe.com"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 3
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+    # A Retry-After longer than this is not waited for: the outcome is then unknown.
+    max_retry_after_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class _Failure:
+    kind: OutcomeKind
+    code: str
+    retry: bool
+    retry_after_s: float | None = None
+
+
+def classify(exc: stripe.StripeError) -> _Failure:
+    """Sort a Stripe error into refused (definite), unknown, and whether to retry it."""
+    status = exc.http_status
+    headers = exc.headers or {}
+    error = getattr(exc, "error", None)
+    code = (getattr(error, "code", None) if error is not None else None) or exc.code
+    should_retry = headers.get("Stripe-Should-Retry") if hasattr(headers, "get") else None
+    if isinstance(exc, stripe.APIConnectionError):
+        # Sent, perhaps applied, no answer (timeout, reset): only the provider can tell.
+        return _Failure(OutcomeKind.UNKNOWN, "network_error", retry=True)
+    if isinstance(exc, stripe.IdempotencyError):
+        # The key was first used with other parameters: what that request did is unknown here.
+        return _Failure(OutcomeKind.UNKNOWN, "idempotency_error", retry=False)
+    if isinstance(exc, stripe.RateLimitError) or status == 429:
+        retry_after = headers.get("Retry-After") if hasattr(headers, "get") else None
+        return _Failure(
+            OutcomeKind.UNKNOWN,
+            "rate_limit",
+            retry=should_retry != "false",
+            retry_after_s=float(retry_after) if retry_after and retry_after.isdigit() else None,
+        )
+    if status is not None and (status == 409 or status >= 500):
+        return _Failure(
+            OutcomeKind.UNKNOWN,
+            code or ("conflict" if status == 409 else "server_error"),
+            retry=should_retry != "false",
+        )
+    if status is not None and 400 <= status < 500:
+        # 400, 401, 402, 403, 404: the provider refused and did nothing.
+        return _Failure(OutcomeKind.REFUSED, code or type(exc).__name__, retry=False)
+    return _Failure(OutcomeKind.UNKNOWN, code or "unexpected_error", retry=False)
+
+
+class StripeProvider:
+    """Narrow operations on Stripe. Amounts are in the provider's unit (cents): conversion from
+    Vouch's micro-dollars happens at the caller's boundary, once."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        api_base: str = DEFAULT_API_BASE,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self._sleep = sleep
+        self._client = stripe.StripeClient(
+            api_key,
+            base_addresses={"api": api_base, "files": api_base},
+            http_client=stripe.RequestsClient(timeout=(connect_timeout_s, read_timeout_s)),
+            max_network_retries=0,  # retries are ours: bounded, same key, typed outcome
+        )
+
+    @property
+    def retry_budget_s(self) -> float:
+        """The longest one operation can take, retries included: a lease on work that calls the
+        provider must outlive it."""
+        attempt = self.connect_timeout_s + self.read_timeout_s
+        waits = max(self.retry.max_delay_s, self.retry.max_retry_after_s)
+        return self.retry.max_attempts * attempt + (self.retry.max_attempts - 1) * waits
+
+    # --- payments ----------------------------------------------------------------------------
+
+    def payment_create(
+        self,
+        *,
+        amount_cents: int,
+        currency: str,
+        payment_method: str,
+        idempotency_key: str,
+        metadata: dict[str, str],
+        description: str | None = None,
+    ) -> Outcome:
+        """Create and confirm a PaymentIntent. Accepted: the PaymentIntent (status `succeeded`,
+        `latest_charge` the charge id). A declined card is refused with Stripe's code and the
+        decline detail (`decline_code`, `charge`, `payment_intent`)."""
+        params: dict[str, Any] = {
+            "amount": amount_cents,
+            "currency": currency,
+            "payment_method": payment_method,
+            "confirm": True,
+            "payment_method_types": ["card"],
+            "metadata": metadata,
+        }
+        if description:
+            params["description"] = description
+        return self._call(
+            lambda options: self._client.v1.payment_intents.create(params=params, options=options),  # type: ignore[arg-type]
+            idempotency_key=idempotency_key,
+        )
+
+    def charge_read(self, charge_id: str) -> Outcome:
+        return self._call(lambda options: self._client.v1.charges.retrieve(charge_id, options=options))
+
+    # --- refunds -----------------------------------------------------------------------------
+
+    def refund_create(
+        self,
+        *,
+        charge: str,
+        amount_cents: int,
+        idempotency_key: str,
+        metadata: dict[str, str],
+        reason: str | None = None,
+    ) -> Outcome:
+        params: dict[str, Any] = {"charge": charge, "amount": amount_cents, "metadata": metadata}
+        if reason:
+            params["reason"] = reason
+        return self._call(
+            lambda options: self._client.v1.refunds.create(params=params, options=options),  # type: ignore[arg-type]
+            idempotency_key=idempotency_key,
+        )
+
+    def refund_read(self, refund_id: str) -> Outcome:
+        return self._call(lambda options: self._client.v1.refunds.retrieve(refund_id, options=options))
+
+    def refunds_of_charge(self, charge: str, *, page_size: int = 100) -> Outcome:
+        """Every refund of a charge, newest first, all pages: accepted with `{"data": [...]}`."""
+        refunds: list[dict[str, Any]] = []
+        attempts = 0
+        starting_after: str | None = None
+        while True:
+            params: dict[str, Any] = {"charge": charge, "limit": page_size}
+            if starting_after:
+                params["starting_after"] = starting_after
+            page = self._call(
+                lambda options, params=params: self._client.v1.refunds.list(params=params, options=options)  # type: ignore[misc]
+            )
+            attempts += page.attempts
+            if not page.accepted:
+                return replace(page, attempts=attempts)
+            value = page.require()
+            refunds.extend(value["data"])
+            if not value["has_more"] or not value["data"]:
+                return Outcome(OutcomeKind.ACCEPTED, {"data": refunds}, attempts=attempts)
+            starting_after = value["data"][-1]["id"]
+
+    # --- disputes ----------------------------------------------------------------------------
+
+    def dispute_read(self, dispute_id: str) -> Outcome:
+        return self._call(lambda options: self._client.v1.disputes.retrieve(dispute_id, options=options))
+
+    def dispute_file(
+        self,
+        *,
+        dispute_id: str,
+        evidence: dict[str, str],
+        metadata: dict[str, str],
+        idempotency_key: str,
+    ) -> Outcome:
+        """Send evidence and submit it (`submit=true`, stated explicitly: Stripe's default)."""
+        params: dict[str, Any] = {"evidence": evidence, "metadata": metadata, "submit": True}
+        return self._call(
+            lambda options: self._client.v1.disputes.update(dispute_id, params=params, options=options),  # type: ignore[arg-type]
+            idempotency_key=idempotency_key,
+        )
+
+    # --- webhooks ----------------------------------------------------------------------------
+
+    @staticmethod
+    def webhook_verify(
+        payload: bytes,
+        signature_header: str,
+        secrets: Sequence[str],
+        *,
+        tolerance_s: int = 300,
+        now: float | None = None,
+    ) -> dict[str, Any]:
+        """Verify Stripe's `Stripe-Signature` (t=..,v1=..,v1=..) over `"{t}.{payload}"` with any of
+        `secrets` (rotation), in constant time, within `tolerance_s` of `now` (the caller's clock).
+        Returns the parsed event; raises WebhookSignatureError otherwise."""
+        timestamp: int | None = None
+        signatures: list[str] = []
+        for item in signature_header.split(","):
+            name, _, value = item.strip().partition("=")
+            if name == "t" and value.isdigit():
+                timestamp = int(value)
+            elif name == "v1" and value:
+                signatures.append(value)
+        if timestamp is None or not signatures:
+            raise WebhookSignatureError("the Stripe-Signature header has no timestamp or no v1 signature")
+        current = time.time() if now is None else now
+        if abs(current - timestamp) > tolerance_s:
+            raise WebhookSignatureError(f"the signature's timestamp is outside the {tolerance_s} s tolerance")
+        signed = f"{timestamp}.".encode() + payload
+        expected = [hmac.new(s.encode(), signed, hashlib.sha256).hexdigest() for s in secrets if s]
+        if not any(hmac.compare_digest(e, given) for e in expected for given in signatures):
+            raise WebhookSignatureError("no signature matches a configured secret")
+        try:
+            event = json.loads(payload)
+        except ValueError as exc:
+            raise WebhookSignatureError("the payload is not JSON") from exc
+        if not isinstance(event, dict) or "id" not in event or "type" not in event:
+            raise WebhookSignatureError("the payload is not a Stripe event")
+        return event
+
+    # --- the retry loop ----------------------------------------------------------------------
+
+    def _call(self, request: Callable[[dict[str, Any]], Any], *, idempotency_key: str | None = None) -> Outcome:
+        options: dict[str, Any] = {}
+        if idempotency_key is not None:
+            options["idempotency_key"] = idempotency_key
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                obj = request(options)
+            except stripe.StripeError as exc:
+                failure = classify(exc)
+                if failure.retry and attempt < self.retry.max_attempts:
+                    delay = self._delay(attempt, failure.retry_after_s)
+                    if delay is not None:
+                        self._sleep(delay)
+                        continue
+                error = getattr(exc, "error", None)
+                return Outcome(
+                    failure.kind,
+                    error_code=failure.code,
+                    error_message=exc.user_message or str(exc),
+                    http_status=exc.http_status,
+                    error_detail=error.to_dict() if error is not None else {},
+                    attempts=attempt,
+                    request_id=exc.request_id,
+                    idempotency_key=idempotency_key,
+                )
+            response = obj.last_response
+            return Outcome(
+                OutcomeKind.ACCEPTED,
+                obj.to_dict(),
+                http_status=response.code if response else None,
+                attempts=attempt,
+                replayed=bool(response and response.headers.get("Idempotent-Replayed") == "true"),
+                request_id=response.request_id if response else None,
+                idempotency_key=idempotency_key,
+            )
+
+    def _delay(self, attempt: int, retry_after_s: float | None) -> float | None:
+        if retry_after_s is not None:
+            return retry_after_s if retry_after_s <= self.retry.max_retry_after_s else None
+        backoff = min(self.retry.base_delay_s * 2 ** (attempt - 1), self.retry.max_delay_s)
+        return backoff * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not secrecy
+
+
+def provider_from_settings() -> StripeProvider:
+    """The provider as the deployment configures it (settings.STRIPE_*)."""
+    from django.conf import settings
+
+    return StripeProvider(
+        api_key=settings.STRIPE_API_KEY,
+        api_base=settings.STRIPE_API_BASE,
+        connect_timeout_s=settings.STRIPE_CONNECT_TIMEOUT_S,
+        read_timeout_s=settings.STRIPE_READ_TIMEOUT_S,
+        retry=RetryPolicy(
+            max_attempts=settings.STRIPE_MAX_ATTEMPTS,
+            base_delay_s=settings.STRIPE_RETRY_BASE_S,
+            max_delay_s=settings.STRIPE_RETRY_MAX_S,
+        ),
+    )
