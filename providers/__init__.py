@@ -5,4 +5,10 @@ that imports the `stripe` SDK; everything else talks to it through the narrow op
 from providers.outcomes import Outcome, OutcomeKind, WebhookSignatureError
 from providers.stripe_provider import StripeProvider, provider_from_settings
 
-__all__ = ["Outcome", "OutcomeKind", "StripeProvider", "WebhookSignatureError", "provider_from_settings"]
+__all__ = [
+    "Outcome",
+    "OutcomeKind",
+    "StripeProvider",
+    "WebhookSignatureError",
+    "provider_from_settings",
+]

@@ -123,7 +123,7 @@ class StripeProvider:
         """Create and confirm a PaymentIntent. Accepted: the PaymentIntent (status `succeeded`,
         `latest_charge` the charge id). A declined card is refused with Stripe's code and the
         decline detail (`decline_code`, `charge`, `payment_intent`)."""
-        params: dict[str, Any] = {
+        params: Any = {
             "amount": amount_cents,
             "currency": currency,
             "payment_method": payment_method,
@@ -134,12 +134,14 @@ class StripeProvider:
         if description:
             params["description"] = description
         return self._call(
-            lambda options: self._client.v1.payment_intents.create(params=params, options=options),  # type: ignore[arg-type]
+            lambda options: self._client.v1.payment_intents.create(params=params, options=options),
             idempotency_key=idempotency_key,
         )
 
     def charge_read(self, charge_id: str) -> Outcome:
-        return self._call(lambda options: self._client.v1.charges.retrieve(charge_id, options=options))
+        return self._call(
+            lambda options: self._client.v1.charges.retrieve(charge_id, options=options)
+        )
 
     # --- refunds -----------------------------------------------------------------------------
 
@@ -152,16 +154,18 @@ class StripeProvider:
         metadata: dict[str, str],
         reason: str | None = None,
     ) -> Outcome:
-        params: dict[str, Any] = {"charge": charge, "amount": amount_cents, "metadata": metadata}
+        params: Any = {"charge": charge, "amount": amount_cents, "metadata": metadata}
         if reason:
             params["reason"] = reason
         return self._call(
-            lambda options: self._client.v1.refunds.create(params=params, options=options),  # type: ignore[arg-type]
+            lambda options: self._client.v1.refunds.create(params=params, options=options),
             idempotency_key=idempotency_key,
         )
 
     def refund_read(self, refund_id: str) -> Outcome:
-        return self._call(lambda options: self._client.v1.refunds.retrieve(refund_id, options=options))
+        return self._call(
+            lambda options: self._client.v1.refunds.retrieve(refund_id, options=options)
+        )
 
     def refunds_of_charge(self, charge: str, *, page_size: int = 100) -> Outcome:
         """Every refund of a charge, newest first, all pages: accepted with `{"data": [...]}`."""
@@ -169,12 +173,14 @@ class StripeProvider:
         attempts = 0
         starting_after: str | None = None
         while True:
-            params: dict[str, Any] = {"charge": charge, "limit": page_size}
+            params: Any = {"charge": charge, "limit": page_size}
             if starting_after:
                 params["starting_after"] = starting_after
-            page = self._call(
-                lambda options, params=params: self._client.v1.refunds.list(params=params, options=options)  # type: ignore[misc]
-            )
+
+            def list_page(options: stripe.RequestOptions, params: Any = params) -> Any:
+                return self._client.v1.refunds.list(params=params, options=options)
+
+            page = self._call(list_page)
             attempts += page.attempts
             if not page.accepted:
                 return replace(page, attempts=attempts)
@@ -187,7 +193,9 @@ class StripeProvider:
     # --- disputes ----------------------------------------------------------------------------
 
     def dispute_read(self, dispute_id: str) -> Outcome:
-        return self._call(lambda options: self._client.v1.disputes.retrieve(dispute_id, options=options))
+        return self._call(
+            lambda options: self._client.v1.disputes.retrieve(dispute_id, options=options)
+        )
 
     def dispute_file(
         self,
@@ -198,9 +206,11 @@ class StripeProvider:
         idempotency_key: str,
     ) -> Outcome:
         """Send evidence and submit it (`submit=true`, stated explicitly: Stripe's default)."""
-        params: dict[str, Any] = {"evidence": evidence, "metadata": metadata, "submit": True}
+        params: Any = {"evidence": evidence, "metadata": metadata, "submit": True}
         return self._call(
-            lambda options: self._client.v1.disputes.update(dispute_id, params=params, options=options),  # type: ignore[arg-type]
+            lambda options: self._client.v1.disputes.update(
+                dispute_id, params=params, options=options
+            ),
             idempotency_key=idempotency_key,
         )
 
@@ -227,10 +237,14 @@ class StripeProvider:
             elif name == "v1" and value:
                 signatures.append(value)
         if timestamp is None or not signatures:
-            raise WebhookSignatureError("the Stripe-Signature header has no timestamp or no v1 signature")
+            raise WebhookSignatureError(
+                "the Stripe-Signature header has no timestamp or no v1 signature"
+            )
         current = time.time() if now is None else now
         if abs(current - timestamp) > tolerance_s:
-            raise WebhookSignatureError(f"the signature's timestamp is outside the {tolerance_s} s tolerance")
+            raise WebhookSignatureError(
+                f"the signature's timestamp is outside the {tolerance_s} s tolerance"
+            )
         signed = f"{timestamp}.".encode() + payload
         expected = [hmac.new(s.encode(), signed, hashlib.sha256).hexdigest() for s in secrets if s]
         if not any(hmac.compare_digest(e, given) for e in expected for given in signatures):
@@ -245,8 +259,13 @@ class StripeProvider:
 
     # --- the retry loop ----------------------------------------------------------------------
 
-    def _call(self, request: Callable[[dict[str, Any]], Any], *, idempotency_key: str | None = None) -> Outcome:
-        options: dict[str, Any] = {}
+    def _call(
+        self,
+        request: Callable[[stripe.RequestOptions], Any],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Outcome:
+        options: stripe.RequestOptions = {}
         if idempotency_key is not None:
             options["idempotency_key"] = idempotency_key
         attempt = 0

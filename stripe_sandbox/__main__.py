@@ -1,4 +1,8 @@
-"""python -m stripe_sandbox --host 127.0.0.1 --port 12111 [--webhook-url URL --webhook-secret whsec_...]"""
+"""The command line:
+
+    python -m stripe_sandbox --host 127.0.0.1 --port 12111 \\
+        [--webhook-url URL --webhook-secret whsec_...]
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,10 @@ from stripe_sandbox.server import SandboxServer
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m stripe_sandbox",
-        description="A stateful, Stripe-compatible HTTP server for tests and demos (accepts any sk_test_ key).",
+        description=(
+            "A stateful, Stripe-compatible HTTP server for tests and demos "
+            "(accepts any sk_test_ key)."
+        ),
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=12111)

@@ -14,39 +14,43 @@ class SandboxControl:
         self.timeout = timeout
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        request = urllib.request.Request(
+        request = urllib.request.Request(  # noqa: S310 - the sandbox's own URL
             f"{self.url}/_sandbox/{path.lstrip('/')}",
             data=json.dumps(body or {}).encode() if method != "GET" else None,
             method=method,
             headers={"Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - ditto
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")
-            raise RuntimeError(f"sandbox control {method} {path} failed: {exc.code} {detail}") from exc
+            raise RuntimeError(
+                f"sandbox control {method} {path} failed: {exc.code} {detail}"
+            ) from exc
 
     def reset(self, seed: int | None = None) -> None:
         self.call("POST", "reset", {} if seed is None else {"seed": seed})
 
     def state(self) -> dict[str, Any]:
-        return self.call("GET", "state")  # type: ignore[no-any-return]
+        return self.call("GET", "state")
 
     def add_webhook(self, url: str, secret: str, **options: Any) -> dict[str, Any]:
-        return self.call("POST", "webhooks", {"url": url, "secret": secret, **options})  # type: ignore[no-any-return]
+        return self.call("POST", "webhooks", {"url": url, "secret": secret, **options})
 
     def webhooks(self) -> dict[str, Any]:
-        return self.call("GET", "webhooks")  # type: ignore[no-any-return]
+        return self.call("GET", "webhooks")
 
-    def open_dispute(self, charge: str, reason: str = "general", amount: int | None = None) -> dict[str, Any]:
+    def open_dispute(
+        self, charge: str, reason: str = "general", amount: int | None = None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"charge": charge, "reason": reason}
         if amount is not None:
             body["amount"] = amount
-        return self.call("POST", "disputes", body)  # type: ignore[no-any-return]
+        return self.call("POST", "disputes", body)
 
     def set_dispute_status(self, dispute: str, status: str) -> dict[str, Any]:
-        return self.call("POST", f"disputes/{dispute}/status", {"status": status})  # type: ignore[no-any-return]
+        return self.call("POST", f"disputes/{dispute}/status", {"status": status})
 
     def set_refund_status(
         self, refund: str, status: str, failure_reason: str | None = None
@@ -54,13 +58,15 @@ class SandboxControl:
         body: dict[str, Any] = {"status": status}
         if failure_reason is not None:
             body["failure_reason"] = failure_reason
-        return self.call("POST", f"refunds/{refund}/status", body)  # type: ignore[no-any-return]
+        return self.call("POST", f"refunds/{refund}/status", body)
 
     def add_fault(self, path: str, kind: str, method: str = "*", **options: Any) -> dict[str, Any]:
-        return self.call("POST", "faults", {"path": path, "kind": kind, "method": method, **options})  # type: ignore[no-any-return]
+        return self.call(
+            "POST", "faults", {"path": path, "kind": kind, "method": method, **options}
+        )
 
     def faults(self) -> list[dict[str, Any]]:
-        return self.call("GET", "faults")["faults"]  # type: ignore[no-any-return]
+        return self.call("GET", "faults")["faults"]
 
     def clear_faults(self) -> None:
         self.call("DELETE", "faults")
@@ -69,10 +75,10 @@ class SandboxControl:
         self.call("POST", "readback-lag", {"ms": ms})
 
     def webhook_behaviour(self, **behaviour: Any) -> dict[str, Any]:
-        return self.call("POST", "webhook-behaviour", behaviour)  # type: ignore[no-any-return]
+        return self.call("POST", "webhook-behaviour", behaviour)
 
     def rate_limit(self, per_second: int) -> None:
         self.call("POST", "rate-limit", {"per_second": per_second})
 
     def advance_clock(self, seconds: float) -> dict[str, Any]:
-        return self.call("POST", "clock", {"advance_s": seconds})  # type: ignore[no-any-return]
+        return self.call("POST", "clock", {"advance_s": seconds})

@@ -39,13 +39,15 @@ def _number(body: dict[str, Any], name: str, default: float) -> float:
     return float(value)
 
 
-def _str(body: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+def _str(body: dict[str, Any], name: str) -> str:
     value = body.get(name)
-    if value is None and not required:
-        return None
     if not isinstance(value, str) or not value:
         raise _bad(f"{name} is required (a string)")
     return value
+
+
+def _optional_str(body: dict[str, Any], name: str) -> str | None:
+    return None if body.get(name) is None else _str(body, name)
 
 
 def handle(
@@ -68,7 +70,6 @@ def handle(
             return 200, state.summary()
         if route == ("POST", "webhooks"):
             url, secret = _str(body, "url"), _str(body, "secret")
-            assert url is not None and secret is not None
             endpoint = sandbox.dispatcher.add_endpoint(
                 url,
                 secret,
@@ -83,7 +84,6 @@ def handle(
             return 200, sandbox.dispatcher.describe()
         if route == ("POST", "disputes"):
             charge_id = _str(body, "charge")
-            assert charge_id is not None
             charge = state.world.charges.get(charge_id)
             if charge is None:
                 raise _bad(f"No such charge: {charge_id}")
@@ -97,27 +97,23 @@ def handle(
             reason = body.get("reason", "general")
             if reason not in objects.DISPUTE_REASONS:
                 raise _bad(f"reason must be one of {sorted(objects.DISPUTE_REASONS)}")
-            amount = _int(body, "amount", charge["amount"], minimum=1)
-            assert amount is not None
+            amount = _int(body, "amount", charge["amount"], minimum=1) or charge["amount"]
             if amount > charge["amount"]:
                 raise _bad("amount may not exceed the charge's amount")
             dispute = resources.dispute_open(state, None, charge, reason=reason, amount=amount)
             return 200, state.render(dispute)
         if route == ("POST", "disputes", "{id}", "status"):
-            dispute = state.world.disputes.get(parts[1])
-            if dispute is None:
+            existing = state.world.disputes.get(parts[1])
+            if existing is None:
                 raise _bad(f"No such dispute: {parts[1]}")
-            status = _str(body, "status")
-            assert status is not None
-            resources.dispute_set_status(state, None, dispute, status)
-            return 200, state.render(dispute)
+            resources.dispute_set_status(state, None, existing, _str(body, "status"))
+            return 200, state.render(existing)
         if route == ("POST", "refunds", "{id}", "status"):
             refund = state.world.refunds.get(parts[1])
             if refund is None:
                 raise _bad(f"No such refund: {parts[1]}")
             status = _str(body, "status")
-            assert status is not None
-            failure_reason = _str(body, "failure_reason", required=False)
+            failure_reason = _optional_str(body, "failure_reason")
             if (
                 failure_reason is not None
                 and failure_reason not in resources.REFUND_FAILURE_REASONS
@@ -171,9 +167,8 @@ def _fault(body: dict[str, Any]) -> Fault:
     kind = _str(body, "kind")
     if kind not in FAULT_KINDS:
         raise _bad(f"kind must be one of {sorted(FAULT_KINDS)}")
-    method = (_str(body, "method", required=False) or "*").upper()
+    method = (_optional_str(body, "method") or "*").upper()
     path = _str(body, "path")
-    assert path is not None
     should_retry = body.get("should_retry")
     if should_retry is not None and not isinstance(should_retry, bool):
         raise _bad("should_retry must be true, false or absent")
@@ -186,7 +181,7 @@ def _fault(body: dict[str, Any]) -> Fault:
         times=_int(body, "times", minimum=1),
         probability=_number(body, "probability", 1.0),
         delay_ms=_int(body, "delay_ms", default_delay) or 0,
-        error_code=_str(body, "error_code", required=False),
+        error_code=_optional_str(body, "error_code"),
         should_retry=should_retry,
         retry_after_s=_int(body, "retry_after_s"),
     )

@@ -18,7 +18,7 @@ class StripeError(Exception):
         status: int,
         message: str,
         *,
-        type: str = "invalid_request_error",  # noqa: A002 - Stripe's field name
+        type: str = "invalid_request_error",
         code: str | None = None,
         param: str | None = None,
         stored: bool = True,

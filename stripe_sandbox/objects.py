@@ -41,7 +41,8 @@ TEST_CARDS: dict[str, TestCard] = {
     "pm_card_unionpay": TestCard("unionpay", "0005"),
     "pm_card_createDispute": TestCard("visa", "0259", disputes=True),
     "pm_card_chargeDeclined": TestCard(
-        "visa", "0002", error_code="card_declined", decline_code="generic_decline", message=_DECLINED
+        "visa", "0002", error_code="card_declined", decline_code="generic_decline",
+        message=_DECLINED,
     ),
     "pm_card_chargeDeclinedInsufficientFunds": TestCard(
         "visa",
@@ -428,7 +429,7 @@ def file(
 
 def event(
     *,
-    type: str,  # noqa: A002 - Stripe's field name
+    type: str,
     data_object: dict[str, Any],
     previous_attributes: dict[str, Any] | None,
     created: int,

@@ -78,6 +78,20 @@ class Params:
             )
         return value
 
+    def required_string(self, name: str) -> str:
+        value = self.string(name, required=True)
+        if value is None:  # pragma: no cover - string(required=True) raised already
+            raise missing_parameter(name)
+        return value
+
+    def required_integer(
+        self, name: str, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int:
+        value = self.integer(name, required=True, minimum=minimum, maximum=maximum)
+        if value is None:  # pragma: no cover - integer(required=True) raised already
+            raise missing_parameter(name)
+        return value
+
     def integer(
         self,
         name: str,

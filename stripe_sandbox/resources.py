@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stripe_sandbox import objects
-from stripe_sandbox.errors import StripeError, invalid, resource_missing
+from stripe_sandbox.errors import StripeError, invalid, resource_missing, unknown_parameter
+from stripe_sandbox.ids import new_id
 from stripe_sandbox.params import Params, merge_metadata
 from stripe_sandbox.state import RequestContext, State
 
@@ -126,10 +127,8 @@ _PI_CREATE = {
 
 def payment_intent_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
     params = Params(data, _PI_CREATE)
-    amount = params.integer("amount", required=True, minimum=1, maximum=MAX_CHARGE)
-    assert amount is not None
-    currency = params.string("currency", required=True)
-    assert currency is not None
+    amount = params.required_integer("amount", minimum=1, maximum=MAX_CHARGE)
+    currency = params.required_string("currency")
     if len(currency) != 3 or not currency.isalpha():
         raise invalid(f"Invalid currency: {currency}", param="currency")
     currency = currency.lower()
@@ -300,7 +299,8 @@ def refund_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Re
     metadata = params.metadata() or {}
     if charge_id is None and pi_id is None:
         raise invalid(
-            "One of the following params should be provided for this request: charge or payment_intent.",
+            "One of the following params should be provided for this request: "
+            "charge or payment_intent.",
             param="charge",
             code="parameter_missing",
         )
@@ -319,8 +319,9 @@ def refund_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Re
             raise invalid(
                 f"Charge {charge_id} does not belong to PaymentIntent {pi_id}.", param="charge"
             )
-        charge_id = pi["latest_charge"]
-    assert charge_id is not None
+        charge_id = str(pi["latest_charge"])
+    if charge_id is None:  # pragma: no cover - one of the two was given, checked above
+        raise invalid("charge is required", param="charge")
     charge = state.world.charges.get(charge_id)
     if charge is None:
         raise resource_missing("charge", charge_id, param="charge")
@@ -363,8 +364,7 @@ def refund_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Re
         metadata=metadata,
         created=state.clock.now_int(),
     )
-    state.world.refunds[refund["id"]] = refund
-    state.world.refunds_by_charge.setdefault(charge_id, []).append(refund["id"])
+    state.refund_added(refund)
     state.born(refund["id"])
     state.sync_charge_refunds(charge)
     state.emit("refund.created", refund, ctx)
@@ -442,9 +442,11 @@ def refund_set_status(
     charge = state.world.charges[refund["charge"]]
     previous = {"status": refund["status"]}
     refund["status"] = status
+    if status in ("failed", "canceled"):  # terminal: it was live until now
+        state.refund_released(refund)
     if status == "failed":
         refund["failure_reason"] = failure_reason or "unknown"
-        refund["failure_balance_transaction"] = objects.new_id("txn")
+        refund["failure_balance_transaction"] = new_id("txn")
         previous["failure_reason"] = None
     if status == "requires_action":
         refund["next_action"] = {"type": "display_details", "display_details": None}
@@ -466,7 +468,8 @@ def refund_cancel(
     if refund["status"] != "requires_action":
         raise StripeError(
             400,
-            f"Only a refund with status requires_action can be canceled; this one is {refund['status']}.",
+            "Only a refund with status requires_action can be canceled; "
+            f"this one is {refund['status']}.",
         )
     refund_set_status(state, ctx, refund, "canceled", None)
     return 200, state.render(refund)
@@ -537,8 +540,9 @@ MAX_EVIDENCE_CHARS = 150_000
 def dispute_update(
     state: State, ctx: RequestContext, data: dict[str, Any], dispute_id: str
 ) -> Result:
-    """Stage evidence and metadata; `submit` (Stripe's default: true) sends the evidence to the bank,
-    which moves `needs_response` to `under_review`. Evidence cannot change after submission."""
+    """Stage evidence and metadata; `submit` (Stripe's default: true) sends the evidence to the
+    bank, which moves `needs_response` to `under_review`. Evidence cannot change after
+    submission."""
     params = Params(data, {"evidence", "metadata", "submit", "intended_submission_method"})
     dispute = _get(state, state.world.disputes, "dispute", dispute_id)
     evidence = params.raw("evidence")
@@ -564,8 +568,6 @@ def dispute_update(
                 raise resource_missing("file", value, param=param)
             staged[name] = value or None
         else:
-            from stripe_sandbox.errors import unknown_parameter
-
             raise unknown_parameter(param)
     text_total = sum(
         len(v)
@@ -580,7 +582,10 @@ def dispute_update(
         if dispute["status"] in objects.DISPUTE_CLOSED:
             message = f"This dispute is already closed ({dispute['status']})."
         else:
-            message = "This dispute's evidence has already been submitted; it cannot be updated or submitted again."
+            message = (
+                "This dispute's evidence has already been submitted; "
+                "it cannot be updated or submitted again."
+            )
         raise StripeError(400, message, param="submit" if submit and not staged else "evidence")
     previous: dict[str, Any] = {}
     if staged:
@@ -652,8 +657,6 @@ def file_create(
         if name not in {"purpose", "file_link_data", "expand"} and not name.startswith(
             "file_link_data["
         ):
-            from stripe_sandbox.errors import unknown_parameter
-
             raise unknown_parameter(name)
     purpose = fields.get("purpose")
     if not purpose:

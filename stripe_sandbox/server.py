@@ -27,28 +27,29 @@ from stripe_sandbox.state import IDEMPOTENCY_TTL_S, IdempotencyRecord, RequestCo
 from stripe_sandbox.webhooks import Dispatcher
 
 _ID = r"([A-Za-z0-9_]+)"
+_ROUTE_TABLE: list[tuple[str, str, resources.Handler]] = [
+    ("POST", "/v1/payment_intents", resources.payment_intent_create),
+    ("GET", "/v1/payment_intents/{id}", resources.payment_intent_retrieve),
+    ("POST", "/v1/payment_intents/{id}/confirm", resources.payment_intent_confirm),
+    ("GET", "/v1/charges", resources.charge_list),
+    ("GET", "/v1/charges/{id}", resources.charge_retrieve),
+    ("POST", "/v1/refunds", resources.refund_create),
+    ("GET", "/v1/refunds", resources.refund_list),
+    ("GET", "/v1/refunds/{id}", resources.refund_retrieve),
+    ("POST", "/v1/refunds/{id}", resources.refund_update),
+    ("POST", "/v1/refunds/{id}/cancel", resources.refund_cancel),
+    ("GET", "/v1/disputes", resources.dispute_list),
+    ("GET", "/v1/disputes/{id}", resources.dispute_retrieve),
+    ("POST", "/v1/disputes/{id}", resources.dispute_update),
+    ("POST", "/v1/disputes/{id}/close", resources.dispute_close),
+    ("GET", "/v1/files", resources.file_list),
+    ("GET", "/v1/files/{id}", resources.file_retrieve),
+    ("GET", "/v1/events", resources.event_list),
+    ("GET", "/v1/events/{id}", resources.event_retrieve),
+]
 ROUTES: list[tuple[str, re.Pattern[str], str, resources.Handler]] = [
     (method, re.compile(f"^{pattern.replace('{id}', _ID)}$"), pattern, handler)
-    for method, pattern, handler in [
-        ("POST", "/v1/payment_intents", resources.payment_intent_create),
-        ("GET", "/v1/payment_intents/{id}", resources.payment_intent_retrieve),
-        ("POST", "/v1/payment_intents/{id}/confirm", resources.payment_intent_confirm),
-        ("GET", "/v1/charges", resources.charge_list),
-        ("GET", "/v1/charges/{id}", resources.charge_retrieve),
-        ("POST", "/v1/refunds", resources.refund_create),
-        ("GET", "/v1/refunds", resources.refund_list),
-        ("GET", "/v1/refunds/{id}", resources.refund_retrieve),
-        ("POST", "/v1/refunds/{id}", resources.refund_update),
-        ("POST", "/v1/refunds/{id}/cancel", resources.refund_cancel),
-        ("GET", "/v1/disputes", resources.dispute_list),
-        ("GET", "/v1/disputes/{id}", resources.dispute_retrieve),
-        ("POST", "/v1/disputes/{id}", resources.dispute_update),
-        ("POST", "/v1/disputes/{id}/close", resources.dispute_close),
-        ("GET", "/v1/files", resources.file_list),
-        ("GET", "/v1/files/{id}", resources.file_retrieve),
-        ("GET", "/v1/events", resources.event_list),
-        ("GET", "/v1/events/{id}", resources.event_retrieve),
-    ]
+    for method, pattern, handler in _ROUTE_TABLE
 ]
 
 
@@ -232,8 +233,9 @@ class Sandbox:
         if not key:
             return StripeError(
                 401,
-                "You did not provide an API key. You need to provide your API key in the Authorization "
-                "header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
+                "You did not provide an API key. You need to provide your API key in the "
+                "Authorization header, using Bearer auth "
+                "(e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
                 stored=False,
             )
         if not key.startswith("sk_test_"):
@@ -334,9 +336,9 @@ class Sandbox:
                 return _error(
                     StripeError(
                         409,
-                        "There is currently another in-progress request using this Stripe-Idempotency key "
-                        "(that probably means you submitted twice, and the other request is still going "
-                        f"through): '{key}'. Please try again later.",
+                        "There is currently another in-progress request using this "
+                        "Stripe-Idempotency key (that probably means you submitted twice, and the "
+                        f"other request is still going through): '{key}'. Please try again later.",
                         code="idempotency_key_in_use",
                         stored=False,
                     )
@@ -345,9 +347,9 @@ class Sandbox:
                 return _error(
                     StripeError(
                         400,
-                        "Keys for idempotent requests can only be used with the same parameters they were "
-                        f"first used with. Try using a key other than '{key}' if you meant to execute a "
-                        "different request.",
+                        "Keys for idempotent requests can only be used with the same parameters "
+                        f"they were first used with. Try using a key other than '{key}' if you "
+                        "meant to execute a different request.",
                         type="idempotency_error",
                         stored=False,
                     )
@@ -431,7 +433,8 @@ def _multipart(
         name = part.get_param("name", header="content-disposition")
         if not isinstance(name, str):
             continue
-        content = part.get_payload(decode=True) or b""
+        payload = part.get_payload(decode=True)
+        content = payload if isinstance(payload, bytes) else b""
         filename = part.get_filename()
         if filename is not None:
             uploads[name] = (filename, content)
@@ -463,9 +466,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + response.body)
         self.log_request(response.status, len(response.body))
 
-    do_GET = do_POST = do_DELETE = _serve  # noqa: N815
+    do_GET = do_POST = do_DELETE = _serve
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
             super().log_message(format, *args)
 
@@ -497,7 +500,8 @@ class SandboxServer:
     ) -> None:
         self.sandbox = Sandbox(seed=seed)
         self.httpd = _HTTPServer((host, port), self.sandbox, verbose)
-        self.host, self.port = self.httpd.server_address[:2]
+        address = self.httpd.server_address
+        self.host, self.port = str(address[0]), int(address[1])
         self.url = f"http://{self.host}:{self.port}"
         self.sandbox.base_url = self.url
         if webhook_url:

@@ -92,6 +92,9 @@ class World:
     refunds_by_charge: dict[str, list[str]] = field(default_factory=dict)
     disputes_by_charge: dict[str, list[str]] = field(default_factory=dict)
     charges_by_pi: dict[str, list[str]] = field(default_factory=dict)
+    # Per charge, what its live refunds (not failed or canceled) hold: kept as a running total so
+    # a refund costs the same on a charge's ten-thousandth refund as on its first.
+    refunded_live: dict[str, int] = field(default_factory=dict)
     # When each object was created, on the sandbox clock, to the microsecond (readback lag).
     born: dict[str, float] = field(default_factory=dict)
     idempotency: dict[tuple[str, str], IdempotencyRecord] = field(default_factory=dict)
@@ -107,13 +110,13 @@ class State:
         self.lock = threading.RLock()
         self.clock = clock
         self.world = World()
-        self.random = random.Random(seed)
+        self.random = random.Random(seed)  # noqa: S311 - test faults, not secrets
         self.dispatcher: Dispatcher | None = None
 
     def reset(self, seed: int | None = None) -> None:
         with self.lock:
             self.world = World()
-            self.random = random.Random(seed)
+            self.random = random.Random(seed)  # noqa: S311 - test faults, not secrets
             self.clock.reset()
 
     # --- objects -------------------------------------------------------------------------
@@ -131,22 +134,27 @@ class State:
 
     def live_refunded(self, charge_id: str) -> int:
         """What a charge's refunds hold: every refund not failed or canceled."""
-        return sum(
-            self.world.refunds[rid]["amount"]
-            for rid in self.world.refunds_by_charge.get(charge_id, [])
-            if self.world.refunds[rid]["status"] not in ("failed", "canceled")
-        )
+        return self.world.refunded_live.get(charge_id, 0)
+
+    def refund_added(self, refund: dict[str, Any]) -> None:
+        self.world.refunds[refund["id"]] = refund
+        self.world.refunds_by_charge.setdefault(refund["charge"], []).append(refund["id"])
+        live = self.world.refunded_live
+        live[refund["charge"]] = live.get(refund["charge"], 0) + refund["amount"]
+
+    def refund_released(self, refund: dict[str, Any]) -> None:
+        """A refund became failed or canceled: its amount is the charge's again."""
+        self.world.refunded_live[refund["charge"]] -= refund["amount"]
 
     def sync_charge_refunds(self, charge: dict[str, Any]) -> None:
-        """Recompute a charge's refund fields from its refunds."""
+        """Bring a charge's refund fields up to date with its refunds."""
         refund_ids = self.world.refunds_by_charge.get(charge["id"], [])
         charge["amount_refunded"] = self.live_refunded(charge["id"])
         charge["refunded"] = charge["amount_refunded"] >= charge["amount"]
-        newest = [self.world.refunds[rid] for rid in reversed(refund_ids)]
         charge["refunds"] = {
             "object": "list",
-            "data": newest[:10],
-            "has_more": len(newest) > 10,
+            "data": [self.world.refunds[rid] for rid in refund_ids[:-11:-1]],
+            "has_more": len(refund_ids) > 10,
             "url": f"/v1/charges/{charge['id']}/refunds",
         }
 
@@ -200,7 +208,12 @@ class State:
                 by_status[status] = by_status.get(status, 0) + world.refunds[rid]["amount"]
             charges[charge["id"]] = {
                 "amount": charge["amount"],
-                "amount_refunded": self.live_refunded(charge["id"]),
+                # Summed here from the refunds themselves, independently of the running total.
+                "amount_refunded": sum(
+                    amount
+                    for status, amount in by_status.items()
+                    if status not in ("failed", "canceled")
+                ),
                 "refunded_by_status": by_status,
                 "refunds": len(refund_ids),
                 "disputed": charge["disputed"],

@@ -203,7 +203,7 @@ class Dispatcher:
             if endpoint is None or delivery.generation != self._generation:
                 return
         timestamp = self.state.clock.now_int()
-        request = urllib.request.Request(
+        request = urllib.request.Request(  # noqa: S310 - the endpoint URL ops configured
             endpoint.url,
             data=delivery.payload,
             method="POST",
@@ -215,7 +215,7 @@ class Dispatcher:
         )
         status: int | str
         try:
-            with urllib.request.urlopen(request, timeout=DELIVERY_TIMEOUT_S) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=DELIVERY_TIMEOUT_S) as response:  # noqa: S310 - ditto
                 status = response.status
         except urllib.error.HTTPError as exc:
             status = exc.code

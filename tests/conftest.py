@@ -4,12 +4,11 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from accounts.models import User
+from accounts.services import api_token_issue
 from stripe_sandbox import SandboxServer
 from stripe_sandbox.client import SandboxControl
 from tests.helpers import Receiver
-
-from accounts.models import User
-from accounts.services import api_token_issue
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

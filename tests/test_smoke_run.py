@@ -1,6 +1,7 @@
 """Starts Vouch the way `make run` does (embedded defaults, a free port), reads two pages, stops
 it with Ctrl-C's signal, and checks that nothing it started is left running."""
 
+import json
 import os
 import re
 import signal
@@ -47,9 +48,12 @@ def test_make_run_serves_pages_and_stops_cleanly(tmp_path: Path) -> None:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}
+        if k
+        not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "STRIPE_API_KEY"}
     }
+    sandbox_port = _free_port()
     env.update(
+        STRIPE_API_BASE=f"http://127.0.0.1:{sandbox_port}",
         DJANGO_SETTINGS_MODULE="config.settings.local",
         VOUCH_VAR_DIR=str(tmp_path / "var"),
         PYTHONUNBUFFERED="1",
@@ -82,7 +86,13 @@ def test_make_run_serves_pages_and_stops_cleanly(tmp_path: Path) -> None:
         assert _get(f"{base}/admin/login/") == 200
         assert _get(f"{base}/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css") == 200
         children = dict(re.findall(r"started (\w+) \(pid (\d+)\)", "".join(output)))
-        assert set(children) == {"web", "worker", "beat"}
+        assert set(children) == {"sandbox", "web", "worker", "beat"}
+        sandbox = urllib.request.Request(
+            f"http://127.0.0.1:{sandbox_port}/v1/charges",
+            headers={"Authorization": "Bearer sk_test_vouch_sandbox"},
+        )
+        with urllib.request.urlopen(sandbox, timeout=5) as response:  # noqa: S310 - our URL
+            assert json.loads(response.read())["object"] == "list"
         pids = [int(pid) for pid in children.values()]
         for pid in pids:
             assert _alive_in_group(pid), f"pid {pid} is not running"

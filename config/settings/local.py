@@ -25,6 +25,16 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 
+# Stripe: the sandbox (started by `make run`) unless STRIPE_API_KEY names a real test-mode key,
+# in which case the app talks to Stripe itself.
+SANDBOX_API_KEY = "sk_test_vouch_sandbox"
+STRIPE_API_KEY = env.str("STRIPE_API_KEY", default=SANDBOX_API_KEY)
+STRIPE_USES_SANDBOX = STRIPE_API_KEY == SANDBOX_API_KEY
+STRIPE_API_BASE = env.str(
+    "STRIPE_API_BASE",
+    default="http://127.0.0.1:12111" if STRIPE_USES_SANDBOX else "https://api.stripe.com",
+)
+
 # Credentials printed by `make run` for the demo users (never used outside DEBUG).
 VOUCH_DEMO_USERS = {
     "ops": {"password": "vouch-ops-demo", "email": "ops@example.com", "staff": True},

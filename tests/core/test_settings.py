@@ -40,3 +40,29 @@ def test_production_passes_the_deployment_checklist() -> None:
     result = _manage(PRODUCTION_ENV, "check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("key", "uses_sandbox", "base"),
+    [
+        (None, True, "http://127.0.0.1:12111"),
+        ("sk_test_51RealTestModeKey", False, "https://api.stripe.com"),
+    ],
+)
+def test_local_runs_use_the_sandbox_unless_a_real_key_is_set(
+    tmp_path: Path, key: str | None, uses_sandbox: bool, base: str
+) -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"STRIPE_API_KEY", "STRIPE_API_BASE", "DATABASE_URL", "CELERY_BROKER_URL"}
+    }
+    env.update(DJANGO_SETTINGS_MODULE="config.settings.local", VOUCH_VAR_DIR=str(tmp_path))
+    if key:
+        env["STRIPE_API_KEY"] = key
+    result = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings as s; "
+         "print(s.STRIPE_USES_SANDBOX, s.STRIPE_API_BASE)"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert result.stdout.split() == [str(uses_sandbox), base]

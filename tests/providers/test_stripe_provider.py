@@ -27,7 +27,9 @@ def provider(sandbox: SandboxControl) -> StripeProvider:
 
 @pytest.fixture
 def sdk(sandbox: SandboxControl) -> stripe.StripeClient:
-    return stripe.StripeClient("sk_test_vouch_tests", base_addresses={"api": sandbox.url}, max_network_retries=0)
+    return stripe.StripeClient(
+        "sk_test_vouch_tests", base_addresses={"api": sandbox.url}, max_network_retries=0
+    )
 
 
 def _refunds(sandbox: SandboxControl, charge: str) -> int:
@@ -52,7 +54,11 @@ def test_payment_create_accepted(provider: StripeProvider, sandbox: SandboxContr
     pi = outcome.require()
     assert (pi["status"], pi["amount"]) == ("succeeded", 1000)
     assert pi["latest_charge"] in sandbox.state()["charges"]
-    assert (outcome.attempts, outcome.replayed, outcome.idempotency_key) == (1, False, "env_1:fund:1")
+    assert (outcome.attempts, outcome.replayed, outcome.idempotency_key) == (
+        1,
+        False,
+        "env_1:fund:1",
+    )
 
 
 def test_declined_card_is_refused_with_its_detail(provider: StripeProvider) -> None:
@@ -143,10 +149,18 @@ def test_rate_limit_honours_retry_after(
 
 @pytest.mark.parametrize(
     ("setup", "code"),
-    [("dispute", "charge_disputed"), ("too_much", "amount_too_large"), ("missing", "resource_missing")],
+    [
+        ("dispute", "charge_disputed"),
+        ("too_much", "amount_too_large"),
+        ("missing", "resource_missing"),
+    ],
 )
 def test_definite_refusals_are_refused_not_retried(
-    provider: StripeProvider, sandbox: SandboxControl, sdk: stripe.StripeClient, setup: str, code: str
+    provider: StripeProvider,
+    sandbox: SandboxControl,
+    sdk: stripe.StripeClient,
+    setup: str,
+    code: str,
 ) -> None:
     charge = paid_charge(sdk, 1000)
     amount = 100
@@ -167,16 +181,28 @@ def test_idempotency_conflict_is_unknown_not_refused(
     charge = paid_charge(sdk)
     assert _refund(provider, charge, key="k", amount=100).accepted
     outcome = _refund(provider, charge, key="k", amount=200)
-    assert (outcome.kind, outcome.error_code, outcome.attempts) == (OutcomeKind.UNKNOWN, "idempotency_error", 1)
+    assert (outcome.kind, outcome.error_code, outcome.attempts) == (
+        OutcomeKind.UNKNOWN,
+        "idempotency_error",
+        1,
+    )
     assert _refunds(sandbox, charge) == 1
 
 
 @pytest.mark.parametrize(
     ("status", "kind", "retry"),
-    [(409, OutcomeKind.UNKNOWN, True), (503, OutcomeKind.UNKNOWN, True), (403, OutcomeKind.REFUSED, False)],
+    [
+        (409, OutcomeKind.UNKNOWN, True),
+        (503, OutcomeKind.UNKNOWN, True),
+        (403, OutcomeKind.REFUSED, False),
+    ],
 )
 def test_classification_of_other_statuses(status: int, kind: OutcomeKind, retry: bool) -> None:
-    error = stripe.APIError("x", http_status=status) if status != 403 else stripe.PermissionError("x", http_status=403)
+    error = (
+        stripe.APIError("x", http_status=status)
+        if status != 403
+        else stripe.PermissionError("x", http_status=403)
+    )
     failure = classify(error)
     assert (failure.kind, failure.retry) == (kind, retry)
 
@@ -189,7 +215,11 @@ def test_reads_found_missing_and_unknown(
     assert provider.refund_read(refund["id"]).require()["amount"] == 100
     assert provider.charge_read(charge).require()["amount_refunded"] == 100
     missing = provider.refund_read("re_missing")
-    assert (missing.kind, missing.error_code, missing.http_status) == (OutcomeKind.REFUSED, "resource_missing", 404)
+    assert (missing.kind, missing.error_code, missing.http_status) == (
+        OutcomeKind.REFUSED,
+        "resource_missing",
+        404,
+    )
     sandbox.add_fault("/v1/refunds/*", "server_error", method="GET")
     assert provider.refund_read(refund["id"]).kind is OutcomeKind.UNKNOWN
 
@@ -222,7 +252,10 @@ def test_dispute_read_and_file_exactly_once(
     assert read["evidence_details"]["submission_count"] == 1
     assert read["metadata"] == {"vouch_packet_digest": "d1"}
     again = provider.dispute_file(
-        dispute_id=dispute_id, evidence={}, metadata={"vouch_packet_digest": "d1"}, idempotency_key="pkt_1:other"
+        dispute_id=dispute_id,
+        evidence={},
+        metadata={"vouch_packet_digest": "d1"},
+        idempotency_key="pkt_1:other",
     )
     assert again.kind is OutcomeKind.REFUSED
     assert provider.dispute_read(dispute_id).require()["evidence_details"]["submission_count"] == 1
@@ -239,7 +272,10 @@ def test_webhook_verify() -> None:
     assert StripeProvider.webhook_verify(payload, good, ["whsec_new"], now=now)["id"] == "evt_1"
     # Rotation: the old secret still verifies; several v1 signatures, any may match.
     rotated = f"t={now},v1={_sign(payload, 'whsec_x', now)},v1={_sign(payload, 'whsec_old', now)}"
-    assert StripeProvider.webhook_verify(payload, rotated, ["whsec_new", "whsec_old"], now=now)["id"] == "evt_1"
+    assert (
+        StripeProvider.webhook_verify(payload, rotated, ["whsec_new", "whsec_old"], now=now)["id"]
+        == "evt_1"
+    )
     bad_cases = [
         (payload + b" ", good, now),  # tampered body
         (payload, f"t={now},v1={'0' * 64}", now),  # wrong signature
@@ -252,7 +288,11 @@ def test_webhook_verify() -> None:
         with pytest.raises(WebhookSignatureError):
             StripeProvider.webhook_verify(body, header, ["whsec_new"], now=at)
     # The SDK's own verifier agrees with what the sandbox signs.
-    stripe.Webhook.construct_event(payload.decode(), f"t={int(time.time())},v1={_sign(payload, 'whsec_new', int(time.time()))}", "whsec_new")
+    stripe.Webhook.construct_event(
+        payload.decode(),
+        f"t={int(time.time())},v1={_sign(payload, 'whsec_new', int(time.time()))}",
+        "whsec_new",
+    )
 
 
 def test_provider_from_settings_uses_the_configured_timeouts(settings) -> None:  # type: ignore[no-untyped-def]

@@ -6,7 +6,6 @@ import pytest
 import stripe
 
 from stripe_sandbox.client import SandboxControl
-
 from tests.helpers import paid_charge
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
@@ -19,7 +18,9 @@ def named(content: bytes, name: str) -> io.BytesIO:
     return handle
 
 
-def _dispute(client: stripe.StripeClient, sandbox: SandboxControl, reason: str = "product_not_received") -> str:
+def _dispute(
+    client: stripe.StripeClient, sandbox: SandboxControl, reason: str = "product_not_received"
+) -> str:
     return str(sandbox.open_dispute(paid_charge(client, 5000), reason=reason)["id"])
 
 
@@ -58,7 +59,9 @@ def test_list_disputes_by_charge(client: stripe.StripeClient, sandbox: SandboxCo
     assert [d.id for d in client.v1.disputes.list(params={"charge": charge_id}).data] == [first]
 
 
-def test_stage_evidence_then_submit_once(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_stage_evidence_then_submit_once(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     dispute_id = _dispute(client, sandbox)
     upload = client.v1.files.create(
         params={"purpose": "dispute_evidence", "file": named(PNG, "proof.png")}
@@ -85,15 +88,21 @@ def test_stage_evidence_then_submit_once(client: stripe.StripeClient, sandbox: S
     with pytest.raises(stripe.InvalidRequestError):
         client.v1.disputes.update(dispute_id, params={"submit": True})
     with pytest.raises(stripe.InvalidRequestError):
-        client.v1.disputes.update(dispute_id, params={"evidence": {"uncategorized_text": "late"}, "submit": False})
+        client.v1.disputes.update(
+            dispute_id, params={"evidence": {"uncategorized_text": "late"}, "submit": False}
+        )
     again = client.v1.disputes.retrieve(dispute_id)
     assert again.evidence_details.submission_count == 1
     assert again.evidence.uncategorized_text is None
 
 
-def test_update_without_submit_submits_as_stripe_does(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_update_without_submit_submits_as_stripe_does(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     dispute_id = _dispute(client, sandbox)
-    updated = client.v1.disputes.update(dispute_id, params={"evidence": {"uncategorized_text": "hello"}})
+    updated = client.v1.disputes.update(
+        dispute_id, params={"evidence": {"uncategorized_text": "hello"}}
+    )
     assert updated.status == "under_review"
     assert updated.evidence_details.submission_count == 1
 
@@ -127,7 +136,10 @@ def test_close_loses_the_dispute(client: stripe.StripeClient, sandbox: SandboxCo
         client.v1.disputes.close(dispute_id)
 
 
-@pytest.mark.parametrize(("status", "event_type"), [("won", "charge.dispute.closed"), ("under_review", "charge.dispute.updated")])
+@pytest.mark.parametrize(
+    ("status", "event_type"),
+    [("won", "charge.dispute.closed"), ("under_review", "charge.dispute.updated")],
+)
 def test_control_api_moves_a_dispute(
     client: stripe.StripeClient, sandbox: SandboxControl, status: str, event_type: str
 ) -> None:
@@ -147,13 +159,20 @@ def test_file_upload_and_retrieve(client: stripe.StripeClient, sandbox: SandboxC
         params={"purpose": "dispute_evidence", "file": named(b"%PDF-1.4 test", "receipt.pdf")}
     )
     assert upload.id.startswith("file_")
-    assert (upload.purpose, upload.type, upload.size, upload.filename) == ("dispute_evidence", "pdf", 13, "receipt.pdf")
+    assert (upload.purpose, upload.type, upload.size, upload.filename) == (
+        "dispute_evidence",
+        "pdf",
+        13,
+        "receipt.pdf",
+    )
     fetched = client.v1.files.retrieve(upload.id)
     assert fetched.id == upload.id
     assert fetched.url.startswith(sandbox.url)
     import urllib.request
 
-    request = urllib.request.Request(fetched.url, headers={"Authorization": "Bearer sk_test_x"})
+    request = urllib.request.Request(  # noqa: S310 - the sandbox's own URL
+        fetched.url, headers={"Authorization": "Bearer sk_test_x"}
+    )
     with urllib.request.urlopen(request) as response:  # noqa: S310 - the sandbox's own URL
         assert response.read() == b"%PDF-1.4 test"
 

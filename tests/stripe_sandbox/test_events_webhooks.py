@@ -3,19 +3,22 @@
 import stripe
 
 from stripe_sandbox.client import SandboxControl
-
 from tests.helpers import Receiver, paid_charge, wait_until
 
 SECRET = "whsec_sandbox_tests"
 
 
-def test_every_state_change_emits_its_event(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_every_state_change_emits_its_event(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     charge_id = paid_charge(client, 1000)
     refund = client.v1.refunds.create(params={"charge": charge_id, "amount": 100})
     sandbox.set_refund_status(refund.id, "pending")
     sandbox.set_refund_status(refund.id, "failed", "declined")
     dispute = sandbox.open_dispute(charge_id)
-    client.v1.disputes.update(dispute["id"], params={"evidence": {"uncategorized_text": "x"}, "submit": True})
+    client.v1.disputes.update(
+        dispute["id"], params={"evidence": {"uncategorized_text": "x"}, "submit": True}
+    )
     sandbox.set_dispute_status(dispute["id"], "won")
     types = [e.type for e in client.v1.events.list(params={"limit": 100}).data]
     assert list(reversed(types)) == [
@@ -53,7 +56,9 @@ def test_event_carries_the_object_and_the_request(client: stripe.StripeClient) -
     assert charge_event.data.object.amount_refunded == 100
 
 
-def test_event_list_filters_by_type_types_and_created(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_event_list_filters_by_type_types_and_created(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     charge_id = paid_charge(client, 1000)
     sandbox.advance_clock(100)
     client.v1.refunds.create(params={"charge": charge_id, "amount": 100})
@@ -64,7 +69,9 @@ def test_event_list_filters_by_type_types_and_created(client: stripe.StripeClien
     assert "refund.created" not in [e.type for e in older]
     both = client.v1.events.list(params={"types": ["refund.created", "charge.succeeded"]}).data
     assert [e.type for e in both] == ["refund.created", "charge.succeeded"]
-    assert [e.type for e in client.v1.events.list(params={"type": "refund.*"}).data] == ["refund.created"]
+    assert [e.type for e in client.v1.events.list(params={"type": "refund.*"}).data] == [
+        "refund.created"
+    ]
 
 
 def test_webhook_deliveries_verify_with_the_sdk(
@@ -117,13 +124,17 @@ def test_failed_deliveries_are_retried_with_backoff_then_given_up(
 
     receiver.statuses = [500] * 100
     client.v1.refunds.create(params={"charge": paid_charge(client), "amount": 1})
-    wait_until(lambda: sandbox.webhooks()["endpoints"][0]["gave_up"] >= 1, what="a delivery given up")
+    wait_until(
+        lambda: sandbox.webhooks()["endpoints"][0]["gave_up"] >= 1, what="a delivery given up"
+    )
     stats = sandbox.webhooks()["endpoints"][0]
     attempts = [d["attempt"] for d in stats["deliveries"] if d["status"] == 500]
     assert max(attempts) == 3  # bounded: never a fourth attempt
 
 
-def test_duplicate_deliveries(client: stripe.StripeClient, sandbox: SandboxControl, receiver: Receiver) -> None:
+def test_duplicate_deliveries(
+    client: stripe.StripeClient, sandbox: SandboxControl, receiver: Receiver
+) -> None:
     sandbox.add_webhook(receiver.url, SECRET)
     sandbox.webhook_behaviour(duplicate_probability=1.0)
     paid_charge(client)
@@ -133,7 +144,9 @@ def test_duplicate_deliveries(client: stripe.StripeClient, sandbox: SandboxContr
     assert all(ids.count(i) == 2 for i in ids)
 
 
-def test_reordered_deliveries(client: stripe.StripeClient, sandbox: SandboxControl, receiver: Receiver) -> None:
+def test_reordered_deliveries(
+    client: stripe.StripeClient, sandbox: SandboxControl, receiver: Receiver
+) -> None:
     sandbox.add_webhook(receiver.url, SECRET)
     sandbox.webhook_behaviour(reorder=True, delay_ms=300)
     paid_charge(client)
@@ -151,6 +164,8 @@ def test_endpoint_given_on_the_command_line_survives_reset(receiver: Receiver) -
     with SandboxServer(port=0, webhook_url=receiver.url, webhook_secret=SECRET) as server:
         control = SandboxControl(server.url)
         control.reset()
-        local = stripe.StripeClient("sk_test_x", base_addresses={"api": server.url}, max_network_retries=0)
+        local = stripe.StripeClient(
+            "sk_test_x", base_addresses={"api": server.url}, max_network_retries=0
+        )
         paid_charge(local)
         wait_until(lambda: len(receiver.deliveries) == 3, what="three deliveries")

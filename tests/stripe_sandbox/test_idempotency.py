@@ -6,7 +6,6 @@ import pytest
 import stripe
 
 from stripe_sandbox.client import SandboxControl
-
 from tests.helpers import paid_charge
 
 
@@ -43,9 +42,13 @@ def test_same_key_other_parameters_is_an_idempotency_error(
     client: stripe.StripeClient, sandbox: SandboxControl
 ) -> None:
     charge_id = paid_charge(client, 1000)
-    client.v1.refunds.create(params={"charge": charge_id, "amount": 100}, options={"idempotency_key": "k1"})
+    client.v1.refunds.create(
+        params={"charge": charge_id, "amount": 100}, options={"idempotency_key": "k1"}
+    )
     with pytest.raises(stripe.IdempotencyError) as raised:
-        client.v1.refunds.create(params={"charge": charge_id, "amount": 101}, options={"idempotency_key": "k1"})
+        client.v1.refunds.create(
+            params={"charge": charge_id, "amount": 101}, options={"idempotency_key": "k1"}
+        )
     assert raised.value.http_status == 400
     assert raised.value.error.type == "idempotency_error"
     # The same key on another endpoint is a different request too.
@@ -59,12 +62,18 @@ def test_same_key_other_parameters_is_an_idempotency_error(
 def test_validation_failures_are_not_stored(client: stripe.StripeClient) -> None:
     charge_id = paid_charge(client, 1000)
     with pytest.raises(stripe.InvalidRequestError):
-        client.v1.refunds.create(params={"charge": charge_id, "amount": -1}, options={"idempotency_key": "fixme"})
-    refund = client.v1.refunds.create(params={"charge": charge_id, "amount": 1}, options={"idempotency_key": "fixme"})
+        client.v1.refunds.create(
+            params={"charge": charge_id, "amount": -1}, options={"idempotency_key": "fixme"}
+        )
+    refund = client.v1.refunds.create(
+        params={"charge": charge_id, "amount": 1}, options={"idempotency_key": "fixme"}
+    )
     assert refund.amount == 1
 
 
-def test_same_key_while_the_first_runs_is_409(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_same_key_while_the_first_runs_is_409(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     charge_id = paid_charge(client, 1000)
     sandbox.add_fault("/v1/refunds", "delay", method="POST", times=1, delay_ms=400)
     params = {"charge": charge_id, "amount": 100}
@@ -73,7 +82,9 @@ def test_same_key_while_the_first_runs_is_409(client: stripe.StripeClient, sandb
     )
     results: list[object] = []
     first = threading.Thread(
-        target=lambda: results.append(slow_client.v1.refunds.create(params=params, options={"idempotency_key": "busy"}))
+        target=lambda: results.append(
+            slow_client.v1.refunds.create(params=params, options={"idempotency_key": "busy"})
+        )
     )
     first.start()
     try:
@@ -90,14 +101,22 @@ def test_same_key_while_the_first_runs_is_409(client: stripe.StripeClient, sandb
     assert sandbox.state()["charges"][charge_id]["refunds"] == 1
 
 
-def test_keys_expire_after_24_hours_of_sandbox_time(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_keys_expire_after_24_hours_of_sandbox_time(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     charge_id = paid_charge(client, 1000)
-    client.v1.refunds.create(params={"charge": charge_id, "amount": 100}, options={"idempotency_key": "old"})
+    client.v1.refunds.create(
+        params={"charge": charge_id, "amount": 100}, options={"idempotency_key": "old"}
+    )
     sandbox.advance_clock(23 * 3600)
     with pytest.raises(stripe.IdempotencyError):
-        client.v1.refunds.create(params={"charge": charge_id, "amount": 200}, options={"idempotency_key": "old"})
+        client.v1.refunds.create(
+            params={"charge": charge_id, "amount": 200}, options={"idempotency_key": "old"}
+        )
     sandbox.advance_clock(3601)
-    again = client.v1.refunds.create(params={"charge": charge_id, "amount": 200}, options={"idempotency_key": "old"})
+    again = client.v1.refunds.create(
+        params={"charge": charge_id, "amount": 200}, options={"idempotency_key": "old"}
+    )
     assert again.amount == 200
     assert again.last_response.headers.get("Idempotent-Replayed") is None
     assert sandbox.state()["charges"][charge_id]["amount_refunded"] == 300
@@ -105,7 +124,13 @@ def test_keys_expire_after_24_hours_of_sandbox_time(client: stripe.StripeClient,
 
 def test_keys_are_per_api_key(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
     charge_id = paid_charge(client, 1000)
-    other = stripe.StripeClient("sk_test_other_account", base_addresses={"api": sandbox.url}, max_network_retries=0)
-    client.v1.refunds.create(params={"charge": charge_id, "amount": 100}, options={"idempotency_key": "shared"})
-    refund = other.v1.refunds.create(params={"charge": charge_id, "amount": 200}, options={"idempotency_key": "shared"})
+    other = stripe.StripeClient(
+        "sk_test_other_account", base_addresses={"api": sandbox.url}, max_network_retries=0
+    )
+    client.v1.refunds.create(
+        params={"charge": charge_id, "amount": 100}, options={"idempotency_key": "shared"}
+    )
+    refund = other.v1.refunds.create(
+        params={"charge": charge_id, "amount": 200}, options={"idempotency_key": "shared"}
+    )
     assert refund.amount == 200

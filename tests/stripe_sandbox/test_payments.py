@@ -4,7 +4,6 @@ import pytest
 import stripe
 
 from stripe_sandbox.client import SandboxControl
-
 from tests.helpers import paid_charge
 
 
@@ -30,7 +29,12 @@ def test_confirmed_payment_intent_succeeds_with_a_charge(
             "metadata": {"vouch_envelope": "env_1"},
         }
     )
-    assert (pi.status, pi.amount, pi.amount_received, pi.currency) == ("succeeded", 1234, 1234, "usd")
+    assert (pi.status, pi.amount, pi.amount_received, pi.currency) == (
+        "succeeded",
+        1234,
+        1234,
+        "usd",
+    )
     assert isinstance(pi.latest_charge, str)
     assert pi.latest_charge.startswith("ch_")
     charge = client.v1.charges.retrieve(pi.latest_charge)
@@ -99,7 +103,12 @@ def test_declined_cards_give_stripe_card_errors(
 def test_refund_of_a_failed_charge_is_refused(client: stripe.StripeClient) -> None:
     with pytest.raises(stripe.CardError) as raised:
         client.v1.payment_intents.create(
-            params={"amount": 1000, "currency": "usd", "payment_method": "pm_card_chargeDeclined", "confirm": True}
+            params={
+                "amount": 1000,
+                "currency": "usd",
+                "payment_method": "pm_card_chargeDeclined",
+                "confirm": True,
+            }
         )
     with pytest.raises(stripe.InvalidRequestError) as refused:
         client.v1.refunds.create(params={"charge": raised.value.error.charge})
@@ -109,7 +118,11 @@ def test_refund_of_a_failed_charge_is_refused(client: stripe.StripeClient) -> No
 @pytest.mark.parametrize(
     ("params", "param", "code"),
     [
-        ({"amount": 1000, "currency": "usd", "payment_method": "pm_nope"}, "payment_method", "resource_missing"),
+        (
+            {"amount": 1000, "currency": "usd", "payment_method": "pm_nope"},
+            "payment_method",
+            "resource_missing",
+        ),
         ({"amount": 10, "currency": "usd"}, "amount", "amount_too_small"),
         ({"currency": "usd"}, "amount", "parameter_missing"),
         ({"amount": "ten", "currency": "usd"}, "amount", "parameter_invalid_integer"),

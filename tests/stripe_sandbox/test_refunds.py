@@ -4,7 +4,6 @@ import pytest
 import stripe
 
 from stripe_sandbox.client import SandboxControl
-
 from tests.helpers import paid_charge
 
 
@@ -21,7 +20,12 @@ def test_refund_by_charge_with_amount_reason_and_metadata(
         }
     )
     assert refund.id.startswith("re_")
-    assert (refund.object, refund.status, refund.amount, refund.currency) == ("refund", "succeeded", 300, "usd")
+    assert (refund.object, refund.status, refund.amount, refund.currency) == (
+        "refund",
+        "succeeded",
+        300,
+        "usd",
+    )
     assert (refund.charge, refund.reason) == (charge_id, "requested_by_customer")
     assert refund.metadata.to_dict() == {"vouch_leg": "leg_1", "vouch_refund": "erf_1"}
     charge = client.v1.charges.retrieve(charge_id)
@@ -30,7 +34,9 @@ def test_refund_by_charge_with_amount_reason_and_metadata(
     assert sandbox.state()["charges"][charge_id]["amount_refunded"] == 300
 
 
-def test_refund_by_payment_intent_defaults_to_the_whole_remainder(client: stripe.StripeClient) -> None:
+def test_refund_by_payment_intent_defaults_to_the_whole_remainder(
+    client: stripe.StripeClient,
+) -> None:
     charge_id = paid_charge(client, 1000)
     pi_id = client.v1.charges.retrieve(charge_id).payment_intent
     client.v1.refunds.create(params={"charge": charge_id, "amount": 250})
@@ -47,14 +53,20 @@ def test_over_refund_is_refused_with_amount_too_large(
     client.v1.refunds.create(params={"charge": charge_id, "amount": 600})
     with pytest.raises(stripe.InvalidRequestError) as raised:
         client.v1.refunds.create(params={"charge": charge_id, "amount": 401})
-    assert (raised.value.http_status, raised.value.code, raised.value.param) == (400, "amount_too_large", "amount")
+    assert (raised.value.http_status, raised.value.code, raised.value.param) == (
+        400,
+        "amount_too_large",
+        "amount",
+    )
     assert "($4.01)" in str(raised.value)
     assert "($4.00)" in str(raised.value)
     assert sandbox.state()["charges"][charge_id]["amount_refunded"] == 600
     assert client.v1.refunds.create(params={"charge": charge_id, "amount": 400}).amount == 400
 
 
-def test_fully_refunded_charge_is_refused_with_charge_already_refunded(client: stripe.StripeClient) -> None:
+def test_fully_refunded_charge_is_refused_with_charge_already_refunded(
+    client: stripe.StripeClient,
+) -> None:
     charge_id = paid_charge(client, 1000)
     client.v1.refunds.create(params={"charge": charge_id})
     with pytest.raises(stripe.InvalidRequestError) as raised:
@@ -62,7 +74,9 @@ def test_fully_refunded_charge_is_refused_with_charge_already_refunded(client: s
     assert raised.value.code == "charge_already_refunded"
 
 
-def test_refund_of_a_disputed_charge_is_refused(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_refund_of_a_disputed_charge_is_refused(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     charge_id = paid_charge(client, 1000)
     sandbox.open_dispute(charge_id, reason="fraudulent")
     with pytest.raises(stripe.InvalidRequestError) as raised:
@@ -95,7 +109,9 @@ def test_bad_refund_parameters(
 
 
 def test_retrieve_and_update_metadata(client: stripe.StripeClient) -> None:
-    refund = client.v1.refunds.create(params={"charge": paid_charge(client), "metadata": {"a": "1", "b": "2"}})
+    refund = client.v1.refunds.create(
+        params={"charge": paid_charge(client), "metadata": {"a": "1", "b": "2"}}
+    )
     updated = client.v1.refunds.update(refund.id, params={"metadata": {"a": "", "c": "3"}})
     assert updated.metadata.to_dict() == {"b": "2", "c": "3"}
     assert client.v1.refunds.retrieve(refund.id).metadata.to_dict() == {"b": "2", "c": "3"}
@@ -104,7 +120,10 @@ def test_retrieve_and_update_metadata(client: stripe.StripeClient) -> None:
 def test_list_filters_newest_first_and_paginates(client: stripe.StripeClient) -> None:
     charge_id = paid_charge(client, 100_000)
     other_charge = paid_charge(client, 1000)
-    made = [client.v1.refunds.create(params={"charge": charge_id, "amount": 10 + i}).id for i in range(25)]
+    made = [
+        client.v1.refunds.create(params={"charge": charge_id, "amount": 10 + i}).id
+        for i in range(25)
+    ]
     client.v1.refunds.create(params={"charge": other_charge, "amount": 5})
     newest_first = list(reversed(made))
 
@@ -113,11 +132,20 @@ def test_list_filters_newest_first_and_paginates(client: stripe.StripeClient) ->
     assert page.has_more is True
     seen = [r.id for r in page.data]
     while page.has_more:
-        page = client.v1.refunds.list(params={"charge": charge_id, "limit": 10, "starting_after": seen[-1]})
+        page = client.v1.refunds.list(
+            params={"charge": charge_id, "limit": 10, "starting_after": seen[-1]}
+        )
         seen += [r.id for r in page.data]
     assert seen == newest_first
-    assert [r.id for r in client.v1.refunds.list(params={"charge": charge_id, "limit": 100}).auto_paging_iter()] == newest_first
-    before = client.v1.refunds.list(params={"charge": charge_id, "ending_before": newest_first[5], "limit": 3})
+    assert [
+        r.id
+        for r in client.v1.refunds.list(
+            params={"charge": charge_id, "limit": 100}
+        ).auto_paging_iter()
+    ] == newest_first
+    before = client.v1.refunds.list(
+        params={"charge": charge_id, "ending_before": newest_first[5], "limit": 3}
+    )
     assert [r.id for r in before.data] == newest_first[2:5]
 
     pi_id = client.v1.charges.retrieve(charge_id).payment_intent
@@ -132,7 +160,9 @@ def test_bad_list_parameters(client: stripe.StripeClient, params: dict) -> None:
         client.v1.refunds.list(params=params)
 
 
-@pytest.mark.parametrize(("status", "gives_back"), [("pending", False), ("failed", True), ("canceled", True)])
+@pytest.mark.parametrize(
+    ("status", "gives_back"), [("pending", False), ("failed", True), ("canceled", True)]
+)
 def test_status_changes_and_what_they_give_back(
     client: stripe.StripeClient, sandbox: SandboxControl, status: str, gives_back: bool
 ) -> None:
@@ -140,7 +170,9 @@ def test_status_changes_and_what_they_give_back(
     refund = client.v1.refunds.create(params={"charge": charge_id, "amount": 400})
     if status == "canceled":
         sandbox.set_refund_status(refund.id, "requires_action")
-    sandbox.set_refund_status(refund.id, status, "lost_or_stolen_card" if status == "failed" else None)
+    sandbox.set_refund_status(
+        refund.id, status, "lost_or_stolen_card" if status == "failed" else None
+    )
     stored = client.v1.refunds.retrieve(refund.id)
     assert stored.status == status
     charge = client.v1.charges.retrieve(charge_id)
@@ -151,7 +183,9 @@ def test_status_changes_and_what_they_give_back(
         assert client.v1.refunds.create(params={"charge": charge_id}).amount == 1000
 
 
-def test_cancel_only_from_requires_action(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_cancel_only_from_requires_action(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     charge_id = paid_charge(client, 1000)
     refund = client.v1.refunds.create(params={"charge": charge_id, "amount": 400})
     with pytest.raises(stripe.InvalidRequestError):
@@ -163,7 +197,9 @@ def test_cancel_only_from_requires_action(client: stripe.StripeClient, sandbox: 
     assert client.v1.charges.retrieve(charge_id).amount_refunded == 0
 
 
-def test_terminal_refund_statuses_do_not_move(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_terminal_refund_statuses_do_not_move(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     refund = client.v1.refunds.create(params={"charge": paid_charge(client), "amount": 100})
     sandbox.set_refund_status(refund.id, "failed")
     with pytest.raises(RuntimeError, match="400"):

@@ -7,7 +7,6 @@ import pytest
 import stripe
 
 from stripe_sandbox.client import SandboxControl
-
 from tests.helpers import paid_charge
 
 FIELDS = json.loads((Path(__file__).parent / "fixture_fields.json").read_text())
@@ -28,7 +27,9 @@ def _objects(client: stripe.StripeClient, sandbox: SandboxControl) -> dict[str, 
 
 
 @pytest.mark.parametrize("kind", ["refund", "charge", "dispute", "event", "payment_intent"])
-def test_every_fixture_field_is_present(client: stripe.StripeClient, sandbox: SandboxControl, kind: str) -> None:
+def test_every_fixture_field_is_present(
+    client: stripe.StripeClient, sandbox: SandboxControl, kind: str
+) -> None:
     obj = _objects(client, sandbox)[kind]
     missing = sorted(set(FIELDS[kind]) - set(obj))
     assert missing == [], f"{kind} lacks {missing}"
@@ -40,5 +41,7 @@ def test_file_fields_are_present(client: stripe.StripeClient) -> None:
 
     handle = io.BytesIO(b"%PDF-1.4")
     handle.name = "a.pdf"
-    uploaded = client.v1.files.create(params={"purpose": "dispute_evidence", "file": handle}).to_dict()
+    uploaded = client.v1.files.create(
+        params={"purpose": "dispute_evidence", "file": handle}
+    ).to_dict()
     assert sorted(set(FIELDS["file"]) - set(uploaded)) == []

@@ -11,6 +11,7 @@ from argparse import ArgumentParser
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management import call_command
@@ -51,7 +52,8 @@ def _group_alive(pgid: int) -> bool:
 class Command(BaseCommand):
     help = (
         "Run Vouch locally with embedded defaults: migrate, install schedules, create the demo "
-        "users, then serve the web app, a Celery worker and beat until Ctrl-C."
+        "users, then serve the web app, a Celery worker, beat and (unless a real Stripe test key "
+        "is configured) the Stripe sandbox until Ctrl-C."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -66,7 +68,14 @@ class Command(BaseCommand):
         call_command("seed_demo")
 
         python = sys.executable
-        commands = {
+        commands: dict[str, list[str]] = {}
+        if getattr(settings, "STRIPE_USES_SANDBOX", False):
+            sandbox = urlsplit(settings.STRIPE_API_BASE)
+            commands["sandbox"] = [
+                python, "-m", "stripe_sandbox",
+                "--host", sandbox.hostname or "127.0.0.1", "--port", str(sandbox.port or 12111),
+            ]  # fmt: skip
+        commands |= {
             "web": [python, "manage.py", "runserver", f"{host}:{port}"],
             "worker": [
                 python, "-m", "celery", "-A", "config.celery_app", "worker",
@@ -90,10 +99,16 @@ class Command(BaseCommand):
                     command, cwd=settings.BASE_DIR, env=env, start_new_session=True
                 )
                 self.stdout.write(f"started {name} (pid {children[name].pid})")
+            stripe_line = (
+                f"Stripe sandbox: {settings.STRIPE_API_BASE}"
+                if "sandbox" in children
+                else f"Stripe: {settings.STRIPE_API_BASE} (a real test-mode key)"
+            )
             self.stdout.write(
                 self.style.SUCCESS(
                     f"\nVouch is running at http://{host}:{port}/  "
-                    f"(admin: /admin/, API docs: /api/v1/docs/). Press Ctrl-C to stop.\n"
+                    f"(admin: /admin/, API docs: /api/v1/docs/). {stripe_line}. "
+                    "Press Ctrl-C to stop.\n"
                 )
             )
             self.stdout.flush()
