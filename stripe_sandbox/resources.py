@@ -114,6 +114,27 @@ def _expand(state: State, body: dict[str, Any], params: Params) -> dict[str, Any
     return body
 
 
+def retriever(table: str, kind: str, allowed: frozenset[str] = frozenset()) -> Handler:
+    """GET /v1/<objects>/{id}: the object as it is now, unless readback lag still hides it."""
+
+    def retrieve(state: State, ctx: RequestContext, data: dict[str, Any], object_id: str) -> Result:
+        params = Params(data, set(allowed))
+        obj = _get(state, getattr(state.world, table), kind, object_id)
+        return 200, _expand(state, state.render(obj), params)
+
+    return retrieve
+
+
+payment_intent_retrieve = retriever(
+    "payment_intents", "payment_intent", frozenset({"client_secret"})
+)
+charge_retrieve = retriever("charges", "charge")
+refund_retrieve = retriever("refunds", "refund")
+dispute_retrieve = retriever("disputes", "dispute")
+file_retrieve = retriever("files", "file")
+event_retrieve = retriever("events", "event")
+
+
 # --- payment intents and charges ---------------------------------------------------------------
 
 _PI_CREATE = {
@@ -243,22 +264,6 @@ def _confirm(state: State, ctx: RequestContext, pi: dict[str, Any]) -> None:
         dispute_open(state, ctx, charge, reason="fraudulent", amount=charge["amount"])
 
 
-def payment_intent_retrieve(
-    state: State, ctx: RequestContext, data: dict[str, Any], pi_id: str
-) -> Result:
-    params = Params(data, {"client_secret"})
-    pi = _get(state, state.world.payment_intents, "payment_intent", pi_id)
-    return 200, _expand(state, state.render(pi), params)
-
-
-def charge_retrieve(
-    state: State, ctx: RequestContext, data: dict[str, Any], charge_id: str
-) -> Result:
-    params = Params(data, set())
-    charge = _get(state, state.world.charges, "charge", charge_id)
-    return 200, _expand(state, state.render(charge), params)
-
-
 def charge_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
     params = Params(
         data,
@@ -369,14 +374,6 @@ def refund_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Re
     state.sync_charge_refunds(charge)
     state.emit("refund.created", refund, ctx)
     state.emit("charge.refunded", charge, ctx, previous)
-    return 200, _expand(state, state.render(refund), params)
-
-
-def refund_retrieve(
-    state: State, ctx: RequestContext, data: dict[str, Any], refund_id: str
-) -> Result:
-    params = Params(data, set())
-    refund = _get(state, state.world.refunds, "refund", refund_id)
     return 200, _expand(state, state.render(refund), params)
 
 
@@ -510,14 +507,6 @@ def dispute_set_status(
         state.emit("charge.dispute.closed", dispute, ctx, previous)
     else:
         state.emit("charge.dispute.updated", dispute, ctx, previous)
-
-
-def dispute_retrieve(
-    state: State, ctx: RequestContext, data: dict[str, Any], dispute_id: str
-) -> Result:
-    params = Params(data, set())
-    dispute = _get(state, state.world.disputes, "dispute", dispute_id)
-    return 200, _expand(state, state.render(dispute), params)
 
 
 def dispute_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
@@ -693,11 +682,6 @@ def file_create(
     return 200, state.render(file_obj)
 
 
-def file_retrieve(state: State, ctx: RequestContext, data: dict[str, Any], file_id: str) -> Result:
-    Params(data, set())
-    return 200, state.render(_get(state, state.world.files, "file", file_id))
-
-
 def file_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
     params = Params(data, {"purpose", "created", "limit", "starting_after", "ending_before"})
     purpose = params.string("purpose")
@@ -710,13 +694,6 @@ def file_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result
 
 
 # --- events --------------------------------------------------------------------------------------
-
-
-def event_retrieve(
-    state: State, ctx: RequestContext, data: dict[str, Any], event_id: str
-) -> Result:
-    Params(data, set())
-    return 200, state.render(_get(state, state.world.events, "event", event_id))
 
 
 def event_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:

@@ -91,6 +91,12 @@ class RateLimiter:
             return False
 
 
+def _rate_limited() -> StripeError:
+    return StripeError(
+        429, "Too many requests hit the API too quickly.", code="rate_limit", stored=False
+    )
+
+
 def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
     return Response(
         status,
@@ -142,12 +148,7 @@ class Sandbox:
             requests[route_name] = requests.get(route_name, 0) + 1
         if not self.limiter.allow():
             return _error(
-                StripeError(
-                    429,
-                    "Too many requests hit the API too quickly.",
-                    code="rate_limit",
-                    stored=False,
-                ),
+                _rate_limited(),
                 common,
             )
         if route is None:
@@ -285,12 +286,7 @@ class Sandbox:
             if fault.retry_after_s is not None:
                 headers["Retry-After"] = str(fault.retry_after_s)
             return _error(
-                StripeError(
-                    429,
-                    "Too many requests hit the API too quickly.",
-                    code="rate_limit",
-                    stored=False,
-                ),
+                _rate_limited(),
                 headers,
             )
         code = fault.error_code or "card_declined"
