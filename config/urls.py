@@ -3,6 +3,8 @@ from django.urls import include, path
 from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from verification.api.webhooks import stripe_webhook
+
 # One table of API routes, served twice: /api/v1/... (namespace "api", used by reverse()) and
 # the unversioned alias /api/... (namespace "api-alias"). Later issues add routes to
 # config/api_urls.py only.
@@ -16,6 +18,7 @@ urlpatterns = [
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include(API_ROUTES, namespace="api")),
     path("api/", include(API_ROUTES, namespace="api-alias")),
+    path("webhooks/stripe", stripe_webhook, name="stripe-webhook"),
 ]
 
 admin.site.site_header = "Vouch operations"

@@ -1,1 +1,212 @@
-"""Models arrive with the issue that builds this app (see README)."""
+"""Verification runs, their attempts and observations, escalations, and the provider events
+received by webhook (SPEC §6, §7)."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def _public_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+def new_run_id() -> str:
+    return _public_id("vrun")
+
+
+class Verdict(models.TextChoices):
+    PENDING = "PENDING"
+    VERIFIED = "VERIFIED"
+    CONTRADICTED = "CONTRADICTED"
+    FAILED = "FAILED"
+    UNVERIFIABLE = "UNVERIFIABLE"
+
+
+class VerificationRun(models.Model):
+    """One operation observed under one contract until its effect is proven or disproven."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_run_id, editable=False)
+    contract_id = models.CharField(max_length=100, db_index=True)
+    contract_version = models.PositiveIntegerField()
+    operation_id = models.CharField(max_length=255, help_text="e.g. the provider idempotency key")
+    operation_created_at = models.DateTimeField()
+    input = models.JSONField(default=dict)
+    action_result = models.JSONField(default=dict, help_text="The provider's own answer (E1).")
+    correlation = models.JSONField(default=dict, help_text="Resolved correlation keys.")
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, default=Verdict.PENDING)
+    verdict_class = models.CharField(max_length=100, blank=True)
+    verdict_reason = models.TextField(blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        "Attempt", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    attempts_made = models.PositiveIntegerField(default=0, help_text="Scheduled attempts so far.")
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField()
+    leased_until = models.DateTimeField(null=True, blank=True)
+    lease_token = models.CharField(max_length=40, blank=True)
+    event_pending = models.BooleanField(
+        default=False, help_text="An event arrived while the run was leased: attempt again after."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [
+            models.UniqueConstraint(
+                fields=["contract_id", "operation_id"], name="one_run_per_operation"
+            ),
+        ]
+        indexes = [
+            # The poll's query touches only undecided runs: its cost does not grow with history.
+            models.Index(
+                fields=["next_attempt_at"],
+                name="run_due_pending",
+                condition=Q(verdict="PENDING"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.contract_id} {self.operation_id} {self.verdict}"
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict != Verdict.PENDING
+
+
+class RunKey(models.Model):
+    """A resolved correlation key of a run, indexed so an incoming event finds its runs."""
+
+    run = models.ForeignKey(VerificationRun, on_delete=models.CASCADE, related_name="keys")
+    name = models.CharField(max_length=64)
+    value = models.CharField(max_length=255)
+
+    class Meta:
+        indexes = [models.Index(fields=["name", "value"])]
+        constraints = [models.UniqueConstraint(fields=["run", "name"], name="one_value_per_key")]
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"
+
+
+class Trigger(models.TextChoices):
+    POLL = "poll"
+    EVENT = "event"
+    MONITOR = "monitor"
+
+
+class Attempt(models.Model):
+    run = models.ForeignKey(VerificationRun, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Its place among scheduled attempts; empty if event-triggered.",
+    )
+    trigger = models.CharField(max_length=10, choices=Trigger.choices)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    verdict_class = models.CharField(max_length=100, blank=True)
+    reason = models.TextField(blank=True)
+    held = models.TextField(blank=True, help_text="What the stale-read window held back.")
+    conditions = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ("started_at", "id")
+
+    def __str__(self) -> str:
+        label = f"#{self.number}" if self.number else self.trigger
+        return f"attempt {label}: {self.verdict}"
+
+
+class Observation(models.Model):
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="observations")
+    channel = models.CharField(max_length=64)
+    level = models.CharField(max_length=2)
+    verifier = models.CharField(max_length=32)
+    observed_at = models.DateTimeField()
+    data = models.JSONField()
+    digest = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON of data.")
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"{self.channel} ({self.level}) at {self.observed_at:%H:%M:%S}"
+
+
+class EscalationStatus(models.TextChoices):
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
+class Escalation(models.Model):
+    run = models.ForeignKey(VerificationRun, on_delete=models.PROTECT, related_name="escalations")
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    verdict_class = models.CharField(max_length=100, blank=True)
+    reason = models.TextField()
+    status = models.CharField(
+        max_length=10, choices=EscalationStatus.choices, default=EscalationStatus.OPEN
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    resolution_note = models.TextField(blank=True)
+
+    class Meta:
+        # Open first (“open” sorts before “resolved”), oldest first.
+        ordering = ("status", "created_at", "id")
+        permissions = [("resolve_escalation", "Can resolve verification escalations")]
+
+    def __str__(self) -> str:
+        return f"{self.verdict} {self.verdict_class or ''} on {self.run.public_id}".replace(
+            "  ", " "
+        )
+
+
+class Notification(models.Model):
+    escalation = models.ForeignKey(
+        Escalation, on_delete=models.CASCADE, related_name="notifications"
+    )
+    channel = models.CharField(max_length=16, default="email")
+    recipients = models.JSONField(default=list)
+    subject = models.CharField(max_length=200)
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.subject
+
+
+class ProviderEvent(models.Model):
+    """A provider event received by webhook, stored raw and once (unique event id)."""
+
+    provider = models.CharField(max_length=20, default="stripe")
+    event_id = models.CharField(max_length=255, unique=True)
+    type = models.CharField(max_length=100)
+    provider_created = models.BigIntegerField(help_text="The provider's `created`, epoch seconds.")
+    payload = models.JSONField()
+    raw = models.TextField(help_text="The body exactly as received.")
+    received_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    duplicates = models.PositiveIntegerField(default=0, help_text="Deliveries after the first.")
+    processing_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ("-provider_created", "-id")
+        indexes = [
+            models.Index(fields=["type", "provider_created"]),
+            models.Index(
+                fields=["received_at"], name="event_unprocessed", condition=Q(processed_at=None)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.event_id}"

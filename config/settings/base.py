@@ -168,11 +168,25 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 STRIPE_API_KEY = env.str("STRIPE_API_KEY", default="sk_test_vouch_sandbox")
 STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="http://127.0.0.1:12111")
 STRIPE_WEBHOOK_SECRET = env.str("STRIPE_WEBHOOK_SECRET", default="whsec_vouch_sandbox")
+# Rotation: every secret listed here verifies (the current one first).
+STRIPE_WEBHOOK_SECRETS = [s.strip() for s in STRIPE_WEBHOOK_SECRET.split(",") if s.strip()]
+STRIPE_WEBHOOK_TOLERANCE_S = env.int("STRIPE_WEBHOOK_TOLERANCE_S", default=300)
 STRIPE_CONNECT_TIMEOUT_S = env.float("STRIPE_CONNECT_TIMEOUT_S", default=5.0)
 STRIPE_READ_TIMEOUT_S = env.float("STRIPE_READ_TIMEOUT_S", default=30.0)
 STRIPE_MAX_ATTEMPTS = env.int("STRIPE_MAX_ATTEMPTS", default=3)
 STRIPE_RETRY_BASE_S = env.float("STRIPE_RETRY_BASE_S", default=0.5)
 STRIPE_RETRY_MAX_S = env.float("STRIPE_RETRY_MAX_S", default=8.0)
+
+# --- Verification (SPEC §6) -------------------------------------------------------------------
+
+VERIFICATION_POLL_EVERY_S = env.int("VERIFICATION_POLL_EVERY_S", default=2)
+VERIFICATION_BATCH_SIZE = env.int("VERIFICATION_BATCH_SIZE", default=100)
+VERIFICATION_LEASE_S = env.float("VERIFICATION_LEASE_S", default=300.0)
+VERIFICATION_CLOCK_SKEW_S = env.float("VERIFICATION_CLOCK_SKEW_S", default=2.0)
+VERIFICATION_EVENT_RETRY_AFTER_S = 30
+VERIFICATION_EVENT_KEEP_DAYS = env.int("VERIFICATION_EVENT_KEEP_DAYS", default=30)
+# Further folders of contract files (tests add contracts with short timing).
+VERIFICATION_CONTRACT_DIRS: list[str] = []
 
 # --- Logging -------------------------------------------------------------------------------
 

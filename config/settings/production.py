@@ -28,6 +28,7 @@ STRIPE_API_KEY = require("STRIPE_API_KEY", "the Stripe secret key (sk_live_… o
 STRIPE_WEBHOOK_SECRET = require(
     "STRIPE_WEBHOOK_SECRET", "the signing secret of the Stripe webhook endpoint (whsec_…)."
 )
+STRIPE_WEBHOOK_SECRETS = [s.strip() for s in STRIPE_WEBHOOK_SECRET.split(",") if s.strip()]
 STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="https://api.stripe.com")
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -1,0 +1,436 @@
+"""Writes of the verification engine: start a run, claim due runs, make an attempt, escalate,
+store and process provider events. The provider is read outside any transaction or lock."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+
+from accounts.models import User
+from core.services import audit_record
+from verification import clock
+from verification.contracts import Contract, Verdict, get_contract, registry
+from verification.evaluation import Decision, decide
+from verification.expressions import Context, missing
+from verification.models import (
+    Attempt,
+    Escalation,
+    EscalationStatus,
+    Notification,
+    Observation,
+    ProviderEvent,
+    RunKey,
+    Trigger,
+    VerificationRun,
+)
+from verification.verifiers import verifier_for
+
+logger = logging.getLogger("vouch.verification")
+
+OPS_GROUP = "ops"
+
+
+def _skew() -> float:
+    return float(getattr(settings, "VERIFICATION_CLOCK_SKEW_S", 2.0))
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=float(getattr(settings, "VERIFICATION_LEASE_S", 120.0)))
+
+
+def _digest(data: Any) -> str:
+    canonical = json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def run_context(run: VerificationRun, observed: dict[str, Any] | None = None) -> Context:
+    return Context(
+        observed=observed or {},
+        action_result=run.action_result,
+        input=run.input,
+        operation_id=run.operation_id,
+        operation_created_at=run.operation_created_at,
+    )
+
+
+# --- starting a run --------------------------------------------------------------------------
+
+
+def verification_start(
+    *,
+    contract_id: str,
+    operation_id: str,
+    operation_created_at: datetime,
+    input: dict[str, Any],
+    action_result: dict[str, Any],
+) -> VerificationRun:
+    """Start observing one operation under a contract. Idempotent: the same contract and operation
+    give the same run. Raises ValueError if a required correlation key does not resolve."""
+    contract = get_contract(contract_id)
+    existing = VerificationRun.objects.filter(
+        contract_id=contract_id, operation_id=operation_id
+    ).first()
+    if existing is not None:
+        return existing
+    draft = VerificationRun(
+        contract_id=contract_id,
+        operation_id=operation_id,
+        operation_created_at=operation_created_at,
+        input=input,
+        action_result=action_result,
+    )
+    context = run_context(draft)
+    keys: dict[str, Any] = {}
+    for correlation in contract.correlation:
+        for name, path in correlation.keys.items():
+            value = context.resolve(path)
+            if missing(value) or value is None:
+                if correlation.required:
+                    raise ValueError(
+                        f"{contract_id}: required correlation key {name} ({path}) does not resolve"
+                    )
+                continue
+            keys[name] = value
+    draft.contract_version = contract.version
+    draft.correlation = keys
+    draft.next_attempt_at = operation_created_at + timedelta(
+        seconds=contract.timing.delay_before(1)
+    )
+    draft.deadline_at = operation_created_at + timedelta(milliseconds=contract.timing.timeout_ms)
+    try:
+        with transaction.atomic():
+            draft.save()
+            RunKey.objects.bulk_create(
+                [
+                    RunKey(run=draft, name=name, value=str(value)[:255])
+                    for name, value in keys.items()
+                ]
+            )
+    except IntegrityError:  # started concurrently by another caller
+        return VerificationRun.objects.get(contract_id=contract_id, operation_id=operation_id)
+    return draft
+
+
+# --- claiming ---------------------------------------------------------------------------------
+
+
+def runs_claim_due(*, limit: int = 100, now: datetime | None = None) -> list[tuple[int, str]]:
+    """Lease up to `limit` due runs in one short transaction (SELECT … FOR UPDATE SKIP LOCKED) and
+    commit: several workers never claim one run twice, and the cost depends on the due runs only."""
+    now = now or clock.now()
+    token = secrets.token_hex(16)
+    with transaction.atomic():
+        ids = list(
+            VerificationRun.objects.select_for_update(skip_locked=True)
+            .filter(verdict=Verdict.PENDING, next_attempt_at__lte=now)
+            .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
+            .order_by("next_attempt_at")
+            .values_list("id", flat=True)[:limit]
+        )
+        if ids:
+            VerificationRun.objects.filter(id__in=ids).update(
+                leased_until=now + _lease(), lease_token=token
+            )
+    return [(run_id, token) for run_id in ids]
+
+
+def run_claim_for_event(*, run_id: int) -> str | None:
+    """Lease one pending run for an event-triggered attempt; if it is leased already, mark that an
+    event is waiting (the holder attempts again when done). Returns the lease token or None."""
+    now = clock.now()
+    token = secrets.token_hex(16)
+    claimed = (
+        VerificationRun.objects.filter(id=run_id, verdict=Verdict.PENDING)
+        .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
+        .update(leased_until=now + _lease(), lease_token=token, event_pending=False)
+    )
+    if claimed:
+        return token
+    VerificationRun.objects.filter(id=run_id, verdict=Verdict.PENDING).update(event_pending=True)
+    return None
+
+
+# --- one attempt ------------------------------------------------------------------------------
+
+
+def observe(contract: Contract, run: VerificationRun) -> tuple[dict[str, Any], list[Observation]]:
+    """Read every channel afresh (provider calls: never inside a transaction)."""
+    observed: dict[str, Any] = {}
+    records = []
+    context = run_context(run)
+    for channel in contract.channels:
+        result = verifier_for(channel).observe(
+            contract=contract, channel=channel, context=context, skew_s=_skew()
+        )
+        observed[channel.name] = result.data
+        records.append(
+            Observation(
+                channel=channel.name,
+                level=channel.level,
+                verifier=channel.verifier,
+                observed_at=clock.now(),
+                data=result.data,
+                digest=_digest(result.data),
+            )
+        )
+    return observed, records
+
+
+def run_attempt(
+    *, run_id: int, token: str, trigger: str, enqueue: Callable[[int, str, str], None] | None = None
+) -> Attempt | None:
+    """Make one attempt on a leased run: observe, decide, record. Returns None if the lease was
+    lost (another worker owns the run now) or the run is already decided."""
+    run = VerificationRun.objects.filter(id=run_id).first()
+    if run is None or (run.lease_token != token and trigger != Trigger.MONITOR):
+        return None
+    if run.decided and trigger != Trigger.MONITOR:
+        return None
+    contract = get_contract(run.contract_id)
+    started = clock.now()
+    observed, observations = observe(contract, run)
+    now = clock.now()
+    counted = trigger == Trigger.POLL
+    number = run.attempts_made + 1 if counted else None
+    decision = decide(contract, run_context(run, observed), now=now, skew_s=_skew(), attempt=number)
+    with transaction.atomic():
+        locked = VerificationRun.objects.select_for_update(of=("self",)).get(id=run_id)
+        if trigger != Trigger.MONITOR and (locked.lease_token != token or locked.decided):
+            return None
+        attempt = Attempt.objects.create(
+            run=locked,
+            number=number,
+            trigger=trigger,
+            started_at=started,
+            finished_at=now,
+            verdict=decision.verdict,
+            verdict_class=decision.class_ or "",
+            reason=decision.reason,
+            held=decision.held or "",
+            conditions=[c.as_json() for c in decision.conditions],
+        )
+        for observation in observations:
+            observation.attempt = attempt
+        Observation.objects.bulk_create(observations)
+        if trigger == Trigger.MONITOR:
+            _monitor_outcome(locked, decision)
+            return attempt
+        if counted:
+            locked.attempts_made = number or 0
+        fields = ["attempts_made", "leased_until", "lease_token", "event_pending"]
+        rerun = locked.event_pending
+        locked.leased_until, locked.lease_token, locked.event_pending = None, "", False
+        if decision.verdict != Verdict.PENDING:
+            locked.verdict = decision.verdict
+            locked.verdict_class = decision.class_ or ""
+            locked.verdict_reason = decision.reason
+            locked.decided_at = now
+            locked.decided_by = attempt
+            locked.next_attempt_at = None
+            fields += [
+                "verdict",
+                "verdict_class",
+                "verdict_reason",
+                "decided_at",
+                "decided_by",
+                "next_attempt_at",
+            ]
+            if decision.verdict in (Verdict.CONTRADICTED, Verdict.UNVERIFIABLE):
+                escalation_open(
+                    run=locked,
+                    verdict=decision.verdict,
+                    verdict_class=decision.class_,
+                    reason=decision.reason,
+                )
+        elif counted:
+            delay = contract.timing.delay_before((number or 0) + 1)
+            locked.next_attempt_at = max(
+                now + timedelta(seconds=delay), locked.operation_created_at
+            )
+            fields.append("next_attempt_at")
+        locked.save(update_fields=fields)
+        if rerun and not locked.decided and enqueue is not None:
+            transaction.on_commit(lambda: _retrigger(run_id, enqueue))
+    return attempt
+
+
+def _retrigger(run_id: int, enqueue: Callable[[int, str, str], None]) -> None:
+    token = run_claim_for_event(run_id=run_id)
+    if token is not None:
+        enqueue(run_id, token, Trigger.EVENT)
+
+
+def _monitor_outcome(run: VerificationRun, decision: Decision) -> None:
+    """After VERIFIED a later contradiction (a duplicate refund) does not change the verdict: it
+    opens an escalation, once per class."""
+    hits = [c for c in decision.conditions if c.kind == "contradicted" and c.result is True]
+    contract = get_contract(run.contract_id)
+    for hit in hits:
+        spec = next(c for c in contract.contradicted if c.name == hit.name)
+        if not run.escalations.filter(verdict_class=spec.class_).exists():
+            escalation_open(
+                run=run,
+                verdict=Verdict.CONTRADICTED,
+                verdict_class=spec.class_,
+                reason=f"After {run.verdict}: {spec.reason}",
+            )
+
+
+# --- escalations ------------------------------------------------------------------------------
+
+
+def escalation_open(
+    *, run: VerificationRun, verdict: str, verdict_class: str | None, reason: str
+) -> Escalation:
+    """Open an escalation for a person, with a notification record and an email to the ops group
+    (sent after commit), and an audit event."""
+    escalation = Escalation.objects.create(
+        run=run, verdict=verdict, verdict_class=verdict_class or "", reason=reason
+    )
+    recipients = sorted(
+        User.objects.filter(groups__name=OPS_GROUP, is_active=True)
+        .exclude(email="")
+        .values_list("email", flat=True)
+        .distinct()
+    )
+    subject = (
+        f"[Vouch] {verdict} {verdict_class or ''}: {run.contract_id} {run.operation_id}".replace(
+            "  ", " "
+        )
+    )
+    body = (
+        f"Run {run.public_id} ({run.contract_id} v{run.contract_version}) on operation "
+        f"{run.operation_id} is {verdict}{f' ({verdict_class})' if verdict_class else ''}.\n\n"
+        f"{reason}\n\nOpen the escalation queue in the admin to resolve it."
+    )
+    notification = Notification.objects.create(
+        escalation=escalation, recipients=recipients, subject=subject[:200], body=body
+    )
+    audit_record(
+        actor=None,
+        action="escalation.open",
+        target_type="verification_run",
+        target_id=run.public_id,
+        details={"verdict": verdict, "class": verdict_class or "", "reason": reason},
+    )
+    if recipients:
+        transaction.on_commit(lambda: _send(notification.pk))
+    return escalation
+
+
+def _send(notification_id: int) -> None:
+    notification = Notification.objects.get(pk=notification_id)
+    send_mail(notification.subject, notification.body, None, notification.recipients)
+    Notification.objects.filter(pk=notification_id).update(sent_at=clock.now())
+
+
+@transaction.atomic
+def escalation_resolve(*, escalation: Escalation, actor: User, note: str) -> Escalation:
+    """A person's resolution, with a note. Refused if already resolved, if the note is empty or if
+    the person lacks `verification.resolve_escalation`."""
+    if not actor.has_perm("verification.resolve_escalation"):
+        raise PermissionError("resolving an escalation needs verification.resolve_escalation")
+    note = note.strip()
+    if not note:
+        raise ValueError("a resolution needs a note")
+    locked = Escalation.objects.select_for_update().get(pk=escalation.pk)
+    if locked.status != EscalationStatus.OPEN:
+        raise ValueError("this escalation is already resolved")
+    locked.status = EscalationStatus.RESOLVED
+    locked.resolved_at = clock.now()
+    locked.resolved_by = actor
+    locked.resolution_note = note
+    locked.save(update_fields=["status", "resolved_at", "resolved_by", "resolution_note"])
+    audit_record(
+        actor=actor,
+        action="escalation.resolve",
+        target_type="escalation",
+        target_id=str(locked.pk),
+        details={"run": locked.run.public_id, "verdict": locked.verdict, "note": note},
+    )
+    return locked
+
+
+# --- provider events --------------------------------------------------------------------------
+
+
+def provider_event_store(
+    *, event: dict[str, Any], raw: str, provider: str = "stripe"
+) -> tuple[ProviderEvent, bool]:
+    """Store a verified event once. A duplicate delivery is counted and changes nothing else."""
+    try:
+        with transaction.atomic():
+            stored = ProviderEvent.objects.create(
+                provider=provider,
+                event_id=str(event["id"]),
+                type=str(event.get("type", "")),
+                provider_created=int(event.get("created") or 0),
+                payload=event,
+                raw=raw,
+            )
+            return stored, True
+    except IntegrityError:
+        ProviderEvent.objects.filter(event_id=event["id"]).update(duplicates=F("duplicates") + 1)
+        return ProviderEvent.objects.get(event_id=event["id"]), False
+
+
+def _dig(node: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def provider_event_process(*, event_pk: int, enqueue: Callable[[int, str, str], None]) -> list[int]:
+    """Wake the runs an event correlates with: pending runs get an attempt at once (or a mark that
+    one is owed); VERIFIED runs get a monitoring attempt (a duplicate after VERIFIED escalates).
+    Returns the run ids woken. Idempotent."""
+    event = ProviderEvent.objects.get(pk=event_pk)
+    woken: list[int] = []
+    for contract in registry().values():
+        for channel in contract.channels:
+            selection = channel.events
+            if selection is None or event.type not in selection.types:
+                continue
+            pairs = [
+                (name, _dig(event.payload, path)) for name, path in selection.correlate.items()
+            ]
+            query = Q()
+            for name, value in pairs:
+                if value not in (None, ""):
+                    query |= Q(keys__name=name, keys__value=str(value))
+            if not query:
+                continue
+            runs = VerificationRun.objects.filter(query, contract_id=contract.id).distinct()
+            for run in runs.filter(verdict=Verdict.PENDING).only("id"):
+                token = run_claim_for_event(run_id=run.id)
+                if token is not None:
+                    enqueue(run.id, token, Trigger.EVENT)
+                woken.append(run.id)
+            monitor_since = clock.now() - timedelta(milliseconds=contract.timing.timeout_ms)
+            for run in runs.filter(verdict=Verdict.VERIFIED, decided_at__gte=monitor_since).only(
+                "id"
+            ):
+                enqueue(run.id, "", Trigger.MONITOR)
+                woken.append(run.id)
+    ProviderEvent.objects.filter(pk=event_pk).update(processed_at=clock.now(), processing_error="")
+    return woken
+
+
+def provider_events_prune(*, older_than_days: int) -> int:
+    cutoff = clock.now() - timedelta(days=older_than_days)
+    deleted, _ = ProviderEvent.objects.filter(processed_at__lt=cutoff).delete()
+    return deleted

@@ -1,0 +1,43 @@
+"""Thin Celery tasks: they take ids and call services."""
+
+from celery import shared_task
+from django.conf import settings
+
+from verification import selectors, services
+
+
+def _enqueue(run_id: int, token: str, trigger: str) -> None:
+    attempt.delay(run_id, token, trigger)
+
+
+@shared_task(name="verification.poll")
+def poll() -> int:
+    """Claim due runs in a batch and send each to a worker for an attempt."""
+    claimed = services.runs_claim_due(limit=settings.VERIFICATION_BATCH_SIZE)
+    for run_id, token in claimed:
+        attempt.delay(run_id, token, "poll")
+    return len(claimed)
+
+
+@shared_task(name="verification.attempt")
+def attempt(run_id: int, token: str, trigger: str) -> None:
+    services.run_attempt(run_id=run_id, token=token, trigger=trigger, enqueue=_enqueue)
+
+
+@shared_task(name="verification.process_event")
+def process_event(event_pk: int) -> None:
+    services.provider_event_process(event_pk=event_pk, enqueue=_enqueue)
+
+
+@shared_task(name="verification.retry_events")
+def retry_events() -> int:
+    """Process again the stored events whose processing never finished (a lost task, a crash)."""
+    pending = selectors.events_unprocessed(older_than_s=settings.VERIFICATION_EVENT_RETRY_AFTER_S)
+    for event_pk in pending:
+        process_event.delay(event_pk)
+    return len(pending)
+
+
+@shared_task(name="verification.prune_events")
+def prune_events() -> int:
+    return services.provider_events_prune(older_than_days=settings.VERIFICATION_EVENT_KEEP_DAYS)

@@ -1,0 +1,176 @@
+"""Verifiers read one channel afresh for one attempt. A small registry: another provider or
+channel is a new class here, not an edit of the engine."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from verification.contracts import Channel, Contract
+from verification.expressions import Context, missing
+from verification.models import ProviderEvent
+
+
+@dataclass(frozen=True)
+class Observed:
+    data: dict[str, Any]
+
+
+class Verifier(Protocol):
+    name: ClassVar[str]
+
+    def observe(
+        self, *, contract: Contract, channel: Channel, context: Context, skew_s: float
+    ) -> Observed: ...
+
+
+class HttpVerifier:
+    """A fresh provider readback through the adapter (never a local cache). Found: the parsed
+    object. Not found or unreadable: {"found": false, "error": ...}, so paths into it do not
+    resolve."""
+
+    name: ClassVar[str] = "http"
+    # provider -> resource -> the adapter's read operation.
+    READERS: ClassVar[dict[str, dict[str, str]]] = {
+        "stripe": {"refund": "refund_read", "dispute": "dispute_read", "charge": "charge_read"},
+    }
+
+    def __init__(self, provider: Any = None) -> None:
+        self._provider = provider
+
+    def provider(self) -> Any:
+        if self._provider is None:
+            from providers import provider_from_settings
+
+            self._provider = provider_from_settings()
+        return self._provider
+
+    def observe(
+        self, *, contract: Contract, channel: Channel, context: Context, skew_s: float
+    ) -> Observed:
+        if channel.read is None:  # the contract's validation refuses this
+            raise LookupError(f"channel {channel.name} has no `read`")
+        object_id = context.resolve(channel.read.id)
+        if missing(object_id) or not isinstance(object_id, str):
+            return Observed({"found": False, "error": f"{channel.read.id} does not resolve"})
+        operation = self.READERS[contract.provider][channel.read.resource]
+        outcome = getattr(self.provider(), operation)(object_id)
+        if outcome.accepted:
+            return Observed(outcome.require())
+        return Observed(
+            {
+                "found": False,
+                "error": outcome.error_code,
+                "outcome": str(outcome.kind),
+                "status": outcome.http_status,
+            }
+        )
+
+
+def _dig(node: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+class WebhookVerifier:
+    """Stored provider events of the channel's types since the operation started that belong to
+    the run: `{events, count, latest, earliest, types, duplicates_dropped}`. `count` counts
+    distinct objects, not deliveries."""
+
+    name: ClassVar[str] = "webhook"
+
+    def observe(
+        self, *, contract: Contract, channel: Channel, context: Context, skew_s: float
+    ) -> Observed:
+        selection = channel.events
+        if selection is None:  # the contract's validation refuses this
+            raise LookupError(f"channel {channel.name} has no `events`")
+        started = context.operation_created_at.timestamp()
+        since = math.floor(started) - math.ceil(skew_s)
+        rows = ProviderEvent.objects.filter(
+            provider=contract.provider, type__in=selection.types, provider_created__gte=since
+        )
+        if selection.scope is not None:
+            scope_value = context.resolve(selection.scope.equals)
+            if not missing(scope_value):
+                rows = rows.filter(
+                    **{f"payload__data__object__{selection.scope.field}": scope_value}
+                )
+
+        def value(path: str | None) -> Any:
+            if path is None:
+                return None
+            resolved = context.resolve(path)
+            return None if missing(resolved) else resolved
+
+        resource, key = value(selection.resource), value(selection.idempotency_key)
+        scope = value(selection.scope.equals) if selection.scope else None
+        owner_value = value(selection.owner.equals) if selection.owner else None
+        events: list[dict[str, Any]] = []
+        objects: set[str] = set()
+        duplicates = 0
+        for row in rows.order_by("provider_created", "id"):
+            obj = _dig(row.payload, "data.object") or {}
+            metadata = obj.get("metadata") or {}
+            if selection.owner is not None:
+                owner = metadata.get(selection.owner.metadata_key)
+                if owner is not None and owner != owner_value:
+                    continue  # another Vouch operation's object never belongs
+            marked = bool(selection.marker_prefix) and any(
+                str(k).startswith(str(selection.marker_prefix)) for k in metadata
+            )
+            belongs = (
+                (resource is not None and obj.get("id") == resource)
+                or (
+                    selection.owner is not None
+                    and owner_value is not None
+                    and metadata.get(selection.owner.metadata_key) == owner_value
+                )
+                or (key is not None and _dig(row.payload, "request.idempotency_key") == key)
+                or (
+                    selection.scope is not None
+                    and scope is not None
+                    and obj.get(selection.scope.field) == scope
+                    and not marked
+                )
+            )
+            if not belongs:
+                continue
+            duplicates += row.duplicates
+            object_id = str(obj.get("id"))
+            if object_id in objects:
+                duplicates += 1
+            objects.add(object_id)
+            events.append(
+                {
+                    "id": row.event_id,
+                    "type": row.type,
+                    "object": object_id,
+                    "created": row.provider_created,
+                }
+            )
+        created = [e["created"] for e in events]
+        return Observed(
+            {
+                "events": events,
+                "count": len(objects),
+                "latest": max(created) if created else None,
+                "earliest": min(created) if created else None,
+                "types": sorted({e["type"] for e in events}),
+                "duplicates_dropped": duplicates,
+            }
+        )
+
+
+REGISTRY: dict[str, Verifier] = {"http": HttpVerifier(), "webhook": WebhookVerifier()}
+
+
+def verifier_for(channel: Channel) -> Verifier:
+    try:
+        return REGISTRY[channel.verifier]
+    except KeyError:
+        raise LookupError(f"no verifier {channel.verifier!r}; known: {sorted(REGISTRY)}") from None
