@@ -38,12 +38,17 @@ class HttpVerifier:
 
     def __init__(self, provider: Any = None) -> None:
         self._provider = provider
+        self._built_for: tuple[str, str] | None = None
 
     def provider(self) -> Any:
-        if self._provider is None:
+        """The configured adapter, rebuilt if the configuration changed."""
+        from django.conf import settings
+
+        wanted = (settings.STRIPE_API_KEY, settings.STRIPE_API_BASE)
+        if self._provider is None or self._built_for != wanted:
             from providers import provider_from_settings
 
-            self._provider = provider_from_settings()
+            self._provider, self._built_for = provider_from_settings(), wanted
         return self._provider
 
     def observe(
@@ -58,14 +63,8 @@ class HttpVerifier:
         outcome = getattr(self.provider(), operation)(object_id)
         if outcome.accepted:
             return Observed(outcome.require())
-        return Observed(
-            {
-                "found": False,
-                "error": outcome.error_code,
-                "outcome": str(outcome.kind),
-                "status": outcome.http_status,
-            }
-        )
+        # Only `found` and `error`: no key that could shadow a field of the object (`status`).
+        return Observed({"found": False, "error": outcome.error_code})
 
 
 def _dig(node: Any, dotted: str) -> Any:

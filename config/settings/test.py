@@ -3,7 +3,7 @@
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *
-from .base import env
+from .base import BASE_DIR, env
 
 DEBUG = False
 SECRET_KEY = "test-only-not-a-secret-0123456789abcdefghijklmnopqrstuvwxyz"  # noqa: S105
@@ -24,5 +24,7 @@ STRIPE_READ_TIMEOUT_S = 0.5
 STRIPE_CONNECT_TIMEOUT_S = 2.0
 STRIPE_RETRY_BASE_S = 0.02
 STRIPE_RETRY_MAX_S = 0.2
+# Contracts with short timing, for tests that watch a run to its end.
+VERIFICATION_CONTRACT_DIRS = [str(BASE_DIR / "tests" / "verification" / "contracts")]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,457 @@
+"""The ops staff's view of verification (SPEC §10): runs with the timeline of their attempts and
+the evidence each one saw, the escalations queue with its Resolve action, and the provider events
+received by webhook.
+
+Everything is read-only, as the engine alone writes runs and events. The one write, Resolve, goes
+through `escalation_resolve`, which checks the permission and the note and writes the audit event.
+What this module adds is presentation: pretty JSON, labels and colours for people who have never
+read the engine's code."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from accounts.models import User
+from verification.contracts import Contract, get_contract
+from verification.models import (
+    Attempt,
+    Escalation,
+    EscalationStatus,
+    Notification,
+    Observation,
+    ProviderEvent,
+    Verdict,
+    VerificationRun,
+)
+from verification.services import escalation_resolve
+
+RESOLVE_PERMISSION = "verification.resolve_escalation"
+
+LEVELS = {
+    "E0": "a claim",
+    "E1": "the action's own response",
+    "E2": "an independent provider readback",
+    "E3": "a provider-originated event",
+}
+KINDS = {
+    "pre_completion": "pre-completion rule",
+    "contradicted": "contradiction",
+    "verified": "verification",
+}
+# A condition's result read for the effect: a verification that holds supports it, a
+# contradiction or a pre-completion rule that holds goes against it.
+SUPPORTS = {"verified": "true", "contradicted": "false", "pre_completion": "false"}
+VERDICT_TONES = {
+    Verdict.VERIFIED: "good",
+    Verdict.CONTRADICTED: "bad",
+    Verdict.FAILED: "bad",
+    Verdict.UNVERIFIABLE: "warn",
+    Verdict.PENDING: "quiet",
+}
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewable by staff with the view permission; nobody adds, changes or deletes by hand."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def compact_json(value: Any) -> str:
+    """A condition's actual or expected value on one line; text as it is."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def duration(ms: int) -> str:
+    for unit, size in (("days", 86_400_000), ("h", 3_600_000), ("min", 60_000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms / 1000:g} s"
+
+
+# --- the run page -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConditionRow:
+    name: str
+    kind: str
+    meaning: str
+    result: str
+    tone: str  # good | bad | unknown
+    actual: str
+    expected: str
+
+
+@dataclass(frozen=True)
+class ObservationRow:
+    observation: Observation
+    level_meaning: str
+    channel_description: str
+    data: str
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    attempt: Attempt
+    label: str
+    decided_run: bool
+    conditions: list[ConditionRow] = field(default_factory=list)
+    observations: list[ObservationRow] = field(default_factory=list)
+
+
+def _meanings(contract: Contract | None) -> dict[str, str]:
+    """What each of the contract's conditions means, by name, in the contract's own words."""
+    if contract is None:
+        return {}
+    meanings = {c.name: c.meaning for c in contract.verified}
+    meanings |= {c.name: f"{c.reason} (class: {c.class_})" for c in contract.contradicted}
+    meanings |= {r.name: f"{r.reason} (would be {r.verdict})" for r in contract.pre_completion}
+    return meanings
+
+
+def _condition_row(raw: Any, meanings: dict[str, str]) -> ConditionRow:
+    item = raw if isinstance(raw, dict) else {"name": str(raw)}
+    kind = str(item.get("kind", ""))
+    result = str(item.get("result", "unknown"))
+    if result not in ("true", "false"):
+        tone = "unknown"
+    else:
+        tone = "good" if SUPPORTS.get(kind) == result else "bad"
+    name = str(item.get("name", ""))
+    return ConditionRow(
+        name=name,
+        kind=KINDS.get(kind, kind),
+        meaning=meanings.get(name, ""),
+        result=result,
+        tone=tone,
+        actual=compact_json(item.get("actual")),
+        expected=compact_json(item.get("expected")),
+    )
+
+
+def _attempt_label(attempt: Attempt) -> str:
+    if attempt.number:
+        return f"Attempt #{attempt.number} ({attempt.get_trigger_display()})"
+    return f"{attempt.get_trigger_display().capitalize()}-triggered attempt"
+
+
+def run_page_context(run: VerificationRun) -> dict[str, Any]:
+    try:
+        contract: Contract | None = get_contract(run.contract_id)
+    except LookupError:
+        contract = None
+    channels = {c.name: c.description for c in contract.channels} if contract else {}
+    meanings = _meanings(contract)
+    attempts = run.attempts.order_by("started_at", "id").prefetch_related("observations")
+    timeline = [
+        AttemptRow(
+            attempt=attempt,
+            label=_attempt_label(attempt),
+            decided_run=attempt.pk == run.decided_by_id,
+            conditions=[_condition_row(c, meanings) for c in attempt.conditions or []],
+            observations=[
+                ObservationRow(
+                    observation=o,
+                    level_meaning=LEVELS.get(o.level, ""),
+                    channel_description=channels.get(o.channel, ""),
+                    data=pretty_json(o.data),
+                )
+                for o in attempt.observations.all()
+            ],
+        )
+        for attempt in attempts
+    ]
+    return {
+        "run": run,
+        "contract": contract,
+        "contract_outdated": contract is not None and contract.version != run.contract_version,
+        "max_attempts": contract.timing.max_attempts if contract else None,
+        "stale_read_window": duration(contract.timing.stale_read_window_ms) if contract else "",
+        "verdict_tone": VERDICT_TONES.get(run.verdict, "quiet"),
+        "input_json": pretty_json(run.input),
+        "action_result_json": pretty_json(run.action_result),
+        "correlation": [
+            (key, compact_json(value)) for key, value in sorted((run.correlation or {}).items())
+        ],
+        "timeline": timeline,
+        "escalations": run.escalations.select_related("resolved_by").order_by("created_at", "id"),
+    }
+
+
+@admin.register(VerificationRun)
+class VerificationRunAdmin(ReadOnlyAdmin):
+    list_display = (
+        "public_id",
+        "contract_id",
+        "operation_id",
+        "verdict",
+        "verdict_class",
+        "attempts_made",
+        "created_at",
+        "decided_at",
+    )
+    list_filter = ("verdict", "contract_id")
+    search_fields = ("public_id", "operation_id")
+    date_hierarchy = "created_at"
+    change_form_template = "admin/verification/verificationrun/change_form.html"
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: VerificationRun | None = None,
+    ) -> HttpResponse:
+        if obj is not None:
+            context.update(run_page_context(obj))
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+
+# --- escalations ------------------------------------------------------------------------------
+
+
+def _run_link(run: VerificationRun) -> SafeString:
+    url = reverse("admin:verification_verificationrun_change", args=[run.pk])
+    return format_html('<a href="{}">{}</a>', url, run.public_id)
+
+
+class NotificationInline(admin.TabularInline):
+    model = Notification
+    extra = 0
+    fields = ("channel", "recipients", "subject", "created_at", "sent_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ResolveForm(forms.Form):
+    # Not required here: `escalation_resolve` is the one judge of an empty note, and its refusal
+    # is shown as a message. The browser still asks for one.
+    note = forms.CharField(
+        required=False,
+        label="Resolution note",
+        help_text="What was checked and what was done. Kept with the escalation and in the audit.",
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 80, "required": True}),
+    )
+
+
+@admin.register(Escalation)
+class EscalationAdmin(ReadOnlyAdmin):
+    """The queue: open first, oldest first (the model's ordering)."""
+
+    list_display = (
+        "id",
+        "status",
+        "verdict",
+        "verdict_class",
+        "short_reason",
+        "run_link",
+        "created_at",
+        "resolved_by",
+    )
+    list_filter = ("status", "verdict")
+    list_select_related = ("run", "resolved_by")
+    search_fields = ("run__public_id", "run__operation_id")
+    fields = (
+        "run_link",
+        "verdict",
+        "verdict_class",
+        "reason",
+        "status",
+        "created_at",
+        "resolved_at",
+        "resolved_by",
+        "resolution_note",
+    )
+    readonly_fields = fields
+    inlines = (NotificationInline,)
+    change_form_template = "admin/verification/escalation/change_form.html"
+    resolve_template = "admin/verification/escalation/resolve.html"
+
+    @admin.display(description="reason")
+    def short_reason(self, obj: Escalation) -> str:
+        return Truncator(obj.reason).chars(80)
+
+    @admin.display(description="run", ordering="run__public_id")
+    def run_link(self, obj: Escalation) -> SafeString:
+        return _run_link(obj.run)
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<path:object_id>/resolve/",
+                self.admin_site.admin_view(self.resolve_view),
+                name="{}_{}_resolve".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Escalation | None = None,
+    ) -> HttpResponse:
+        context["can_resolve"] = (
+            obj is not None
+            and obj.status == EscalationStatus.OPEN
+            and request.user.has_perm(RESOLVE_PERMISSION)
+        )
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def resolve_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        user = request.user
+        if not isinstance(user, User) or not user.has_perm(RESOLVE_PERMISSION):
+            raise PermissionDenied
+        escalation = self.get_object(request, unquote(object_id))
+        if escalation is None:
+            raise Http404(f"no escalation {object_id!r}")
+        form = ResolveForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                escalation = escalation_resolve(
+                    escalation=escalation, actor=user, note=form.cleaned_data["note"]
+                )
+            except PermissionError as exc:
+                raise PermissionDenied(str(exc)) from exc
+            except ValueError as exc:
+                self.message_user(request, f"Not resolved: {exc}.", messages.ERROR)
+                escalation.refresh_from_db()
+            else:
+                self.message_user(
+                    request,
+                    f"Escalation #{escalation.pk} on run {escalation.run.public_id} is resolved.",
+                    messages.SUCCESS,
+                )
+                return HttpResponseRedirect(
+                    reverse(
+                        "admin:verification_escalation_change",
+                        args=[escalation.pk],
+                        current_app=self.admin_site.name,
+                    )
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Resolve escalation #{escalation.pk}",
+            "subtitle": None,
+            "opts": self.opts,
+            "escalation": escalation,
+            "run": escalation.run,
+            "form": form,
+            "has_view_permission": self.has_view_permission(request, escalation),
+        }
+        return TemplateResponse(request, self.resolve_template, context)
+
+
+# --- provider events --------------------------------------------------------------------------
+
+
+class ProcessedFilter(admin.SimpleListFilter):
+    title = "processed"
+    parameter_name = "processed"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Processed"), ("no", "Not processed")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "yes":
+            return queryset.filter(processed_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(processed_at__isnull=True)
+        return queryset
+
+
+@admin.register(ProviderEvent)
+class ProviderEventAdmin(ReadOnlyAdmin):
+    list_display = (
+        "event_id",
+        "type",
+        "provider_created_at",
+        "received_at",
+        "processed_at",
+        "duplicates",
+    )
+    list_filter = ("type", ProcessedFilter)
+    search_fields = ("event_id",)
+    date_hierarchy = "received_at"
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "provider",
+                    "event_id",
+                    "type",
+                    "provider_created_at",
+                    "received_at",
+                    "processed_at",
+                    "duplicates",
+                    "processing_error",
+                    "payload_json",
+                )
+            },
+        ),
+        ("The body exactly as received", {"classes": ("collapse",), "fields": ("raw",)}),
+    )
+    readonly_fields = (
+        "provider",
+        "event_id",
+        "type",
+        "provider_created_at",
+        "received_at",
+        "processed_at",
+        "duplicates",
+        "processing_error",
+        "payload_json",
+        "raw",
+    )
+
+    @admin.display(description="provider created", ordering="provider_created")
+    def provider_created_at(self, obj: ProviderEvent) -> str:
+        moment = datetime.fromtimestamp(obj.provider_created, UTC)
+        return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({obj.provider_created})"
+
+    @admin.display(description="payload")
+    def payload_json(self, obj: ProviderEvent) -> SafeString:
+        return format_html('<pre class="vouch-json">{}</pre>', pretty_json(obj.payload))
