@@ -56,12 +56,12 @@ KINDS = {
 # A condition's result read for the effect: a verification that holds supports it, a
 # contradiction or a pre-completion rule that holds goes against it.
 SUPPORTS = {"verified": "true", "contradicted": "false", "pre_completion": "false"}
-VERDICT_TONES = {
+VERDICT_TONES: dict[str, str] = {
     Verdict.VERIFIED: "good",
     Verdict.CONTRADICTED: "bad",
     Verdict.FAILED: "bad",
     Verdict.UNVERIFIABLE: "warn",
-    Verdict.PENDING: "quiet",
+    Verdict.PENDING: "neutral",
 }
 
 
@@ -83,7 +83,9 @@ def pretty_json(value: Any) -> str:
 
 
 def compact_json(value: Any) -> str:
-    """A condition's actual or expected value on one line; text as it is."""
+    """A condition's actual or expected value on one line; text as it is, nothing as a dash."""
+    if value is None:
+        return "—"
     if isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
@@ -122,6 +124,7 @@ class ObservationRow:
 class AttemptRow:
     attempt: Attempt
     label: str
+    tone: str
     decided_run: bool
     conditions: list[ConditionRow] = field(default_factory=list)
     observations: list[ObservationRow] = field(default_factory=list)
@@ -159,8 +162,8 @@ def _condition_row(raw: Any, meanings: dict[str, str]) -> ConditionRow:
 
 def _attempt_label(attempt: Attempt) -> str:
     if attempt.number:
-        return f"Attempt #{attempt.number} ({attempt.get_trigger_display()})"
-    return f"{attempt.get_trigger_display().capitalize()}-triggered attempt"
+        return f"Attempt #{attempt.number} ({attempt.trigger})"
+    return f"{attempt.trigger.capitalize()}-triggered attempt"
 
 
 def run_page_context(run: VerificationRun) -> dict[str, Any]:
@@ -175,6 +178,7 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
         AttemptRow(
             attempt=attempt,
             label=_attempt_label(attempt),
+            tone=VERDICT_TONES.get(attempt.verdict, "neutral"),
             decided_run=attempt.pk == run.decided_by_id,
             conditions=[_condition_row(c, meanings) for c in attempt.conditions or []],
             observations=[
@@ -195,13 +199,14 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
         "contract_outdated": contract is not None and contract.version != run.contract_version,
         "max_attempts": contract.timing.max_attempts if contract else None,
         "stale_read_window": duration(contract.timing.stale_read_window_ms) if contract else "",
-        "verdict_tone": VERDICT_TONES.get(run.verdict, "quiet"),
+        "verdict_tone": VERDICT_TONES.get(run.verdict, "neutral"),
         "input_json": pretty_json(run.input),
         "action_result_json": pretty_json(run.action_result),
         "correlation": [
             (key, compact_json(value)) for key, value in sorted((run.correlation or {}).items())
         ],
         "timeline": timeline,
+        "decided_by_label": next((row.label for row in timeline if row.decided_run), ""),
         "escalations": run.escalations.select_related("resolved_by").order_by("created_at", "id"),
     }
 

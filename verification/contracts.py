@@ -243,9 +243,9 @@ class Contract(_Strict):
         conditions += [rule.match for rule in self.pre_completion]
         for condition in conditions:
             for path in (condition.path, condition.expected):
-                if is_path(path) and path.startswith("$observed."):
-                    if path.split(".")[1] not in names:
-                        raise ValueError(f"{path} names no channel of this contract")
+                observed = is_path(path) and path.startswith("$observed.")
+                if observed and path.split(".")[1] not in names:
+                    raise ValueError(f"{path} names no channel of this contract")
         for verified in self.verified:
             if verified.channel not in names:
                 raise ValueError(

@@ -18,7 +18,9 @@ from verification.services import provider_event_store, verification_start
 def sdk(sandbox: SandboxControl, settings: Any) -> stripe.StripeClient:
     """The SDK on the sandbox; the app's settings point at the same sandbox."""
     settings.STRIPE_API_BASE = sandbox.url
-    return stripe.StripeClient("sk_test_vouch_tests", base_addresses={"api": sandbox.url}, max_network_retries=0)
+    return stripe.StripeClient(
+        "sk_test_vouch_tests", base_addresses={"api": sandbox.url}, max_network_retries=0
+    )
 
 
 @pytest.fixture

@@ -13,9 +13,17 @@ def test_shipped_contracts_load() -> None:
     contracts = load_contracts()
     assert set(contracts) == {"stripe.refund.created", "stripe.dispute.filed"}
     refund = contracts["stripe.refund.created"]
-    assert [c.strategy for c in refund.correlation] == ["resource_id", "idempotency_key", "fingerprint"]
+    assert [c.strategy for c in refund.correlation] == [
+        "resource_id",
+        "idempotency_key",
+        "fingerprint",
+    ]
     assert [c.name for c in refund.channels] == ["refund_readback", "refund_created_events"]
-    assert [c.name for c in refund.verified] == ["refund_present", "refund_state_known", "refund_created_in_window"]
+    assert [c.name for c in refund.verified] == [
+        "refund_present",
+        "refund_state_known",
+        "refund_created_in_window",
+    ]
     assert [c.class_ for c in refund.contradicted] == [
         "wrong subject", "wrong amount", "pre existing state", "duplicate side effect",
     ]  # fmt: skip
@@ -24,7 +32,11 @@ def test_shipped_contracts_load() -> None:
         ("canceled", "CONTRADICTED", "reversed"),
     ]
     timing = refund.timing
-    assert (timing.initial_delay_ms, timing.poll_interval_ms, timing.max_attempts) == (1000, 5000, 40)
+    assert (timing.initial_delay_ms, timing.poll_interval_ms, timing.max_attempts) == (
+        1000,
+        5000,
+        40,
+    )
     assert (timing.timeout_ms, timing.stale_read_window_ms) == (604_800_000, 20_000)
     # The reference: attempts run out after about 36 minutes.
     assert 35 * 60 < sum(timing.delay_before(k) for k in range(1, 41)) < 37 * 60
@@ -84,6 +96,11 @@ def test_an_invalid_contract_stops_startup(tmp_path: Path) -> None:
         "import django; from django.conf import settings; "
         f"settings.VERIFICATION_CONTRACT_DIRS = [{str(tmp_path)!r}]; django.setup()"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode != 0
-    assert "contract stripe.refund.created.yaml: channels.0.verifier: no verifier 'carrier_pigeon'" in result.stderr
+    assert (
+        "contract stripe.refund.created.yaml: channels.0.verifier: no verifier 'carrier_pigeon'"
+        in result.stderr
+    )

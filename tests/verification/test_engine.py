@@ -27,7 +27,9 @@ from .conftest import Enqueued, Refunds
 pytestmark = pytest.mark.django_db
 
 
-def attempt_now(run: VerificationRun, *, after_s: float = 0, trigger: str = "poll") -> VerificationRun:
+def attempt_now(
+    run: VerificationRun, *, after_s: float = 0, trigger: str = "poll"
+) -> VerificationRun:
     """Claim the run and make one attempt `after_s` seconds from now."""
     with time_machine.travel(timezone.now() + timedelta(seconds=after_s), tick=True):
         if trigger == "poll":
@@ -51,7 +53,11 @@ def test_refund_verified_from_readback_and_webhook(refunds: Refunds) -> None:
     run = refunds.make(refunds.charge())
     assert refunds.store_events() == 1
     run = attempt_now(run, after_s=2)
-    assert (run.verdict, run.verdict_class, run.verdict_reason) == ("VERIFIED", "", "All verified conditions hold.")
+    assert (run.verdict, run.verdict_class, run.verdict_reason) == (
+        "VERIFIED",
+        "",
+        "All verified conditions hold.",
+    )
     attempt = run.attempts.get()
     assert run.decided_by == attempt
     observations = {o.channel: o for o in attempt.observations.all()}
@@ -95,7 +101,9 @@ def test_correlation_keys_are_resolved_and_start_is_idempotent(refunds: Refunds)
 def test_canceled_refund_is_contradicted_and_escalated_to_ops(
     refunds: Refunds, sandbox: SandboxControl
 ) -> None:
-    demo_users_ensure(users={"oscar": {"password": "pw-oscar-123", "email": "oscar@example.com", "staff": True}})
+    demo_users_ensure(
+        users={"oscar": {"password": "pw-oscar-123", "email": "oscar@example.com", "staff": True}}
+    )
     run = refunds.make(refunds.charge())
     sandbox.set_refund_status(run.action_result["id"], "requires_action")
     sandbox.set_refund_status(run.action_result["id"], "canceled")
@@ -103,7 +111,11 @@ def test_canceled_refund_is_contradicted_and_escalated_to_ops(
     assert (run.verdict, run.verdict_class) == ("CONTRADICTED", "reversed")
     assert run.verdict_reason == "The refund was canceled. No funds will move."
     escalation = Escalation.objects.get(run=run)
-    assert (escalation.status, escalation.verdict, escalation.verdict_class) == ("open", "CONTRADICTED", "reversed")
+    assert (escalation.status, escalation.verdict, escalation.verdict_class) == (
+        "open",
+        "CONTRADICTED",
+        "reversed",
+    )
     notification = Notification.objects.get(escalation=escalation)
     assert notification.recipients == ["oscar@example.com"]
     assert notification.sent_at is not None
@@ -112,7 +124,9 @@ def test_canceled_refund_is_contradicted_and_escalated_to_ops(
     assert AuditEvent.objects.filter(action="escalation.open", target_id=run.public_id).exists()
 
 
-def test_failed_refund_is_failed_without_escalation(refunds: Refunds, sandbox: SandboxControl) -> None:
+def test_failed_refund_is_failed_without_escalation(
+    refunds: Refunds, sandbox: SandboxControl
+) -> None:
     run = refunds.make(refunds.charge())
     sandbox.set_refund_status(run.action_result["id"], "failed", "lost_or_stolen_card")
     run = attempt_now(run, after_s=AFTER_WINDOW)
@@ -124,10 +138,16 @@ def test_failed_refund_is_failed_without_escalation(refunds: Refunds, sandbox: S
     ("input_changes", "klass", "reason"),
     [
         ({"amount": 501}, "wrong amount", "The provider refunded a different amount."),
-        ({"charge": "ch_not_this_one"}, "wrong subject", "The refund belongs to a different charge."),
+        (
+            {"charge": "ch_not_this_one"},
+            "wrong subject",
+            "The refund belongs to a different charge.",
+        ),
     ],
 )
-def test_wrong_amount_and_wrong_charge(refunds: Refunds, input_changes: dict, klass: str, reason: str) -> None:
+def test_wrong_amount_and_wrong_charge(
+    refunds: Refunds, input_changes: dict, klass: str, reason: str
+) -> None:
     run = refunds.make(refunds.charge(), input_changes=input_changes)
     run = attempt_now(run, after_s=AFTER_WINDOW)
     assert (run.verdict, run.verdict_class, run.verdict_reason) == ("CONTRADICTED", klass, reason)
@@ -151,7 +171,9 @@ def test_unexpected_refund_beside_ours_is_a_duplicate_side_effect(refunds: Refun
     assert Escalation.objects.filter(run=run, verdict_class="duplicate side effect").exists()
 
 
-def test_two_vouch_refunds_on_one_charge_in_the_same_second_are_both_verified(refunds: Refunds) -> None:
+def test_two_vouch_refunds_on_one_charge_in_the_same_second_are_both_verified(
+    refunds: Refunds,
+) -> None:
     charge = refunds.charge()
     first, second = refunds.make(charge), refunds.make(charge)
     assert first.action_result["created"] == second.action_result["created"]
@@ -159,7 +181,9 @@ def test_two_vouch_refunds_on_one_charge_in_the_same_second_are_both_verified(re
     for run in (first, second):
         run = attempt_now(run, after_s=2)
         assert run.verdict == "VERIFIED"
-        assert run.attempts.get().observations.get(channel="refund_created_events").data["count"] == 1
+        assert (
+            run.attempts.get().observations.get(channel="refund_created_events").data["count"] == 1
+        )
 
 
 def test_duplicate_after_verified_escalates_without_changing_the_verdict(
@@ -186,7 +210,9 @@ def test_duplicate_after_verified_escalates_without_changing_the_verdict(
     assert escalation.reason.startswith("After VERIFIED")
 
 
-def test_stale_read_window_holds_a_failure_then_decides(refunds: Refunds, sandbox: SandboxControl) -> None:
+def test_stale_read_window_holds_a_failure_then_decides(
+    refunds: Refunds, sandbox: SandboxControl
+) -> None:
     run = refunds.make(refunds.charge())
     sandbox.set_refund_status(run.action_result["id"], "failed")
     run = attempt_now(run, after_s=5)
@@ -199,7 +225,9 @@ def test_stale_read_window_holds_a_failure_then_decides(refunds: Refunds, sandbo
     assert run.verdict == "FAILED"
 
 
-def test_readback_lag_inside_the_window_never_contradicts(refunds: Refunds, sandbox: SandboxControl) -> None:
+def test_readback_lag_inside_the_window_never_contradicts(
+    refunds: Refunds, sandbox: SandboxControl
+) -> None:
     sandbox.readback_lag(60_000)
     run = refunds.make(refunds.charge())
     run = attempt_now(run, after_s=1)
@@ -238,7 +266,10 @@ def test_attempts_exhausted_give_unverifiable_with_an_escalation(
     run = refunds.make(refunds.charge(), contract="test.refund.short")
     for _ in range(8):
         run = attempt_now(run)
-    assert (run.verdict, run.verdict_reason) == ("UNVERIFIABLE", "evidence_unavailable_before_timeout")
+    assert (run.verdict, run.verdict_reason) == (
+        "UNVERIFIABLE",
+        "evidence_unavailable_before_timeout",
+    )
     assert run.attempts_made == 8
     assert Escalation.objects.get(run=run).verdict == "UNVERIFIABLE"
 
@@ -262,7 +293,10 @@ def test_a_lost_lease_discards_the_attempt(refunds: Refunds) -> None:
 
 
 def test_event_while_leased_is_owed_an_attempt(
-    refunds: Refunds, enqueue: Callable[[int, str, str], None], enqueued: Enqueued, sandbox: SandboxControl
+    refunds: Refunds,
+    enqueue: Callable[[int, str, str], None],
+    enqueued: Enqueued,
+    sandbox: SandboxControl,
 ) -> None:
     sandbox.readback_lag(3_600_000)
     run = refunds.make(refunds.charge())
@@ -276,4 +310,3 @@ def test_event_while_leased_is_owed_an_attempt(
     assert [(r, t) for r, _, t in enqueued] == [(run_id, "event")]
     run.refresh_from_db()
     assert run.event_pending is False
-

@@ -65,7 +65,11 @@ def test_verified(tmp_path: Path) -> None:
     assert (result["verdict"], result["class"]) == ("VERIFIED", None)
     assert set(conditions(result).values()) == {"true", "false"}
     assert conditions(result)["refund_present"] == "true"
-    assert {c["kind"] for c in result["conditions"]} == {"pre_completion", "contradicted", "verified"}
+    assert {c["kind"] for c in result["conditions"]} == {
+        "pre_completion",
+        "contradicted",
+        "verified",
+    }
 
 
 @pytest.mark.parametrize(
@@ -91,13 +95,15 @@ def test_verified(tmp_path: Path) -> None:
         ),
         (
             {"observed.refund_readback.created": CREATED - 3600},
-            "CONTRADICTED", "pre existing state", "The refund is older than the operation. It proves nothing.",
+            "CONTRADICTED", "pre existing state",
+            "The refund is older than the operation. It proves nothing.",
             "refund_predates_operation",
         ),
         (
             {"observed.refund_created_events.count": 2},
             "CONTRADICTED", "duplicate side effect",
-            "Stripe created more than one refund for the charge since the operation started. Do not retry.",
+            "Stripe created more than one refund for the charge since the operation started. "
+            "Do not retry.",
             "duplicate_refund_present",
         ),
     ],
@@ -113,7 +119,9 @@ def test_each_rule_and_contradiction(
 def test_rules_come_before_contradictions(tmp_path: Path) -> None:
     result = run_explain(
         tmp_path,
-        base_case(**{"observed.refund_readback.status": "canceled", "observed.refund_readback.amount": 1}),
+        base_case(
+            **{"observed.refund_readback.status": "canceled", "observed.refund_readback.amount": 1}
+        ),
     )
     assert (result["verdict"], result["class"]) == ("CONTRADICTED", "reversed")
 
@@ -124,7 +132,10 @@ def test_rules_come_before_contradictions(tmp_path: Path) -> None:
         ({"observed.refund_readback.id": "re_other"}, "refund_present"),
         ({"observed.refund_readback.status": "mystery"}, "refund_state_known"),
         ({"observed.refund_readback.created": _DELETE}, "refund_created_in_window"),
-        ({"observed.refund_readback": {"found": False, "error": "resource_missing"}}, "refund_present"),
+        (
+            {"observed.refund_readback": {"found": False, "error": "resource_missing"}},
+            "refund_present",
+        ),
         ({"observed.refund_readback": _DELETE}, "refund_present"),
     ],
 )
@@ -150,11 +161,15 @@ def test_pending_readback_state_still_verifies(tmp_path: Path) -> None:
 def test_stale_read_window_holds_bad_verdicts_but_not_verified(tmp_path: Path) -> None:
     inside = (START + timedelta(seconds=19)).isoformat()
     after = (START + timedelta(seconds=20)).isoformat()
-    held = run_explain(tmp_path, base_case(now=inside, **{"observed.refund_readback.status": "failed"}))
+    held = run_explain(
+        tmp_path, base_case(now=inside, **{"observed.refund_readback.status": "failed"})
+    )
     assert held["verdict"] == "PENDING"
     assert "stale-read window" in held["reason"]
     assert "FAILED" in held["reason"]
-    decided = run_explain(tmp_path, base_case(now=after, **{"observed.refund_readback.status": "failed"}))
+    decided = run_explain(
+        tmp_path, base_case(now=after, **{"observed.refund_readback.status": "failed"})
+    )
     assert decided["verdict"] == "FAILED"
     assert run_explain(tmp_path, base_case(now=inside))["verdict"] == "VERIFIED"
 
@@ -163,7 +178,10 @@ def test_timeout_and_max_attempts_give_unverifiable(tmp_path: Path) -> None:
     waiting = {"observed.refund_readback": {"found": False}}
     late = (START + timedelta(milliseconds=604_800_000)).isoformat()
     timed_out = run_explain(tmp_path, base_case(now=late, **waiting))
-    assert (timed_out["verdict"], timed_out["reason"]) == ("UNVERIFIABLE", "evidence_unavailable_before_timeout")
+    assert (timed_out["verdict"], timed_out["reason"]) == (
+        "UNVERIFIABLE",
+        "evidence_unavailable_before_timeout",
+    )
     almost = (START + timedelta(milliseconds=604_799_000)).isoformat()
     assert run_explain(tmp_path, base_case(now=almost, **waiting))["verdict"] == "PENDING"
     assert run_explain(tmp_path, base_case(attempt=40, **waiting))["verdict"] == "UNVERIFIABLE"
@@ -220,7 +238,11 @@ def test_bad_invocations(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no contract 'nope'"):
         run_explain(tmp_path, base_case(), contract="nope")
     with pytest.raises(CommandError, match="cannot read"):
-        call_command("verification_explain", CONTRACT, str(tmp_path / "missing.json"), stdout=StringIO())
+        call_command(
+            "verification_explain", CONTRACT, str(tmp_path / "missing.json"), stdout=StringIO()
+        )
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(CommandError, match="is not JSON"):
-        call_command("verification_explain", CONTRACT, str(tmp_path / "bad.json"), stdout=StringIO())
+        call_command(
+            "verification_explain", CONTRACT, str(tmp_path / "bad.json"), stdout=StringIO()
+        )

@@ -31,7 +31,9 @@ SKEW = 2.0
         (Operator.EXISTS, None, None, False),
     ],
 )
-def test_operators(operator: Operator, actual: object, expected: object, result: bool | None) -> None:
+def test_operators(
+    operator: Operator, actual: object, expected: object, result: bool | None
+) -> None:
     assert apply(operator, actual, expected, skew_s=SKEW) is result
 
 
@@ -68,7 +70,9 @@ SECOND = int(datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC).timestamp())
         (Operator.TIME_AFTER, True, OP_START, None),
     ],
 )
-def test_time_operators(operator: Operator, actual: object, expected: object, result: bool | None) -> None:
+def test_time_operators(
+    operator: Operator, actual: object, expected: object, result: bool | None
+) -> None:
     assert apply(operator, actual, expected, skew_s=SKEW) is result
 
 
@@ -88,5 +92,7 @@ def test_paths_resolve_into_each_root() -> None:
     assert context.resolve("$operation.created_at") == OP_START
     unresolved = evaluate("$observed.events.count", Operator.GT, 1, context, skew_s=SKEW)
     assert (unresolved.result, unresolved.actual) == (None, None)
-    by_path = evaluate("$observed.readback.status", Operator.EQ, "$action.result.status", context, skew_s=SKEW)
+    by_path = evaluate(
+        "$observed.readback.status", Operator.EQ, "$action.result.status", context, skew_s=SKEW
+    )
     assert by_path.result is None  # the expected path does not resolve either

@@ -74,6 +74,9 @@ class Command(BaseCommand):
             commands["sandbox"] = [
                 python, "-m", "stripe_sandbox",
                 "--host", sandbox.hostname or "127.0.0.1", "--port", str(sandbox.port or 12111),
+                # The sandbox delivers its events, signed, to the app's webhook endpoint.
+                "--webhook-url", f"http://{host}:{port}/webhooks/stripe",
+                "--webhook-secret", settings.STRIPE_WEBHOOK_SECRETS[0],
             ]  # fmt: skip
         commands |= {
             "web": [python, "manage.py", "runserver", f"{host}:{port}"],

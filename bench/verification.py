@@ -1,0 +1,485 @@
+"""Benchmark: the verification engine's evaluation rate, polling tick and provider calls.
+
+Measured, in a throw-away PostgreSQL database (`vouch_bench_<pid>`, created from the server named
+by DATABASE_URL, default postgres://postgres@127.0.0.1:5432, migrated, dropped at the end even on
+error or Ctrl-C; the developer's database is never touched):
+
+1. Contract evaluations per second: pure `verification.evaluation.decide` on the
+   `stripe.refund.created` contract with a realistic VERIFIED context (a refund readback and one
+   refund.created event), called in a loop for a fixed window (default 3 s).
+2. Polling tick time: wall-clock time of one `runs_claim_due(limit=1000)` call (its whole
+   transaction: SELECT … FOR UPDATE SKIP LOCKED, UPDATE of the leases, COMMIT) with exactly 1,000
+   due PENDING runs, (a) alone in the table and (b) after 200,000 decided runs (VERIFIED,
+   next_attempt_at NULL). Rows are inserted with `INSERT … SELECT generate_series`, then the table
+   gets VACUUM ANALYZE. Each figure is the median of several ticks after two warm-up ticks; between
+   ticks the claimed runs are re-armed (lease cleared). Target: (b) / (a) <= 1.25, i.e. the
+   tick's cost does not grow with history.
+3. Provider calls per verified refund on the happy path: a Stripe sandbox runs in this process;
+   N refunds (default 20) are made through `providers.provider_from_settings().refund_create` on
+   charges paid beforehand through the stripe SDK (not counted), their runs are started with
+   `verification_start`, made due, claimed with `runs_claim_due` and attempted with `run_attempt`
+   until all are VERIFIED. The sandbox's per-route request counters (`/_sandbox/state`) give the
+   refund-route calls (`POST /v1/refunds` + `GET /v1/refunds/{id}`) made in between. Target: at
+   most 2 per verified refund, the create included.
+
+Run from the repo root: .venv/bin/python bench/verification.py [--seconds 3] [--decided 200000]
+Exit status 1 if a check fails (a run not VERIFIED, a tick claiming the wrong number of runs) or a
+target is missed; the summary is printed either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+REPO = Path(__file__).resolve().parent.parent
+# Run as `python bench/verification.py`, sys.path[0] is bench/, where this file would shadow the
+# project's `verification` package: put the repo root there instead.
+if sys.path and Path(sys.path[0]).resolve() == REPO / "bench":
+    sys.path[0] = str(REPO)
+elif str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/vouch"
+CONTRACT_ID = "stripe.refund.created"
+RUN_TABLE = "verification_verificationrun"  # checked against the model's db_table at start
+TICK_LIMIT = 1000
+TICK_RATIO_TARGET = 1.25
+CALLS_TARGET = 2.0
+REFUND_ROUTES = ("POST /v1/refunds", "GET /v1/refunds/{id}")
+WARMUP_TICKS = 2
+MAX_ROUNDS = 5  # attempt rounds for the happy path before giving up
+
+
+def progress(message: str) -> None:
+    print(f"  .. {message}", flush=True)
+
+
+# --- the throw-away database ------------------------------------------------------------------
+
+
+def bench_database_urls(base_url: str, name: str) -> tuple[str, dict[str, Any]]:
+    """The bench database's URL (for Django) and the psycopg arguments of the server's `postgres`
+    maintenance database, both on the server, user and password of `base_url`."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("postgres", "postgresql", "pgsql"):
+        raise SystemExit(f"DATABASE_URL must be a postgres:// URL, not {parts.scheme}://")
+    bench_url = urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+    maintenance = {
+        "host": parts.hostname or "127.0.0.1",
+        "port": parts.port or 5432,
+        "user": parts.username or "postgres",
+        "password": parts.password,
+        "dbname": "postgres",
+        "autocommit": True,
+    }
+    return bench_url, maintenance
+
+
+@contextmanager
+def throwaway_database(maintenance: dict[str, Any], name: str) -> Iterator[None]:
+    """Create database `name`, yield, then drop it (also on error or interruption)."""
+    with psycopg.connect(**maintenance) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    progress(f"created database {name}")
+    try:
+        yield
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(**maintenance) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+        progress(f"dropped database {name}")
+
+
+def django_setup() -> None:
+    """Set Django up on the bench database (DATABASE_URL is set already) and migrate it."""
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    from verification.models import VerificationRun
+
+    if VerificationRun._meta.db_table != RUN_TABLE:
+        raise SystemExit(f"the run table is {VerificationRun._meta.db_table}, not {RUN_TABLE}")
+    started = time.perf_counter()
+    call_command("migrate", verbosity=0)
+    progress(f"migrated in {time.perf_counter() - started:.1f} s")
+
+
+# --- 1. contract evaluations ------------------------------------------------------------------
+
+
+def evaluations_per_second(seconds: float) -> float:
+    """Pure `decide` calls per second on a realistic VERIFIED context."""
+    from verification.contracts import Verdict, get_contract
+    from verification.evaluation import decide
+    from verification.expressions import Context
+
+    contract = get_contract(CONTRACT_ID)
+    started_at = datetime(2026, 11, 29, 10, 0, 0, 500_000, tzinfo=UTC)
+    created = int(started_at.timestamp())  # the provider writes whole seconds
+    context = Context(
+        observed={
+            "refund_readback": {
+                "id": "re_1",
+                "object": "refund",
+                "status": "succeeded",
+                "charge": "ch_1",
+                "amount": 876,
+                "currency": "usd",
+                "created": created,
+                "metadata": {"vouch_envelope": "env_1", "vouch_refund": "erf_1"},
+            },
+            "refund_created_events": {
+                "events": [
+                    {"id": "evt_1", "type": "refund.created", "object": "re_1", "created": created}
+                ],
+                "count": 1,
+                "latest": created,
+                "earliest": created,
+                "types": ["refund.created"],
+                "duplicates_dropped": 0,
+            },
+        },
+        action_result={"id": "re_1", "status": "succeeded", "metadata": {"vouch_leg": "leg_1"}},
+        input={"charge": "ch_1", "amount": 876},
+        operation_id="erf_1:leg_1",
+        operation_created_at=started_at,
+    )
+    now = started_at + timedelta(seconds=30)  # after the stale-read window
+
+    def once() -> Any:
+        return decide(contract, context, now=now, skew_s=2.0, attempt=1)
+
+    first = once()
+    if first.verdict != Verdict.VERIFIED:
+        raise SystemExit(f"the evaluation context is not VERIFIED: {first.verdict} {first.reason}")
+    calls = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    while (now_s := time.perf_counter()) < deadline:
+        for _ in range(100):
+            once()
+        calls += 100
+    rate = calls / (now_s - started)
+    progress(f"{calls} evaluations in {now_s - started:.2f} s")
+    return rate
+
+
+# --- 2. polling tick --------------------------------------------------------------------------
+
+# Decided history: VERIFIED runs with realistic payloads, decided a while ago, next_attempt_at NULL.
+INSERT_DECIDED = """
+INSERT INTO verification_verificationrun (
+    public_id, contract_id, contract_version, operation_id, operation_created_at, input,
+    action_result, correlation, verdict, verdict_class, verdict_reason, decided_at,
+    attempts_made, next_attempt_at, deadline_at, leased_until, lease_token, event_pending,
+    created_at
+)
+SELECT
+    'vrun_' || left(md5('decided' || g), 24), 'stripe.refund.created', 1,
+    'erf_bench_' || g || ':leg_1', t.at, jsonb_build_object('charge', 'ch_' || g, 'amount', 500),
+    jsonb_build_object('id', 're_' || g, 'object', 'refund', 'status', 'succeeded',
+                       'charge', 'ch_' || g, 'amount', 500,
+                       'metadata', jsonb_build_object('vouch_leg', 'leg_1')),
+    jsonb_build_object('refund_id', 're_' || g, 'idempotency_key', 'erf_bench_' || g || ':leg_1',
+                       'charge', 'ch_' || g, 'amount', 500),
+    'VERIFIED', '', 'All verified conditions hold.', t.at + interval '2 seconds',
+    1, NULL, t.at + interval '7 days', NULL, '', false, t.at
+FROM generate_series(1, %(count)s) AS g,
+     LATERAL (SELECT %(now)s::timestamptz - interval '30 days' + g * interval '1 second') AS t(at)
+"""
+
+# Due runs: PENDING, next attempt in the past, not leased.
+INSERT_DUE = """
+INSERT INTO verification_verificationrun (
+    public_id, contract_id, contract_version, operation_id, operation_created_at, input,
+    action_result, correlation, verdict, verdict_class, verdict_reason, decided_at,
+    attempts_made, next_attempt_at, deadline_at, leased_until, lease_token, event_pending,
+    created_at
+)
+SELECT
+    'vrun_' || left(md5('due' || g), 24), 'stripe.refund.created', 1,
+    'erf_due_' || g || ':leg_1', t.at, jsonb_build_object('charge', 'ch_d' || g, 'amount', 500),
+    jsonb_build_object('id', 're_d' || g, 'object', 'refund', 'status', 'pending',
+                       'charge', 'ch_d' || g, 'amount', 500,
+                       'metadata', jsonb_build_object('vouch_leg', 'leg_1')),
+    jsonb_build_object('refund_id', 're_d' || g, 'idempotency_key', 'erf_due_' || g || ':leg_1',
+                       'charge', 'ch_d' || g, 'amount', 500),
+    'PENDING', '', '', NULL,
+    0, t.at + interval '1 second', t.at + interval '7 days', NULL, '', false, t.at
+FROM generate_series(1, %(count)s) AS g,
+     LATERAL (SELECT %(now)s::timestamptz - interval '1 hour' + g * interval '1 millisecond')
+         AS t(at)
+"""
+
+
+def runs_reset() -> None:
+    """Empty the run table (and what references it)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE verification_verificationrun CASCADE")
+
+
+def runs_load(*, decided: int, due: int) -> None:
+    """Insert `decided` VERIFIED runs then `due` due PENDING runs, then VACUUM ANALYZE."""
+    from django.db import connection
+    from django.utils import timezone
+
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        if decided:
+            started = time.perf_counter()
+            cursor.execute(INSERT_DECIDED, {"count": decided, "now": now})
+            progress(f"inserted {decided:,} decided runs in {time.perf_counter() - started:.1f} s")
+        cursor.execute(INSERT_DUE, {"count": due, "now": now})
+        started = time.perf_counter()
+        cursor.execute("VACUUM ANALYZE verification_verificationrun")
+        progress(
+            f"inserted {due:,} due runs; VACUUM ANALYZE in {time.perf_counter() - started:.1f} s"
+        )
+
+
+def rearm(ids: list[int]) -> None:
+    """Make claimed runs due again: clear their lease."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE verification_verificationrun SET leased_until = NULL, lease_token = '' "
+            "WHERE id = ANY(%s)",
+            [ids],
+        )
+
+
+def tick_times(*, due: int, ticks: int, label: str) -> tuple[float, str]:
+    """Median wall-clock seconds of `ticks` claims (after warm-up), and the SQL of the claim's
+    SELECT as executed. Each tick must claim exactly `due` runs."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from verification.services import runs_claim_due
+
+    times: list[float] = []
+    select_sql = ""
+    for number in range(WARMUP_TICKS + ticks):
+        now = timezone.now()
+        with CaptureQueriesContext(connection) as queries:
+            started = time.perf_counter()
+            claimed = runs_claim_due(limit=TICK_LIMIT, now=now)
+            elapsed = time.perf_counter() - started
+        if len(claimed) != due:
+            raise SystemExit(f"{label}: a tick claimed {len(claimed)} runs, not {due}")
+        select_sql = next(
+            (q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"]), select_sql
+        )
+        rearm([run_id for run_id, _ in claimed])
+        if number >= WARMUP_TICKS:
+            times.append(elapsed)
+    median = statistics.median(times)
+    shown = ", ".join(f"{t * 1000:.1f}" for t in times)
+    progress(f"{label}: ticks {shown} ms; median {median * 1000:.1f} ms")
+    return median, select_sql
+
+
+def explain(select_sql: str) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of the claim's SELECT, in a rolled-back transaction."""
+    from django.db import connection, transaction
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + select_sql)
+        plan = "\n".join(f"      {row[0]}" for row in cursor.fetchall())
+        transaction.set_rollback(True)
+    return plan
+
+
+# --- 3. provider calls on the happy path ------------------------------------------------------
+
+
+def provider_calls_per_refund(refunds: int) -> float:
+    """Refund-route calls at the sandbox per VERIFIED refund: refund_create, then the engine's
+    attempts until every run is VERIFIED."""
+    import stripe
+    from django.conf import settings
+    from django.utils import timezone
+
+    from providers import provider_from_settings
+    from stripe_sandbox import SandboxServer
+    from stripe_sandbox.client import SandboxControl
+    from verification.contracts import Verdict
+    from verification.models import VerificationRun
+    from verification.services import run_attempt, runs_claim_due, verification_start
+
+    runs_reset()  # the tick benchmark's runs must not be claimed here
+    server = SandboxServer(port=0, seed=1234).start()
+    try:
+        settings.STRIPE_API_BASE = server.url
+        control = SandboxControl(server.url)
+        sdk = stripe.StripeClient(
+            settings.STRIPE_API_KEY, base_addresses={"api": server.url}, max_network_retries=0
+        )
+        charges = []
+        for _ in range(refunds):
+            intent = sdk.v1.payment_intents.create(
+                params={
+                    "amount": 10_000,
+                    "currency": "usd",
+                    "payment_method": "pm_card_visa",
+                    "confirm": True,
+                }
+            )
+            if intent.status != "succeeded":
+                raise SystemExit(f"a charge did not succeed: {intent.status}")
+            charges.append(str(intent.latest_charge))
+        progress(f"sandbox at {server.url}: {refunds} paid charges made (not counted)")
+
+        before = dict(control.state()["requests"])
+        provider = provider_from_settings()
+        run_ids = []
+        for number, charge in enumerate(charges, start=1):
+            key = f"erf_bench:leg_{number}"
+            started = timezone.now()
+            refund = provider.refund_create(
+                charge=charge,
+                amount_cents=500,
+                idempotency_key=key,
+                metadata={"vouch_envelope": "env_b", "vouch_refund": "erf_b", "vouch_leg": key},
+            ).require()
+            run = verification_start(
+                contract_id=CONTRACT_ID,
+                operation_id=key,
+                operation_created_at=started,
+                input={"charge": charge, "amount": 500},
+                action_result=refund,
+            )
+            run_ids.append(run.pk)
+        progress(f"{refunds} refunds made and their runs started")
+
+        pending = VerificationRun.objects.filter(pk__in=run_ids, verdict=Verdict.PENDING)
+        for round_number in range(1, MAX_ROUNDS + 1):
+            if not pending.exists():
+                break
+            now = timezone.now()
+            pending.update(next_attempt_at=now)  # due now rather than after the initial delay
+            claimed = runs_claim_due(limit=len(run_ids), now=now)
+            for run_id, token in claimed:
+                run_attempt(run_id=run_id, token=token, trigger="poll")
+            progress(f"round {round_number}: {len(claimed)} runs attempted")
+        after = dict(control.state()["requests"])
+    finally:
+        server.stop()
+
+    runs = VerificationRun.objects.filter(pk__in=run_ids)
+    counts = Counter(runs.values_list("verdict", flat=True))
+    if counts != Counter({Verdict.VERIFIED: refunds}):
+        other = runs.exclude(verdict=Verdict.VERIFIED).values_list("verdict", "verdict_reason")
+        raise SystemExit(f"not every run ended VERIFIED: {dict(counts)}; e.g. {other[:3]}")
+    delta = {
+        route: after.get(route, 0) - before.get(route, 0)
+        for route in sorted(set(after) | set(before))
+        if after.get(route, 0) != before.get(route, 0)
+    }
+    progress(f"all {refunds} runs VERIFIED; sandbox requests made meanwhile: {delta}")
+    calls = sum(delta.get(route, 0) for route in REFUND_ROUTES)
+    return calls / refunds
+
+
+# --- the whole bench --------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="evaluation window (s)")
+    parser.add_argument("--decided", type=int, default=200_000, help="decided runs for tick (b)")
+    parser.add_argument("--ticks", type=int, default=9, help="measured ticks per scenario")
+    parser.add_argument("--refunds", type=int, default=20, help="refunds on the happy path")
+    parser.add_argument("--explain", action="store_true", help="always print the claim's plan")
+    args = parser.parse_args(argv)
+
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt  # unwinds through the finally that drops the database
+
+    signal.signal(signal.SIGTERM, interrupted)
+
+    name = f"vouch_bench_{os.getpid()}"
+    bench_url, maintenance = bench_database_urls(
+        os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), name
+    )
+    os.environ["DATABASE_URL"] = bench_url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
+    started = time.perf_counter()
+    with throwaway_database(maintenance, name):
+        django_setup()
+
+        print("1. contract evaluations", flush=True)
+        rate = evaluations_per_second(args.seconds)
+
+        print(f"2. polling tick, {TICK_LIMIT:,} due runs", flush=True)
+        runs_reset()
+        runs_load(decided=0, due=TICK_LIMIT)
+        alone, _ = tick_times(due=TICK_LIMIT, ticks=args.ticks, label="among 0 decided")
+        runs_reset()
+        runs_load(decided=args.decided, due=TICK_LIMIT)
+        among, select_sql = tick_times(
+            due=TICK_LIMIT, ticks=args.ticks, label=f"among {args.decided:,} decided"
+        )
+        ratio = among / alone
+        plan = explain(select_sql) if args.explain or ratio > TICK_RATIO_TARGET else ""
+
+        print(f"3. provider calls, {args.refunds} refunds on the happy path", flush=True)
+        calls = provider_calls_per_refund(args.refunds)
+
+    missed = [
+        what
+        for what, bad in (
+            ("poll tick ratio", ratio > TICK_RATIO_TARGET),
+            ("provider calls", calls > CALLS_TARGET),
+        )
+        if bad
+    ]
+    if plan:
+        print(f"\nthe claim's SELECT among {args.decided:,} decided runs:\n{plan}")
+    summary: list[tuple[str, str]] = [
+        ("contract evaluations/s:", f"{rate:.0f}"),
+        (f"poll tick, {TICK_LIMIT:,} due among 0 decided:", f"{alone * 1000:.1f} ms"),
+        (
+            f"poll tick, {TICK_LIMIT:,} due among {args.decided:,} decided:",
+            f"{among * 1000:.1f} ms",
+        ),
+        ("ratio:", f"{ratio:.2f} (target <= {TICK_RATIO_TARGET})"),
+        ("provider calls per verified refund:", f"{calls:.2f} (target <= {CALLS_TARGET:g})"),
+    ]
+    width = max(len(label) for label, _ in summary) + 2
+    print()
+    for label, value in summary:
+        print(f"{label:<{width}}{value}")
+    print(f"(total {time.perf_counter() - started:.0f} s)")
+    if missed:
+        print(f"MISSED: {', '.join(missed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
