@@ -42,7 +42,7 @@ from verification.services import escalation_resolve
 
 RESOLVE_PERMISSION = "verification.resolve_escalation"
 
-LEVELS = {
+LEVEL_MEANINGS = {
     "E0": "a claim",
     "E1": "the action's own response",
     "E2": "an independent provider readback",
@@ -184,7 +184,7 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
             observations=[
                 ObservationRow(
                     observation=o,
-                    level_meaning=LEVELS.get(o.level, ""),
+                    level_meaning=LEVEL_MEANINGS.get(o.level, ""),
                     channel_description=channels.get(o.channel, ""),
                     data=pretty_json(o.data),
                 )

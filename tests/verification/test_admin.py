@@ -198,6 +198,20 @@ def test_run_page_shows_the_timeline_conditions_evidence_and_escalation(
     assert change_url(escalation) in page
 
 
+def test_pending_run_of_an_unloaded_contract_still_renders(client: Client, viewer: User) -> None:
+    run = make_run(contract_id="retired.contract", next_attempt_at=START + timedelta(seconds=5))
+    client.force_login(viewer)
+
+    response = client.get(reverse("admin:verification_verificationrun_change", args=[run.pk]))
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "This contract is not loaded" in page
+    assert "2026-11-29 10:00:05 UTC" in page  # the next attempt
+    assert "2026-12-06 10:00:00 UTC" in page  # the deadline
+    assert "No attempt yet." in page
+
+
 def test_runs_are_read_only_even_for_a_superuser(client: Client, run: VerificationRun) -> None:
     admin = User.objects.create_superuser("root", "root@example.com", "root-password-1")
     client.force_login(admin)
