@@ -9,6 +9,9 @@ class VouchError(Exception):
     code: ClassVar[str] = "error"
     status_code: ClassVar[int] = 400
     default_message: ClassVar[str] = "The request could not be completed."
+    # Whether the answer is kept under an Idempotency-Key (only if state changed or the provider
+    # was called; a validation error or a 404 is not, so the client can correct and retry).
+    stores_idempotent_response: ClassVar[bool] = False
 
     def __init__(self, message: str | None = None, *, details: Any = None) -> None:
         self.message = message or self.default_message

@@ -39,3 +39,32 @@ class AuditEvent(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise ValueError("Audit events are append-only: an event cannot be deleted.")
+
+
+class IdempotencyRecord(models.Model):
+    """What an Idempotency-Key did (SPEC §4): scoped to the caller and to one operation (the action
+    and the ids it acts on, named the same on every surface). While `running`, it is leased."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    operation = models.CharField(max_length=255, help_text="e.g. envelope.refund:env_…")
+    surface = models.CharField(max_length=20, help_text="rest, mcp, …")
+    request_digest = models.CharField(max_length=64, help_text="SHA-256 of the canonical body.")
+    running = models.BooleanField(default=True)
+    lease_until = models.DateTimeField()
+    resource = models.CharField(
+        max_length=100, blank=True, help_text="What the first request created, to resume it."
+    )
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "key", "operation"], name="one_record_per_key_and_operation"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.key}"

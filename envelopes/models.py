@@ -1,1 +1,282 @@
-"""Models arrive with the issue that builds this app (see README)."""
+"""Escrow envelopes: funding legs, debits, refund operations and their legs, and the append-only
+journal (SPEC §1–§3). Every amount is an integer number of micro-dollars."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+MICRO_PER_CENT = 10_000
+
+
+def public_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+def _envelope_id() -> str:
+    return public_id("env")
+
+
+def _funding_id() -> str:
+    return public_id("fnd")
+
+
+def _debit_id() -> str:
+    return public_id("dbt")
+
+
+def _refund_id() -> str:
+    return public_id("erf")
+
+
+def _leg_id() -> str:
+    return public_id("rfl")
+
+
+BALANCES = (
+    "total_funded_micro",
+    "total_debited_micro",
+    "total_refunded_micro",
+    "reserved_micro",
+    "unspent_micro",
+)
+
+
+class Envelope(models.Model):
+    """A buyer's escrow budget. Its five balances obey, in the database itself:
+    funded = debited + refunded + reserved + unspent, each non-negative."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=_envelope_id, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="envelopes"
+    )
+    currency = models.CharField(max_length=3, default="usd")
+    total_funded_micro = models.BigIntegerField(default=0)
+    total_debited_micro = models.BigIntegerField(default=0)
+    total_refunded_micro = models.BigIntegerField(default=0)
+    reserved_micro = models.BigIntegerField(default=0)
+    unspent_micro = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        constraints = [
+            *[
+                models.CheckConstraint(
+                    condition=Q(**{f"{name}__gte": 0}), name=f"envelope_{name}_gte_0"
+                )
+                for name in BALANCES
+            ],
+            models.CheckConstraint(
+                condition=Q(
+                    total_funded_micro=F("total_debited_micro")
+                    + F("total_refunded_micro")
+                    + F("reserved_micro")
+                    + F("unspent_micro")
+                ),
+                name="envelope_balances_add_up",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+
+class FundingStatus(models.TextChoices):
+    PENDING = "pending"  # sent, or about to be; the outcome is not known yet
+    SUCCEEDED = "succeeded"
+
+
+class FundingLeg(models.Model):
+    """One funding charge: the original or a top-up. Not funded money until it succeeded."""
+
+    class Kind(models.TextChoices):
+        ORIGINAL = "original"
+        TOP_UP = "top_up"
+
+    public_id = models.CharField(max_length=40, unique=True, default=_funding_id, editable=False)
+    envelope = models.ForeignKey(Envelope, on_delete=models.PROTECT, related_name="funding_legs")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    sequence = models.PositiveIntegerField(
+        help_text="Creation order in the envelope (1 = original)."
+    )
+    amount_micro = models.BigIntegerField()
+    refunded_micro = models.BigIntegerField(default=0)
+    reserved_micro = models.BigIntegerField(default=0)
+    status = models.CharField(
+        max_length=10, choices=FundingStatus.choices, default=FundingStatus.PENDING
+    )
+    payment_method = models.CharField(max_length=100)
+    idempotency_key = models.CharField(max_length=100, unique=True)
+    payment_intent_id = models.CharField(max_length=100, blank=True)
+    charge_id = models.CharField(max_length=100, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    funded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("envelope", "sequence")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["envelope", "sequence"], name="funding_sequence_unique"
+            ),
+            models.CheckConstraint(condition=Q(amount_micro__gt=0), name="funding_amount_gt_0"),
+            models.CheckConstraint(
+                condition=Q(refunded_micro__gte=0, reserved_micro__gte=0), name="funding_used_gte_0"
+            ),
+            models.CheckConstraint(
+                condition=Q(amount_micro__gte=F("refunded_micro") + F("reserved_micro")),
+                name="funding_capacity_not_exceeded",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} ({self.kind} #{self.sequence})"
+
+    @property
+    def capacity_micro(self) -> int:
+        return self.amount_micro - self.refunded_micro - self.reserved_micro
+
+
+class Debit(models.Model):
+    public_id = models.CharField(max_length=40, unique=True, default=_debit_id, editable=False)
+    envelope = models.ForeignKey(Envelope, on_delete=models.PROTECT, related_name="debits")
+    amount_micro = models.BigIntegerField()
+    reference = models.CharField(max_length=200, help_text="e.g. the claim or job id")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("envelope", "created_at", "id")
+        constraints = [
+            models.CheckConstraint(condition=Q(amount_micro__gt=0), name="debit_amount_gt_0")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.reference}"
+
+
+class RefundOperation(models.Model):
+    """One request to return unspent money: its legs, one Stripe refund each."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=_refund_id, editable=False)
+    envelope = models.ForeignKey(Envelope, on_delete=models.PROTECT, related_name="refunds")
+    requested_micro = models.BigIntegerField()
+    remainder_micro = models.BigIntegerField(help_text="Sub-cent money kept in the envelope.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+
+    def __str__(self) -> str:
+        return self.public_id
+
+
+class LegOutcome(models.TextChoices):
+    RESERVED = "reserved"  # money set aside; the provider not (known to be) called yet
+    ACCEPTED = "accepted"  # Stripe returned a Refund
+    REFUSED = "refused"  # Stripe definitely refused: the money went back to unspent
+    UNKNOWN = "unknown"  # no answer we can trust: the money stays reserved
+
+
+class RefundLeg(models.Model):
+    public_id = models.CharField(max_length=40, unique=True, default=_leg_id, editable=False)
+    operation = models.ForeignKey(RefundOperation, on_delete=models.PROTECT, related_name="legs")
+    funding_leg = models.ForeignKey(
+        FundingLeg, on_delete=models.PROTECT, related_name="refund_legs"
+    )
+    sequence = models.PositiveIntegerField(help_text="Order of allocation (1 = newest funding).")
+    amount_micro = models.BigIntegerField(help_text="A whole number of cents, in micro-dollars.")
+    outcome = models.CharField(
+        max_length=10, choices=LegOutcome.choices, default=LegOutcome.RESERVED
+    )
+    idempotency_key = models.CharField(max_length=100, unique=True)
+    provider_refund_id = models.CharField(max_length=100, blank=True, db_index=True)
+    error_code = models.CharField(max_length=100, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    reserved_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+    released = models.BooleanField(default=False, help_text="Its money went back to unspent.")
+    verification_run = models.ForeignKey(
+        "verification.VerificationRun",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ("operation", "sequence")
+        constraints = [
+            models.CheckConstraint(condition=Q(amount_micro__gt=0), name="leg_amount_gt_0"),
+            models.CheckConstraint(
+                condition=Q(amount_micro__gte=0) & Q(amount_micro__lte=5_000_000_000),
+                name="leg_amount_bounded",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.outcome}"
+
+
+class JournalEntry(models.Model):
+    """One movement of money between balances. Append-only (the database refuses updates and
+    deletes). A release is unique per refund leg, so two observers of one failure release once."""
+
+    class Kind(models.TextChoices):
+        FUND = "fund"  # funded +, unspent +
+        DEBIT = "debit"  # unspent -, debited +
+        RESERVE = "reserve"  # unspent -, reserved +
+        ACCEPT = "accept"  # reserved -, refunded +
+        RELEASE = "release"  # reserved or refunded -, unspent +
+        ADJUST = "adjust"  # a person's resolution
+
+    envelope = models.ForeignKey(Envelope, on_delete=models.PROTECT, related_name="journal")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    funded_delta = models.BigIntegerField(default=0)
+    debited_delta = models.BigIntegerField(default=0)
+    refunded_delta = models.BigIntegerField(default=0)
+    reserved_delta = models.BigIntegerField(default=0)
+    unspent_delta = models.BigIntegerField(default=0)
+    funding_leg = models.ForeignKey(
+        FundingLeg, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    debit = models.ForeignKey(
+        Debit, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    refund_leg = models.ForeignKey(
+        RefundLeg, null=True, blank=True, on_delete=models.PROTECT, related_name="journal"
+    )
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("envelope", "id")
+        verbose_name_plural = "journal entries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["refund_leg"], condition=Q(kind="release"), name="one_release_per_leg"
+            ),
+            models.UniqueConstraint(
+                fields=["funding_leg"], condition=Q(kind="fund"), name="one_fund_per_leg"
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    funded_delta=F("debited_delta")
+                    + F("refunded_delta")
+                    + F("reserved_delta")
+                    + F("unspent_delta")
+                ),
+                name="journal_entry_balances",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.envelope_id}"

@@ -18,7 +18,7 @@ from django.db.models import F, Q
 
 from accounts.models import User
 from core.services import audit_record
-from verification import clock
+from verification import clock, events
 from verification.contracts import Contract, Verdict, get_contract, registry
 from verification.evaluation import Decision, decide
 from verification.expressions import Context, missing
@@ -33,6 +33,7 @@ from verification.models import (
     Trigger,
     VerificationRun,
 )
+from verification.signals import run_decided
 from verification.verifiers import verifier_for
 
 logger = logging.getLogger("vouch.verification")
@@ -247,6 +248,7 @@ def run_attempt(
                 "decided_by",
                 "next_attempt_at",
             ]
+            run_decided.send(sender=VerificationRun, run=locked)
             if decision.verdict in (Verdict.CONTRADICTED, Verdict.UNVERIFIABLE):
                 escalation_open(
                     run=locked,
@@ -426,6 +428,7 @@ def provider_event_process(*, event_pk: int, enqueue: Callable[[int, str, str], 
             ):
                 enqueue(run.id, "", Trigger.MONITOR)
                 woken.append(run.id)
+    events.dispatch(event.payload)
     ProviderEvent.objects.filter(pk=event_pk).update(processed_at=clock.now(), processing_error="")
     return woken
 

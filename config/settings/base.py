@@ -177,6 +177,12 @@ STRIPE_MAX_ATTEMPTS = env.int("STRIPE_MAX_ATTEMPTS", default=3)
 STRIPE_RETRY_BASE_S = env.float("STRIPE_RETRY_BASE_S", default=0.5)
 STRIPE_RETRY_MAX_S = env.float("STRIPE_RETRY_MAX_S", default=8.0)
 
+# --- Idempotency (SPEC §4) ---------------------------------------------------------------------
+
+# A running request's lease: longer than the provider adapter's whole retry budget for every leg.
+IDEMPOTENCY_LEASE_S = env.float("IDEMPOTENCY_LEASE_S", default=900.0)
+IDEMPOTENCY_KEEP_DAYS = env.int("IDEMPOTENCY_KEEP_DAYS", default=30)
+
 # --- Verification (SPEC §6) -------------------------------------------------------------------
 
 VERIFICATION_POLL_EVERY_S = env.int("VERIFICATION_POLL_EVERY_S", default=2)

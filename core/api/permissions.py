@@ -1,0 +1,32 @@
+from typing import Any
+
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from accounts.authentication import auth_method_of
+from core import exceptions
+
+
+class SessionRequired(BasePermission):
+    """Moving money to a card needs a logged-in session: a bearer token is refused (SPEC §5)."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            return True
+        if auth_method_of(request) != "session":
+            raise exceptions.SessionRequired()
+        return True
+
+
+def django_permission(perm: str) -> type[BasePermission]:
+    """A DRF permission that needs the Django permission `perm` on unsafe methods."""
+
+    class HasDjangoPermission(BasePermission):
+        def has_permission(self, request: Request, view: Any) -> bool:
+            if request.method in ("GET", "HEAD", "OPTIONS"):
+                return True
+            if not request.user.has_perm(perm):
+                raise exceptions.PermissionDenied(f"This needs the permission {perm}.")
+            return True
+
+    return HasDjangoPermission

@@ -1,0 +1,138 @@
+"""Idempotency keys for every mutating endpoint, on every surface (SPEC §4).
+
+A surface (REST today; MCP tomorrow) names itself and the operation; the mechanism is the same.
+Checks run in this order: in use (409), other surface (422), conflict (422), replay. A response is
+stored only when the request changed state or called the provider; otherwise the record is dropped
+so the client can correct and retry under the same key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core.exceptions import VouchError
+from core.models import IdempotencyRecord
+
+
+class InvalidIdempotencyKey(VouchError):
+    code = "invalid_idempotency_key"
+    status_code = 400
+    default_message = "Idempotency-Key must be 1 to 255 printable ASCII characters."
+
+
+class IdempotencyKeyInUse(VouchError):
+    code = "idempotency_key_in_use"
+    status_code = 409
+    default_message = "A request with this Idempotency-Key is still running; retry shortly."
+
+
+class IdempotencyKeyConflict(VouchError):
+    code = "idempotency_key_conflict"
+    status_code = 422
+    default_message = "This Idempotency-Key was used for this operation with another body."
+
+
+class IdempotencyKeyOtherSurface(VouchError):
+    code = "idempotency_key_other_surface"
+    status_code = 422
+    default_message = (
+        "This Idempotency-Key was used for this operation on another surface. It may have run: "
+        "read the state before retrying under a new key."
+    )
+
+
+def validate_key(key: str) -> str:
+    if not 1 <= len(key) <= 255 or not all(0x20 <= ord(ch) <= 0x7E for ch in key):
+        raise InvalidIdempotencyKey()
+    return key
+
+
+def body_digest(body: Any) -> str:
+    """Canonical JSON (sorted keys, no spaces); no body equals {}."""
+    canonical = json.dumps(
+        body if body not in (None, "") else {}, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=float(settings.IDEMPOTENCY_LEASE_S))
+
+
+@dataclass
+class Claim:
+    """The outcome of presenting a key: a record to run under, or a stored answer to replay."""
+
+    record: IdempotencyRecord
+    replay: bool
+    resumed: bool = False
+
+
+def idempotency_claim(*, user: Any, key: str, operation: str, surface: str, body: Any) -> Claim:
+    digest = body_digest(body)
+    now = timezone.now()
+    for _ in range(2):  # a concurrent first claim: read it on the second pass
+        with transaction.atomic():
+            record = (
+                IdempotencyRecord.objects.select_for_update()
+                .filter(user=user, key=key, operation=operation)
+                .first()
+            )
+            if record is None:
+                try:
+                    with transaction.atomic():
+                        created = IdempotencyRecord.objects.create(
+                            user=user,
+                            key=key,
+                            operation=operation,
+                            surface=surface,
+                            request_digest=digest,
+                            lease_until=now + _lease(),
+                        )
+                except IntegrityError:
+                    continue
+                return Claim(created, replay=False)
+            if record.running and record.lease_until > now:
+                raise IdempotencyKeyInUse()
+            if record.surface != surface:
+                raise IdempotencyKeyOtherSurface()
+            if record.request_digest != digest:
+                raise IdempotencyKeyConflict()
+            if not record.running:
+                return Claim(record, replay=True)
+            # The first request's process died: its lease lapsed. Resume what it names.
+            record.lease_until = now + _lease()
+            record.save(update_fields=["lease_until"])
+            return Claim(record, replay=False, resumed=True)
+    raise IdempotencyKeyInUse()
+
+
+def idempotency_attach(record: IdempotencyRecord, resource: str) -> None:
+    """Name what this request created, in the transaction that creates it, so a resumption
+    continues it instead of starting anew."""
+    IdempotencyRecord.objects.filter(pk=record.pk).update(resource=resource)
+    record.resource = resource
+
+
+def idempotency_store(record: IdempotencyRecord, *, status: int, body: Any) -> None:
+    IdempotencyRecord.objects.filter(pk=record.pk).update(
+        running=False, response_status=status, response_body=body
+    )
+
+
+def idempotency_drop(record: IdempotencyRecord) -> None:
+    """Nothing happened: forget the key (a validation error, a 404)."""
+    IdempotencyRecord.objects.filter(pk=record.pk, running=True).delete()
+
+
+def idempotency_prune(*, older_than_days: int) -> int:
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff, running=False).delete()
+    return deleted

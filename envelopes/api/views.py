@@ -1,0 +1,323 @@
+"""The envelope endpoints of SPEC §2. Views parse, authorize, call one service, render."""
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core import exceptions as core_errors
+from core.api.idempotent import idempotent, operation_name
+from core.api.permissions import SessionRequired, django_permission
+from core.api.responses import error_responses, ok, success_envelope
+from core.idempotency import (
+    IdempotencyKeyConflict,
+    IdempotencyKeyInUse,
+    IdempotencyKeyOtherSurface,
+    InvalidIdempotencyKey,
+)
+from core.models import IdempotencyRecord
+from envelopes import selectors, services
+from envelopes.exceptions import (
+    AmountExceedsUnspent,
+    CardDeclined,
+    InvalidAmount,
+    NothingToRefund,
+    ProviderUnavailable,
+    UnsupportedCurrency,
+)
+
+MICRO = "Micro-dollars: 1 USD = 1,000,000 micro (not cents). Each `_micro` field has a `_usd` twin."
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="1-255 printable ASCII characters; scoped to the caller and the operation (SPEC §4).",
+)
+AUTH_ERRORS = (core_errors.NotAuthenticated, core_errors.AuthenticationFailed)
+IDEMPOTENCY_ERRORS = (
+    InvalidIdempotencyKey,
+    IdempotencyKeyInUse,
+    IdempotencyKeyConflict,
+    IdempotencyKeyOtherSurface,
+)
+
+
+class MicroField(serializers.IntegerField):
+    """A JSON integer, nothing else (no strings, floats or booleans), within a 64-bit column."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", MICRO)
+        super().__init__(min_value=-(2**63), max_value=2**63 - 1, **kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class _Strict(serializers.Serializer):
+    """Unknown fields are refused, not ignored."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = (
+            set(self.initial_data) - set(self.fields)
+            if isinstance(self.initial_data, dict)
+            else set()
+        )
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["Unknown field."] for name in sorted(unknown)}
+            )
+        return attrs
+
+
+class FundingInput(_Strict):
+    amount_micro = MicroField()
+    payment_method = serializers.CharField(max_length=100, help_text="e.g. pm_card_visa")
+    currency = serializers.CharField(required=False, max_length=10, help_text="usd (the only one)")
+
+
+class DebitInput(_Strict):
+    amount_micro = MicroField()
+    reference = serializers.CharField(max_length=200, help_text="e.g. the claim or job id")
+
+
+class RefundInput(_Strict):
+    amount_micro = serializers.IntegerField(
+        required=False, help_text=MICRO + " Omit for the whole unspent balance."
+    )
+
+
+def _parse(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    data = request.data if request.data not in (None, "") else {}
+    if not isinstance(data, dict):
+        raise core_errors.InvalidInput("The body must be a JSON object.")
+    serializer = serializer_class(data=data)
+    if not serializer.is_valid():
+        fields = set(serializer.errors)
+        if fields & {"amount_micro"} and "amount_micro" in data:
+            raise InvalidAmount(
+                "amount_micro must be an integer number of micro-dollars.",
+                details=serializer.errors,
+            )
+        raise core_errors.InvalidInput(details=serializer.errors)
+    return dict(serializer.validated_data)
+
+
+def _funding_response(result: services.FundingResult, created: bool) -> Response:
+    status = 202 if result.pending else (201 if created else 200)
+    return ok(selectors.envelope_data(result.envelope), status=status)
+
+
+class EnvelopeListCreateApi(APIView):
+    permission_classes = [IsAuthenticated, SessionRequired]
+
+    @extend_schema(
+        operation_id="envelopes_list",
+        summary="The caller's envelopes",
+        parameters=[
+            OpenApiParameter("limit", int, description="1-100, default 20"),
+            OpenApiParameter("offset", int),
+        ],
+        responses={
+            200: success_envelope(serializers.JSONField(), name="EnvelopeList"),
+            **error_responses(*AUTH_ERRORS),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        try:
+            limit = min(max(int(request.query_params.get("limit", 20)), 1), 100)
+            offset = max(int(request.query_params.get("offset", 0)), 0)
+        except ValueError as exc:
+            raise core_errors.InvalidInput("limit and offset are integers.") from exc
+        envelopes = selectors.envelopes_of(user=request.user)
+        page = list(envelopes[offset : offset + limit])
+        total = envelopes.count()
+        return ok(
+            {
+                "results": [selectors.envelope_data(e, detail=False) for e in page],
+                "count": total,
+                "next_offset": offset + limit if offset + limit < total else None,
+            }
+        )
+
+    @extend_schema(
+        operation_id="envelopes_create",
+        summary="Create and fund an envelope",
+        description="Creates and confirms a PaymentIntent for the original charge. 201 funded; 202 "
+        "when the provider's answer is unknown (a pending leg, resolved by a scheduled job).",
+        request=FundingInput,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            201: success_envelope(serializers.JSONField(), name="EnvelopeCreated"),
+            202: success_envelope(serializers.JSONField(), name="EnvelopePending"),
+            **error_responses(
+                InvalidAmount, UnsupportedCurrency, core_errors.InvalidInput, CardDeclined, ProviderUnavailable,
+                core_errors.SessionRequired, core_errors.CsrfFailed, *AUTH_ERRORS, *IDEMPOTENCY_ERRORS,
+            ),
+        },
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        def action(record: IdempotencyRecord | None) -> Response:
+            data = _parse(FundingInput, request)
+            result = services.envelope_create(owner=request.user, idempotency=record, **data)
+            return _funding_response(result, created=True)
+
+        return idempotent(request, operation=operation_name("envelope.create"), action=action)
+
+
+class EnvelopeDetailApi(APIView):
+    @extend_schema(
+        operation_id="envelopes_retrieve",
+        summary="An envelope: balances, legs, debits, refunds",
+        responses={
+            200: success_envelope(serializers.JSONField(), name="Envelope"),
+            **error_responses(core_errors.NotFound, *AUTH_ERRORS),
+        },
+    )
+    def get(self, request: Request, envelope_id: str) -> Response:
+        envelope = selectors.envelope_get_owned(user=request.user, envelope_id=envelope_id)
+        return ok(selectors.envelope_data(envelope))
+
+
+class TopUpApi(APIView):
+    permission_classes = [IsAuthenticated, SessionRequired]
+
+    @extend_schema(
+        operation_id="envelopes_top_up",
+        summary="Top an envelope up with another funding charge",
+        request=FundingInput,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            201: success_envelope(serializers.JSONField(), name="ToppedUp"),
+            202: success_envelope(serializers.JSONField(), name="TopUpPending"),
+            **error_responses(
+                InvalidAmount, UnsupportedCurrency, core_errors.InvalidInput, CardDeclined, ProviderUnavailable,
+                core_errors.NotFound, core_errors.SessionRequired, core_errors.CsrfFailed, *AUTH_ERRORS,
+                *IDEMPOTENCY_ERRORS,
+            ),
+        },
+    )  # fmt: skip
+    def post(self, request: Request, envelope_id: str) -> Response:
+        def action(record: IdempotencyRecord | None) -> Response:
+            envelope = selectors.envelope_get_owned(user=request.user, envelope_id=envelope_id)
+            data = _parse(FundingInput, request)
+            result = services.envelope_top_up(envelope=envelope, idempotency=record, **data)
+            return _funding_response(result, created=True)
+
+        return idempotent(
+            request, operation=operation_name("envelope.top_up", envelope_id), action=action
+        )
+
+
+class DebitApi(APIView):
+    permission_classes = [IsAuthenticated, django_permission("envelopes.add_debit")]
+
+    @extend_schema(
+        operation_id="envelopes_debit",
+        summary="Record a debit (staff or a trusted service)",
+        request=DebitInput,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            201: success_envelope(serializers.JSONField(), name="Debited"),
+            **error_responses(
+                InvalidAmount, AmountExceedsUnspent, core_errors.InvalidInput, core_errors.NotFound,
+                core_errors.PermissionDenied, core_errors.CsrfFailed, *AUTH_ERRORS, *IDEMPOTENCY_ERRORS,
+            ),
+        },
+    )  # fmt: skip
+    def post(self, request: Request, envelope_id: str) -> Response:
+        from envelopes.models import Envelope
+
+        def action(record: IdempotencyRecord | None) -> Response:
+            envelope = Envelope.objects.filter(public_id=envelope_id).first()
+            if envelope is None:
+                raise core_errors.NotFound()
+            data = _parse(DebitInput, request)
+            debit = services.debit_add(envelope=envelope, actor=request.user, **data)
+            envelope.refresh_from_db()
+            return ok(
+                {
+                    "debit_id": debit.public_id,
+                    "envelope": selectors.envelope_data(envelope, detail=False),
+                },
+                status=201,
+            )
+
+        return idempotent(
+            request, operation=operation_name("envelope.debit", envelope_id), action=action
+        )
+
+
+class RefundApi(APIView):
+    permission_classes = [IsAuthenticated, SessionRequired]
+
+    @extend_schema(
+        operation_id="envelopes_refund",
+        summary="Return the unspent balance to the funding cards",
+        description="Body `{}` (or none) refunds the whole unspent balance; `{\"amount_micro\": N}` "
+        "refunds N. Last in, first out across funding charges; each leg rounds down to a cent. "
+        "200 with status refunded, partially_refunded or failed; 202 with status pending when "
+        "some leg's outcome is unknown.",
+        request=RefundInput,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            200: success_envelope(serializers.JSONField(), name="Refund"),
+            202: success_envelope(serializers.JSONField(), name="RefundPending"),
+            **error_responses(
+                InvalidAmount, AmountExceedsUnspent, NothingToRefund, core_errors.InvalidInput,
+                core_errors.NotFound, core_errors.SessionRequired, core_errors.CsrfFailed, *AUTH_ERRORS,
+                *IDEMPOTENCY_ERRORS,
+            ),
+        },
+    )  # fmt: skip
+    def post(self, request: Request, envelope_id: str) -> Response:
+        def action(record: IdempotencyRecord | None) -> Response:
+            envelope = selectors.envelope_get_owned(user=request.user, envelope_id=envelope_id)
+            data = _parse(RefundInput, request)
+            operation = services.envelope_refund(
+                envelope=envelope, actor=request.user, idempotency=record, **data
+            )
+            body = selectors.refund_data(operation)
+            return ok(body, status=202 if body["status"] == "pending" else 200)
+
+        return idempotent(
+            request, operation=operation_name("envelope.refund", envelope_id), action=action
+        )
+
+
+class EnvelopeRefundsApi(APIView):
+    @extend_schema(
+        operation_id="envelopes_refunds",
+        summary="An envelope's refund operations with their legs and verdicts",
+        responses={
+            200: success_envelope(serializers.JSONField(), name="RefundList"),
+            **error_responses(core_errors.NotFound, *AUTH_ERRORS),
+        },
+    )
+    def get(self, request: Request, envelope_id: str) -> Response:
+        envelope = selectors.envelope_get_owned(user=request.user, envelope_id=envelope_id)
+        operations = envelope.refunds.order_by("-created_at", "-id")
+        return ok({"results": [selectors.refund_data(op) for op in operations]})
+
+
+class RefundDetailApi(APIView):
+    @extend_schema(
+        operation_id="refunds_retrieve",
+        summary="A refund operation with its legs and their verification verdicts",
+        responses={
+            200: success_envelope(serializers.JSONField(), name="RefundDetail"),
+            **error_responses(core_errors.NotFound, *AUTH_ERRORS),
+        },
+    )
+    def get(self, request: Request, refund_id: str) -> Response:
+        return ok(
+            selectors.refund_data(
+                selectors.refund_get_owned(user=request.user, refund_id=refund_id)
+            )
+        )

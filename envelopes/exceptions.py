@@ -1,0 +1,47 @@
+from typing import Any, ClassVar
+
+from core.exceptions import VouchError
+
+
+class InvalidAmount(VouchError):
+    code = "invalid_amount"
+    status_code = 400
+    default_message = "The amount is not valid."
+
+
+class UnsupportedCurrency(VouchError):
+    code = "unsupported_currency"
+    status_code = 400
+    default_message = "Only USD is supported."
+
+
+class AmountExceedsUnspent(VouchError):
+    code = "amount_exceeds_unspent"
+    status_code = 422
+    default_message = "The amount is larger than the envelope's unspent balance."
+
+
+class NothingToRefund(VouchError):
+    code = "nothing_to_refund"
+    status_code = 409
+    default_message = "Nothing can be refunded: no unspent money, or every leg rounds to zero."
+
+
+class CardDeclined(VouchError):
+    """The provider refused the card (Stripe's card errors keep their own code). The provider was
+    called, so the answer is stored under the idempotency key."""
+
+    code = "card_declined"
+    status_code = 402
+    default_message = "The card was declined."
+    stores_idempotent_response: ClassVar[bool] = True
+
+    def __init__(self, code: str, message: str | None = None, *, details: Any = None) -> None:
+        super().__init__(message, details=details)
+        self.code = code  # type: ignore[misc]
+
+
+class ProviderUnavailable(VouchError):
+    code = "provider_unavailable"
+    status_code = 502
+    default_message = "The payment provider could not be reached; nothing was attempted."

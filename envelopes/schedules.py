@@ -1,0 +1,10 @@
+from core.periodic import Schedule
+
+SCHEDULES = [
+    Schedule(
+        name="envelopes: resume stranded legs",
+        task="envelopes.resume_stranded",
+        every_seconds=30,
+        description="Repeats, with the same idempotency key, provider calls whose outcome is unknown.",
+    ),
+]

@@ -1,0 +1,234 @@
+"""Reads: what the API shows of envelopes and refunds, and the ledger check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.db.models import Q, QuerySet, Sum
+
+from core.exceptions import NotFound
+from envelopes.models import (
+    BALANCES,
+    Debit,
+    Envelope,
+    FundingLeg,
+    FundingStatus,
+    JournalEntry,
+    LegOutcome,
+    RefundLeg,
+    RefundOperation,
+)
+from envelopes.money import with_usd
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+
+def envelope_get_owned(*, user: User, envelope_id: str) -> Envelope:
+    """The caller's envelope, or the very same NotFound as a missing one (SPEC §5)."""
+    envelope = Envelope.objects.filter(public_id=envelope_id, owner=user).first()
+    if envelope is None:
+        raise NotFound()
+    return envelope
+
+
+def envelopes_of(*, user: User) -> QuerySet[Envelope]:
+    return Envelope.objects.filter(owner=user).order_by("-created_at", "-id")
+
+
+def refund_get_owned(*, user: User, refund_id: str) -> RefundOperation:
+    operation = (
+        RefundOperation.objects.select_related("envelope")
+        .filter(public_id=refund_id, envelope__owner=user)
+        .first()
+    )
+    if operation is None:
+        raise NotFound()
+    return operation
+
+
+def balances(envelope: Envelope) -> dict[str, Any]:
+    return {name: getattr(envelope, name) for name in BALANCES}
+
+
+def _funding(leg: FundingLeg) -> dict[str, Any]:
+    return {
+        "funding_id": leg.public_id,
+        "kind": leg.kind,
+        "sequence": leg.sequence,
+        "status": leg.status,
+        "amount_micro": leg.amount_micro,
+        "refunded_micro": leg.refunded_micro,
+        "reserved_micro": leg.reserved_micro,
+        "charge": leg.charge_id or None,
+        "payment_intent": leg.payment_intent_id or None,
+        "created_at": leg.created_at.isoformat(),
+    }
+
+
+def _debit(debit: Debit) -> dict[str, Any]:
+    return {
+        "debit_id": debit.public_id,
+        "amount_micro": debit.amount_micro,
+        "reference": debit.reference,
+        "created_at": debit.created_at.isoformat(),
+    }
+
+
+def envelope_data(envelope: Envelope, *, detail: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "envelope_id": envelope.public_id,
+        "currency": envelope.currency,
+        **balances(envelope),
+        "created_at": envelope.created_at.isoformat(),
+    }
+    if detail:
+        data["funding_legs"] = [_funding(leg) for leg in envelope.funding_legs.order_by("sequence")]
+        data["debits"] = [_debit(d) for d in envelope.debits.order_by("created_at", "id")]
+        data["refunds"] = [
+            refund_summary(op)
+            for op in envelope.refunds.order_by("-created_at", "-id").prefetch_related("legs")
+        ]
+    return with_usd(data)
+
+
+def _leg(leg: RefundLeg) -> dict[str, Any]:
+    run = leg.verification_run
+    return {
+        "leg_id": leg.public_id,
+        "charge": leg.funding_leg.charge_id,
+        "amount_micro": leg.amount_micro,
+        "provider_refund_id": leg.provider_refund_id or None,
+        "outcome": leg.outcome,
+        "error_code": leg.error_code or None,
+        "released": leg.released,
+        "verification_verdict": run.verdict if run is not None else None,
+        "verification_run": run.public_id if run is not None else None,
+    }
+
+
+def refund_status(legs: list[RefundLeg]) -> str:
+    outcomes = {leg.outcome for leg in legs}
+    if outcomes & {LegOutcome.RESERVED, LegOutcome.UNKNOWN}:
+        return "pending"
+    if outcomes == {LegOutcome.ACCEPTED}:
+        return "refunded"
+    if outcomes == {LegOutcome.REFUSED}:
+        return "failed"
+    return "partially_refunded"
+
+
+def verification_status(legs: list[RefundLeg]) -> str:
+    """pending until every accepted leg is decided; then verified, or attention."""
+    accepted = [leg for leg in legs if leg.outcome == LegOutcome.ACCEPTED]
+    verdicts = [
+        leg.verification_run.verdict if leg.verification_run else "PENDING" for leg in accepted
+    ]
+    if (
+        any(leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN) for leg in legs)
+        or "PENDING" in verdicts
+    ):
+        return "pending"
+    return "verified" if all(v == "VERIFIED" for v in verdicts) else "attention"
+
+
+def refund_summary(operation: RefundOperation) -> dict[str, Any]:
+    legs = list(operation.legs.all())
+    return {
+        "refund_id": operation.public_id,
+        "status": refund_status(legs),
+        "requested_micro": operation.requested_micro,
+    }
+
+
+def refund_data(operation: RefundOperation) -> dict[str, Any]:
+    legs = list(
+        operation.legs.select_related("funding_leg", "verification_run").order_by("sequence")
+    )
+    refunded = sum(
+        leg.amount_micro for leg in legs if leg.outcome == LegOutcome.ACCEPTED and not leg.released
+    )
+    failed = sum(leg.amount_micro for leg in legs if leg.released)
+    pending = sum(
+        leg.amount_micro for leg in legs if leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN)
+    )
+    envelope = operation.envelope
+    envelope.refresh_from_db()
+    return with_usd(
+        {
+            "refund_id": operation.public_id,
+            "envelope_id": envelope.public_id,
+            "status": refund_status(legs),
+            "requested_micro": operation.requested_micro,
+            "refunded_micro": refunded,
+            "failed_micro": failed,
+            "pending_micro": pending,
+            "remainder_micro": operation.remainder_micro,
+            "legs": [_leg(leg) for leg in legs],
+            "verification_status": verification_status(legs),
+            "balances": balances(envelope),
+            "created_at": operation.created_at.isoformat(),
+        }
+    )
+
+
+# --- the ledger check ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Breach:
+    envelope: str
+    balance: str
+    stored: int
+    from_journal: int
+    from_legs: int
+
+
+def ledger_breaches(envelopes: QuerySet[Envelope] | None = None) -> list[Breach]:
+    """Recompute the five balances from the journal and, independently, from the legs; report every
+    envelope where either differs from the stored figures."""
+    breaches = []
+    for envelope in envelopes if envelopes is not None else Envelope.objects.all().order_by("id"):
+        journal = JournalEntry.objects.filter(envelope=envelope).aggregate(
+            total_funded_micro=Sum("funded_delta"),
+            total_debited_micro=Sum("debited_delta"),
+            total_refunded_micro=Sum("refunded_delta"),
+            reserved_micro=Sum("reserved_delta"),
+            unspent_micro=Sum("unspent_delta"),
+        )
+        legs = RefundLeg.objects.filter(operation__envelope=envelope)
+        funded = (
+            FundingLeg.objects.filter(envelope=envelope, status=FundingStatus.SUCCEEDED).aggregate(
+                s=Sum("amount_micro")
+            )["s"]
+            or 0
+        )
+        debited = Debit.objects.filter(envelope=envelope).aggregate(s=Sum("amount_micro"))["s"] or 0
+        refunded = (
+            legs.filter(outcome=LegOutcome.ACCEPTED, released=False).aggregate(
+                s=Sum("amount_micro")
+            )["s"]
+            or 0
+        )
+        reserved = (
+            legs.filter(Q(outcome=LegOutcome.RESERVED) | Q(outcome=LegOutcome.UNKNOWN)).aggregate(
+                s=Sum("amount_micro")
+            )["s"]
+            or 0
+        )
+        from_legs = {
+            "total_funded_micro": funded,
+            "total_debited_micro": debited,
+            "total_refunded_micro": refunded,
+            "reserved_micro": reserved,
+            "unspent_micro": funded - debited - refunded - reserved,
+        }
+        for name in BALANCES:
+            stored = getattr(envelope, name)
+            by_journal = journal[name] or 0
+            if stored != by_journal or stored != from_legs[name]:
+                breaches.append(
+                    Breach(envelope.public_id, name, stored, by_journal, from_legs[name])
+                )
+    return breaches

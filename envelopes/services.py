@@ -1,0 +1,526 @@
+"""Every write on envelopes. Money moves only here, each movement a journal entry written with
+the balances in one transaction under the envelope's row lock. The provider is never called inside
+a transaction or while a lock is held: reserve and commit, call, then record (atomic phases, with
+a recovery point so that an interrupted operation resumes and is never repeated)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.db.models import Max, Sum
+from django.utils import timezone
+
+from core.crash import crash_point
+from core.idempotency import idempotency_attach
+from core.services import audit_record
+from envelopes.exceptions import (
+    AmountExceedsUnspent,
+    CardDeclined,
+    InvalidAmount,
+    NothingToRefund,
+    ProviderUnavailable,
+    UnsupportedCurrency,
+)
+from envelopes.locks import lock_envelope, lock_leg
+from envelopes.models import (
+    MICRO_PER_CENT,
+    Debit,
+    Envelope,
+    FundingLeg,
+    FundingStatus,
+    JournalEntry,
+    LegOutcome,
+    RefundLeg,
+    RefundOperation,
+)
+from envelopes.money import to_cents
+from providers import Outcome, provider_from_settings
+
+if TYPE_CHECKING:
+    from accounts.models import User
+    from core.models import IdempotencyRecord
+    from verification.models import VerificationRun
+
+logger = logging.getLogger("vouch.envelopes")
+
+MIN_FUNDING_MICRO = 1_000_000
+MAX_ENVELOPE_MICRO = 5_000_000_000
+REFUND_CONTRACT = "stripe.refund.created"
+PROVIDER_KEY_TTL = timedelta(hours=23)  # Stripe keeps keys 24 h; stay inside it
+
+
+def _provider() -> Any:
+    return provider_from_settings()
+
+
+# --- the journal ---------------------------------------------------------------------------------
+
+
+def _move(envelope: Envelope, kind: str, *, note: str = "", **links: Any) -> JournalEntry:
+    """Apply one movement to a locked envelope and journal it. Deltas are keyword arguments
+    `funded`, `debited`, `refunded`, `reserved`, `unspent`; the database checks that they balance
+    and that no balance goes negative."""
+    deltas = {
+        name: links.pop(name, 0)
+        for name in ("funded", "debited", "refunded", "reserved", "unspent")
+    }
+    envelope.total_funded_micro += deltas["funded"]
+    envelope.total_debited_micro += deltas["debited"]
+    envelope.total_refunded_micro += deltas["refunded"]
+    envelope.reserved_micro += deltas["reserved"]
+    envelope.unspent_micro += deltas["unspent"]
+    envelope.save(
+        update_fields=[
+            "total_funded_micro",
+            "total_debited_micro",
+            "total_refunded_micro",
+            "reserved_micro",
+            "unspent_micro",
+        ]
+    )
+    return JournalEntry.objects.create(
+        envelope=envelope,
+        kind=kind,
+        funded_delta=deltas["funded"],
+        debited_delta=deltas["debited"],
+        refunded_delta=deltas["refunded"],
+        reserved_delta=deltas["reserved"],
+        unspent_delta=deltas["unspent"],
+        note=note,
+        **links,
+    )
+
+
+# --- funding -------------------------------------------------------------------------------------
+
+
+def _check_funding(amount_micro: Any, currency: str | None) -> int:
+    if currency is not None and str(currency).lower() != "usd":
+        raise UnsupportedCurrency(f"Only USD is supported, not {currency!r}.")
+    if not isinstance(amount_micro, int) or isinstance(amount_micro, bool):
+        raise InvalidAmount("amount_micro must be an integer number of micro-dollars.")
+    if amount_micro % MICRO_PER_CENT:
+        raise InvalidAmount(
+            "A funding amount is a whole number of cents (a multiple of 10,000 micro)."
+        )
+    if amount_micro < MIN_FUNDING_MICRO:
+        raise InvalidAmount("Each funding charge is at least 1,000,000 micro ($1.00).")
+    if amount_micro > MAX_ENVELOPE_MICRO:
+        raise InvalidAmount(
+            "An envelope's total funding is at most 5,000,000,000 micro ($5,000.00)."
+        )
+    return amount_micro
+
+
+@dataclass
+class FundingResult:
+    envelope: Envelope
+    leg: FundingLeg
+
+    @property
+    def pending(self) -> bool:
+        return self.leg.status == FundingStatus.PENDING
+
+
+def envelope_create(
+    *,
+    owner: User,
+    amount_micro: Any,
+    payment_method: str,
+    currency: str | None = None,
+    idempotency: IdempotencyRecord | None = None,
+) -> FundingResult:
+    """Create an envelope funded by one charge. A declined card leaves no envelope and no leg
+    (CardDeclined); an unknown outcome leaves a pending leg that a scheduled job resolves."""
+    if idempotency is not None and idempotency.resource:
+        envelope = Envelope.objects.get(public_id=idempotency.resource)
+        return funding_send(leg=envelope.funding_legs.get(sequence=1))
+    amount = _check_funding(amount_micro, currency)
+    with transaction.atomic():
+        envelope = Envelope.objects.create(owner=owner)
+        leg = FundingLeg.objects.create(
+            envelope=envelope,
+            kind=FundingLeg.Kind.ORIGINAL,
+            sequence=1,
+            amount_micro=amount,
+            payment_method=payment_method,
+            idempotency_key=f"{envelope.public_id}:fund:1",
+        )
+        if idempotency is not None:
+            idempotency_attach(idempotency, envelope.public_id)
+    return funding_send(leg=leg)
+
+
+def envelope_top_up(
+    *,
+    envelope: Envelope,
+    amount_micro: Any,
+    payment_method: str,
+    currency: str | None = None,
+    idempotency: IdempotencyRecord | None = None,
+) -> FundingResult:
+    if idempotency is not None and idempotency.resource:
+        return funding_send(leg=FundingLeg.objects.get(public_id=idempotency.resource))
+    amount = _check_funding(amount_micro, currency)
+    with transaction.atomic():
+        locked = lock_envelope(envelope.pk)
+        legs = locked.funding_legs.all()
+        committed = legs.aggregate(total=Sum("amount_micro"))["total"] or 0  # pending ones too
+        if committed + amount > MAX_ENVELOPE_MICRO:
+            raise InvalidAmount(
+                "An envelope's total funding is at most 5,000,000,000 micro ($5,000.00)."
+            )
+        sequence = (legs.aggregate(last=Max("sequence"))["last"] or 0) + 1
+        leg = FundingLeg.objects.create(
+            envelope=locked,
+            kind=FundingLeg.Kind.TOP_UP,
+            sequence=sequence,
+            amount_micro=amount,
+            payment_method=payment_method,
+            idempotency_key=f"{locked.public_id}:fund:{sequence}",
+        )
+        if idempotency is not None:
+            idempotency_attach(idempotency, leg.public_id)
+    return funding_send(leg=leg)
+
+
+def funding_send(*, leg: FundingLeg) -> FundingResult:
+    """Call the provider for a pending funding leg (again: the key makes it safe) and record."""
+    if leg.status == FundingStatus.SUCCEEDED:
+        return FundingResult(leg.envelope, leg)
+    outcome = _provider().payment_create(
+        amount_cents=to_cents(leg.amount_micro),
+        currency="usd",
+        payment_method=leg.payment_method,
+        idempotency_key=leg.idempotency_key,
+        metadata={"vouch_envelope": leg.envelope.public_id, "vouch_funding": leg.public_id},
+    )
+    crash_point("funding_after_provider_call")
+    return funding_record(leg=leg, outcome=outcome)
+
+
+def funding_record(*, leg: FundingLeg, outcome: Outcome) -> FundingResult:
+    if outcome.accepted and outcome.require().get("status") == "succeeded":
+        intent = outcome.require()
+        with transaction.atomic():
+            envelope = lock_envelope(leg.envelope_id)
+            fresh = FundingLeg.objects.select_for_update(of=("self",)).get(pk=leg.pk)
+            if fresh.status != FundingStatus.SUCCEEDED:
+                fresh.status = FundingStatus.SUCCEEDED
+                fresh.payment_intent_id = intent["id"]
+                fresh.charge_id = str(intent.get("latest_charge") or "")
+                fresh.funded_at = timezone.now()
+                fresh.save(update_fields=["status", "payment_intent_id", "charge_id", "funded_at"])
+                _move(
+                    envelope,
+                    JournalEntry.Kind.FUND,
+                    funded=fresh.amount_micro,
+                    unspent=fresh.amount_micro,
+                    funding_leg=fresh,
+                )
+            return FundingResult(envelope, fresh)
+    if outcome.refused:
+        with transaction.atomic():
+            envelope = lock_envelope(leg.envelope_id)
+            FundingLeg.objects.filter(pk=leg.pk, status=FundingStatus.PENDING).delete()
+            if leg.sequence == 1 and not envelope.funding_legs.exists():
+                envelope.delete()  # a declined creation leaves nothing behind
+        if outcome.http_status == 402:
+            raise CardDeclined(
+                outcome.error_code or "card_declined",
+                outcome.error_message,
+                details={"decline_code": outcome.error_detail.get("decline_code")},
+            )
+        raise ProviderUnavailable(f"The provider refused the payment ({outcome.error_code}).")
+    # Unknown (or accepted but not succeeded): a pending leg, not funded money.
+    leg.refresh_from_db()
+    return FundingResult(leg.envelope, leg)
+
+
+# --- debits --------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def debit_add(*, envelope: Envelope, amount_micro: Any, reference: str, actor: User) -> Debit:
+    """Commit unspent money to delivered work. Never refundable afterwards."""
+    if not isinstance(amount_micro, int) or isinstance(amount_micro, bool) or amount_micro <= 0:
+        raise InvalidAmount("amount_micro must be a positive integer number of micro-dollars.")
+    locked = lock_envelope(envelope.pk)
+    if amount_micro > locked.unspent_micro:
+        raise AmountExceedsUnspent(
+            details={"unspent_micro": locked.unspent_micro, "amount_micro": amount_micro}
+        )
+    debit = Debit.objects.create(
+        envelope=locked, amount_micro=amount_micro, reference=reference, created_by=actor
+    )
+    _move(locked, JournalEntry.Kind.DEBIT, debited=amount_micro, unspent=-amount_micro, debit=debit)
+    audit_record(
+        actor=actor,
+        action="envelope.debit",
+        target_type="envelope",
+        target_id=locked.public_id,
+        details={"debit": debit.public_id, "amount_micro": amount_micro, "reference": reference},
+    )
+    return debit
+
+
+# --- refunds -------------------------------------------------------------------------------------
+
+
+def allocate_lifo(legs: list[tuple[int, int]], requested: int) -> list[tuple[int, int]]:
+    """Last in, first out across funding legs given as (leg id, capacity) oldest first: the newest
+    top-up first, the original last. Each leg rounds down to a whole cent; a leg that rounds to
+    zero is dropped; what no leg takes stays in the envelope."""
+    allocation = []
+    remaining = requested
+    for leg_id, capacity in reversed(legs):
+        take = min(capacity, remaining)
+        take -= take % MICRO_PER_CENT
+        if take > 0:
+            allocation.append((leg_id, take))
+            remaining -= take
+    return allocation
+
+
+def envelope_refund(
+    *,
+    envelope: Envelope,
+    actor: User,
+    amount_micro: Any = None,
+    idempotency: IdempotencyRecord | None = None,
+) -> RefundOperation:
+    """Return unspent money to the funding cards (SPEC §3). Phase 1 reserves the legs and commits
+    (the recovery point); phase 2 calls the provider per leg outside any transaction; phase 3
+    records each outcome."""
+    if idempotency is not None and idempotency.resource:
+        operation = RefundOperation.objects.get(public_id=idempotency.resource)
+        return refund_send(operation=operation)
+    if amount_micro is not None and (
+        not isinstance(amount_micro, int) or isinstance(amount_micro, bool) or amount_micro <= 0
+    ):
+        raise InvalidAmount("amount_micro must be a positive integer number of micro-dollars.")
+    with transaction.atomic():
+        locked = lock_envelope(envelope.pk)
+        requested = locked.unspent_micro if amount_micro is None else amount_micro
+        if requested > locked.unspent_micro:
+            raise AmountExceedsUnspent(
+                details={"unspent_micro": locked.unspent_micro, "amount_micro": requested}
+            )
+        funding = list(
+            locked.funding_legs.filter(status=FundingStatus.SUCCEEDED).order_by("sequence")
+        )
+        allocation = allocate_lifo([(leg.pk, leg.capacity_micro) for leg in funding], requested)
+        if not allocation:
+            raise NothingToRefund(details={"unspent_micro": locked.unspent_micro})
+        by_id = {leg.pk: leg for leg in funding}
+        allocated = sum(amount for _, amount in allocation)
+        operation = RefundOperation.objects.create(
+            envelope=locked,
+            requested_micro=requested,
+            remainder_micro=requested - allocated,
+            created_by=actor,
+        )
+        now = timezone.now()
+        for sequence, (funding_id, amount) in enumerate(allocation, start=1):
+            funding_leg = by_id[funding_id]
+            leg = RefundLeg(
+                operation=operation,
+                funding_leg=funding_leg,
+                sequence=sequence,
+                amount_micro=amount,
+                reserved_at=now,
+            )
+            leg.idempotency_key = f"{operation.public_id}:{leg.public_id}"
+            leg.save()
+            funding_leg.reserved_micro += amount
+            funding_leg.save(update_fields=["reserved_micro"])
+            _move(
+                locked, JournalEntry.Kind.RESERVE, reserved=amount, unspent=-amount, refund_leg=leg
+            )
+        if idempotency is not None:
+            idempotency_attach(idempotency, operation.public_id)
+    crash_point("refund_after_reserve")
+    return refund_send(operation=operation)
+
+
+def refund_send(*, operation: RefundOperation) -> RefundOperation:
+    """Send every leg not yet answered (reserved or unknown) with its own idempotency key, and
+    record each answer. Safe to call again at any time: the key makes the provider replay."""
+    for leg in operation.legs.select_related("funding_leg").filter(
+        outcome__in=[LegOutcome.RESERVED, LegOutcome.UNKNOWN]
+    ):
+        refund_leg_send(leg=leg)
+    crash_point("refund_after_record")
+    return operation
+
+
+def refund_leg_send(*, leg: RefundLeg) -> RefundLeg:
+    if timezone.now() - leg.reserved_at > PROVIDER_KEY_TTL:
+        return refund_leg_find(leg=leg)
+    envelope = leg.operation.envelope
+    outcome = _provider().refund_create(
+        charge=leg.funding_leg.charge_id,
+        amount_cents=to_cents(leg.amount_micro),
+        idempotency_key=leg.idempotency_key,
+        metadata={
+            "vouch_envelope": envelope.public_id,
+            "vouch_refund": leg.operation.public_id,
+            "vouch_leg": leg.public_id,
+        },
+    )
+    crash_point("refund_after_provider_call")
+    return refund_leg_record(leg=leg, outcome=outcome)
+
+
+def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
+    """Record one leg's answer, once: accepted (reserved -> refunded, and a verification run),
+    refused (reserved -> unspent), unknown (stays reserved)."""
+    from verification.services import verification_start
+
+    with transaction.atomic():
+        envelope = lock_envelope(leg.operation.envelope_id)
+        fresh = lock_leg(leg.pk)
+        if fresh.outcome not in (LegOutcome.RESERVED, LegOutcome.UNKNOWN):
+            return fresh  # recorded already (a retry and the resume job both answered)
+        funding = FundingLeg.objects.select_for_update(of=("self",)).get(pk=fresh.funding_leg_id)
+        fresh.attempts += 1
+        if outcome.accepted:
+            refund = outcome.require()
+            fresh.outcome = LegOutcome.ACCEPTED
+            fresh.provider_refund_id = refund["id"]
+            fresh.decided_at = timezone.now()
+            funding.reserved_micro -= fresh.amount_micro
+            funding.refunded_micro += fresh.amount_micro
+            funding.save(update_fields=["reserved_micro", "refunded_micro"])
+            _move(
+                envelope,
+                JournalEntry.Kind.ACCEPT,
+                reserved=-fresh.amount_micro,
+                refunded=fresh.amount_micro,
+                refund_leg=fresh,
+            )
+            fresh.verification_run = verification_start(
+                contract_id=REFUND_CONTRACT,
+                operation_id=fresh.idempotency_key,
+                operation_created_at=fresh.reserved_at,
+                input={"charge": funding.charge_id, "amount": to_cents(fresh.amount_micro)},
+                action_result=refund,
+            )
+        elif outcome.refused:
+            fresh.outcome = LegOutcome.REFUSED
+            fresh.error_code = outcome.error_code or "refused"
+            fresh.decided_at = timezone.now()
+            fresh.released = True
+            funding.reserved_micro -= fresh.amount_micro
+            funding.save(update_fields=["reserved_micro"])
+            _move(
+                envelope,
+                JournalEntry.Kind.RELEASE,
+                reserved=-fresh.amount_micro,
+                unspent=fresh.amount_micro,
+                refund_leg=fresh,
+                note=f"refused: {fresh.error_code}",
+            )
+        else:
+            fresh.outcome = LegOutcome.UNKNOWN
+            fresh.error_code = outcome.error_code or "unknown"
+        fresh.save()
+    return fresh
+
+
+def refund_leg_find(*, leg: RefundLeg) -> RefundLeg:
+    """After the provider has forgotten the key: look the refund up by our metadata among the
+    charge's refunds. Found: accepted. Not found: a person must look (an audit event says so)."""
+    from providers import OutcomeKind
+
+    listing = _provider().refunds_of_charge(leg.funding_leg.charge_id)
+    if not listing.accepted:
+        return leg
+    for refund in listing.require()["data"]:
+        if (refund.get("metadata") or {}).get("vouch_leg") == leg.public_id:
+            return refund_leg_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, refund))
+    audit_record(
+        actor=None,
+        action="refund_leg.not_found",
+        target_type="refund_leg",
+        target_id=leg.public_id,
+        details={"charge": leg.funding_leg.charge_id, "amount_micro": leg.amount_micro},
+    )
+    return leg
+
+
+def refund_leg_release(*, leg: RefundLeg, reason: str) -> bool:
+    """Give a leg's money back to unspent, once: a refused leg, a FAILED verdict, a cancel or a
+    later refund.failed all come through here. The unique release entry per leg makes a second
+    caller a no-op. Returns whether this call released it."""
+    with transaction.atomic():
+        envelope = lock_envelope(leg.operation.envelope_id)
+        fresh = lock_leg(leg.pk)
+        if fresh.released or fresh.outcome != LegOutcome.ACCEPTED:
+            return False
+        funding = FundingLeg.objects.select_for_update(of=("self",)).get(pk=fresh.funding_leg_id)
+        funding.refunded_micro -= fresh.amount_micro
+        funding.save(update_fields=["refunded_micro"])
+        fresh.released = True
+        fresh.save(update_fields=["released"])
+        _move(
+            envelope,
+            JournalEntry.Kind.RELEASE,
+            refunded=-fresh.amount_micro,
+            unspent=fresh.amount_micro,
+            refund_leg=fresh,
+            note=reason[:200],
+        )
+    return True
+
+
+def refund_leg_on_verdict(*, run: VerificationRun) -> None:
+    """A refund leg's verification decided: FAILED or the `reversed` contradiction (canceled) gives
+    the money back; other bad verdicts move no money (a person resolves them)."""
+    if run.verdict == "FAILED" or (
+        run.verdict == "CONTRADICTED" and run.verdict_class == "reversed"
+    ):
+        leg = RefundLeg.objects.filter(verification_run=run).first()
+        if leg is not None:
+            refund_leg_release(leg=leg, reason=f"verification {run.verdict}: {run.verdict_reason}")
+
+
+def refund_leg_on_provider_event(*, event: dict[str, Any]) -> None:
+    """A `refund.failed`/`refund.updated` event: re-read the refund (events may be stale or out of
+    order) and release the leg if the provider now shows it failed or canceled."""
+    obj = (event.get("data") or {}).get("object") or {}
+    leg = RefundLeg.objects.filter(provider_refund_id=str(obj.get("id", ""))).first()
+    if leg is None:
+        return
+    read = _provider().refund_read(leg.provider_refund_id)
+    if read.accepted and read.require().get("status") in ("failed", "canceled"):
+        refund_leg_release(leg=leg, reason=f"provider reports {read.require()['status']}")
+
+
+# --- resumption ----------------------------------------------------------------------------------
+
+
+def stranded_resume(*, older_than_s: float = 60.0, limit: int = 100) -> int:
+    """The scheduled job: resume funding legs and refund legs left without an answer (a crash, a
+    timeout). Each resumption repeats the provider call with the same key, never a new one."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    done = 0
+    for funding in FundingLeg.objects.filter(status=FundingStatus.PENDING, created_at__lt=cutoff)[
+        :limit
+    ]:
+        try:
+            funding_send(leg=funding)
+        except (CardDeclined, ProviderUnavailable):
+            pass  # recorded: the pending leg is gone
+        done += 1
+    legs = RefundLeg.objects.select_related("funding_leg", "operation__envelope").filter(
+        outcome__in=[LegOutcome.RESERVED, LegOutcome.UNKNOWN], reserved_at__lt=cutoff
+    )
+    for leg in legs[:limit]:
+        refund_leg_send(leg=leg)
+        done += 1
+    return done

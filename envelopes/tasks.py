@@ -1,0 +1,9 @@
+from celery import shared_task
+
+from envelopes import services
+
+
+@shared_task(name="envelopes.resume_stranded")
+def resume_stranded() -> int:
+    """Resume funding and refund legs left without an answer (same keys: never a second effect)."""
+    return services.stranded_resume()
