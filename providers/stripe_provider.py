@@ -20,6 +20,7 @@ from typing import Any
 
 import stripe
 
+from core.timing import provider_wait
 from providers.outcomes import Outcome, OutcomeKind, WebhookSignatureError
 
 DEFAULT_API_BASE = "https://api.stripe.com"
@@ -272,13 +273,15 @@ class StripeProvider:
         while True:
             attempt += 1
             try:
-                obj = request(options)
+                with provider_wait():
+                    obj = request(options)
             except stripe.StripeError as exc:
                 failure = classify(exc)
                 if failure.retry and attempt < self.retry.max_attempts:
                     delay = self._delay(attempt, failure.retry_after_s)
                     if delay is not None:
-                        self._sleep(delay)
+                        with provider_wait():  # backing off is waiting for the provider too
+                            self._sleep(delay)
                         continue
                 error = getattr(exc, "error", None)
                 return Outcome(

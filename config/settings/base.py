@@ -58,6 +58,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.timing.ServerTimingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "core.api.middleware.ApiJsonErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

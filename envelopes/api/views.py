@@ -88,7 +88,7 @@ class DebitInput(_Strict):
 
 
 class RefundInput(_Strict):
-    amount_micro = serializers.IntegerField(
+    amount_micro = MicroField(
         required=False, help_text=MICRO + " Omit for the whole unspent balance."
     )
 

@@ -67,3 +67,11 @@ def test_non_api_pages_keep_html_errors() -> None:
     response = APIClient().get("/no-such-page/")
     assert response.status_code == 404
     assert not response["Content-Type"].startswith("application/json")
+
+
+def test_every_response_says_how_long_vouch_and_the_provider_took() -> None:
+    response = APIClient().post("/api/v1/test-failing", {"amount_micro": 7}, format="json")
+    app, provider = response["Server-Timing"].split(", ")
+    assert app.startswith("app;dur=")
+    assert float(app.split("=")[1]) > 0
+    assert provider == "provider;dur=0.00"

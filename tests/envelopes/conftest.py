@@ -20,7 +20,9 @@ class Api:
         self.client.get("/api/v1/me")
         self.csrf = self.client.cookies["csrftoken"].value
 
-    def post(self, path: str, body: Any = None, *, key: str | None = None, csrf: bool = True) -> Any:
+    def post(
+        self, path: str, body: Any = None, *, key: str | None = None, csrf: bool = True
+    ) -> Any:
         headers = {}
         if csrf:
             headers["HTTP_X_CSRFTOKEN"] = self.csrf
@@ -32,13 +34,18 @@ class Api:
         return self.client.get(path)
 
     def create(self, amount_micro: int = 10_000_000, pm: str = "pm_card_visa") -> dict[str, Any]:
-        response = self.post("/api/v1/escrow/envelopes", {"amount_micro": amount_micro, "payment_method": pm})
+        response = self.post(
+            "/api/v1/escrow/envelopes", {"amount_micro": amount_micro, "payment_method": pm}
+        )
         assert response.status_code == 201, response.content
         return response.json()["data"]
 
-    def top_up(self, envelope_id: str, amount_micro: int, pm: str = "pm_card_visa") -> dict[str, Any]:
+    def top_up(
+        self, envelope_id: str, amount_micro: int, pm: str = "pm_card_visa"
+    ) -> dict[str, Any]:
         response = self.post(
-            f"/api/v1/escrow/envelopes/{envelope_id}/top-ups", {"amount_micro": amount_micro, "payment_method": pm}
+            f"/api/v1/escrow/envelopes/{envelope_id}/top-ups",
+            {"amount_micro": amount_micro, "payment_method": pm},
         )
         assert response.status_code == 201, response.content
         return response.json()["data"]

@@ -20,13 +20,16 @@ def _fund_worked_example(alice: Api, staff_api: Api) -> str:
     alice.top_up(envelope_id, 3_000_000)  # $3.00
     alice.top_up(envelope_id, 2_000_000)  # $2.00
     debit = staff_api.post(
-        f"/api/v1/escrow/envelopes/{envelope_id}/debits", {"amount_micro": 1_234_567, "reference": "clm_1"}
+        f"/api/v1/escrow/envelopes/{envelope_id}/debits",
+        {"amount_micro": 1_234_567, "reference": "clm_1"},
     )
     assert debit.status_code == 201, debit.content
     return envelope_id
 
 
-def test_the_worked_example(alice: Api, staff_api: Api, sdk: stripe.StripeClient, sandbox: SandboxControl) -> None:
+def test_the_worked_example(
+    alice: Api, staff_api: Api, sdk: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
     envelope_id = _fund_worked_example(alice, staff_api)
     before = alice.get(f"/api/v1/escrow/envelopes/{envelope_id}").json()["data"]
     assert before["unspent_micro"] == 13_765_433
@@ -42,9 +45,17 @@ def test_the_worked_example(alice: Api, staff_api: Api, sdk: stripe.StripeClient
         (charges[1], 8_760_000, "accepted"),  # the original last, rounded down to the cent
     ]
     assert [leg["amount_usd"] for leg in data["legs"]] == [2.0, 3.0, 8.76]
-    assert (data["requested_micro"], data["refunded_micro"], data["failed_micro"]) == (13_765_433, 13_760_000, 0)
+    assert (data["requested_micro"], data["refunded_micro"], data["failed_micro"]) == (
+        13_765_433,
+        13_760_000,
+        0,
+    )
     assert (data["remainder_micro"], data["remainder_usd"]) == (5_433, 0.005433)
-    assert (data["requested_usd"], data["refunded_usd"], data["failed_usd"]) == (13.765433, 13.76, 0.0)
+    assert (data["requested_usd"], data["refunded_usd"], data["failed_usd"]) == (
+        13.765433,
+        13.76,
+        0.0,
+    )
     assert data["verification_status"] == "pending"
     assert all(leg["verification_verdict"] == "PENDING" for leg in data["legs"])
     assert data["balances"] == {
@@ -62,7 +73,9 @@ def test_the_worked_example(alice: Api, staff_api: Api, sdk: stripe.StripeClient
     # The sandbox holds exactly those refunds, with our metadata.
     for leg in data["legs"]:
         refunds = sdk.v1.refunds.list(params={"charge": leg["charge"]}).data
-        assert [(r.id, r.amount) for r in refunds] == [(leg["provider_refund_id"], leg["amount_micro"] // 10_000)]
+        assert [(r.id, r.amount) for r in refunds] == [
+            (leg["provider_refund_id"], leg["amount_micro"] // 10_000)
+        ]
         assert refunds[0].metadata["vouch_leg"] == leg["leg_id"]
         assert refunds[0].metadata["vouch_refund"] == data["refund_id"]
         assert refunds[0].metadata["vouch_envelope"] == envelope_id
@@ -70,7 +83,12 @@ def test_the_worked_example(alice: Api, staff_api: Api, sdk: stripe.StripeClient
     # The refund resource shows the same.
     again = alice.get(f"/api/v1/escrow/refunds/{data['refund_id']}").json()["data"]
     assert again["legs"] == data["legs"]
-    assert alice.get(f"/api/v1/escrow/envelopes/{envelope_id}/refunds").json()["data"]["results"][0]["refund_id"] == data["refund_id"]
+    assert (
+        alice.get(f"/api/v1/escrow/envelopes/{envelope_id}/refunds").json()["data"]["results"][0][
+            "refund_id"
+        ]
+        == data["refund_id"]
+    )
 
 
 def test_a_disputed_charge_leg_is_refused_and_its_money_comes_back(
@@ -95,7 +113,9 @@ def test_a_disputed_charge_leg_is_refused_and_its_money_comes_back(
 
 def test_partial_amount_and_nothing_left(alice: Api) -> None:
     envelope_id = alice.create(5_000_000)["envelope_id"]
-    first = alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 1_234_567})
+    first = alice.post(
+        f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 1_234_567}
+    )
     data = first.json()["data"]
     assert [leg["amount_micro"] for leg in data["legs"]] == [1_230_000]
     assert data["remainder_micro"] == 4_567

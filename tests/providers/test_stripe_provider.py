@@ -300,3 +300,14 @@ def test_provider_from_settings_uses_the_configured_timeouts(settings) -> None: 
     provider = provider_from_settings()
     assert provider.read_timeout_s == 0.5
     assert provider.retry_budget_s > provider.retry.max_attempts * provider.read_timeout_s
+
+
+def test_provider_time_is_counted_apart(provider: StripeProvider, sdk: stripe.StripeClient) -> None:
+    from core.timing import _provider_seconds
+
+    token = _provider_seconds.set(0.0)
+    try:
+        provider.charge_read(paid_charge(sdk))
+        assert (_provider_seconds.get() or 0) > 0
+    finally:
+        _provider_seconds.reset(token)

@@ -1,0 +1,45 @@
+"""Per-request timing: how long the request took, and how much of it was spent waiting for the
+provider. Exposed as `Server-Timing: app;dur=…, provider;dur=…` (milliseconds), so benchmarks and
+people can see Vouch's own cost apart from the provider's."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from django.http import HttpRequest, HttpResponse
+
+_provider_seconds: ContextVar[float | None] = ContextVar("provider_seconds", default=None)
+
+
+@contextmanager
+def provider_wait() -> Iterator[None]:
+    """Count the time inside as time spent waiting for the provider (if a request is timed)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        spent = _provider_seconds.get()
+        if spent is not None:
+            _provider_seconds.set(spent + time.perf_counter() - started)
+
+
+class ServerTimingMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        token = _provider_seconds.set(0.0)
+        started = time.perf_counter()
+        try:
+            response = self.get_response(request)
+            total = time.perf_counter() - started
+            provider = _provider_seconds.get() or 0.0
+            response["Server-Timing"] = (
+                f"app;dur={(total - provider) * 1000:.2f}, provider;dur={provider * 1000:.2f}"
+            )
+            return response
+        finally:
+            _provider_seconds.reset(token)
