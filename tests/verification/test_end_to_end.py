@@ -1,22 +1,11 @@
 """End to end: a real Celery worker with beat (a separate process), PostgreSQL, the sandbox
 delivering signed webhooks to the app's endpoint (SPEC §6, §7; acceptance 2)."""
 
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from django.conf import settings
-from django.core.management import call_command
-from django.db import connection
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from config.celery_app import app
 from stripe_sandbox.client import SandboxControl
 from verification.models import Escalation, ProviderEvent, VerificationRun
 from verification.services import verification_start
@@ -25,47 +14,6 @@ from .conftest import Refunds
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = "test.refund.short"  # the refund contract with short timing
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    user = db["USER"] or "postgres"
-    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-@pytest.fixture
-def worker_with_beat(
-    sandbox: SandboxControl, celery_broker: str, live_server: Any
-) -> Iterator[None]:
-    call_command("setup_periodic_tasks", stdout=open(os.devnull, "w"))  # noqa: SIM115
-    every_second, _ = IntervalSchedule.objects.get_or_create(
-        every=1, period=IntervalSchedule.SECONDS
-    )
-    PeriodicTask.objects.filter(task="verification.poll").update(interval=every_second)
-    with app.connection_for_write() as broker:
-        broker.default_channel.queue_purge(app.conf.task_default_queue)
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "DATABASE_URL": _database_url(),
-        "CELERY_BROKER_URL": celery_broker,
-        "STRIPE_API_BASE": sandbox.url,
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config.celery_app", "worker", "--beat",
-         "--concurrency=2", "--loglevel=WARNING", "--without-mingle", "--without-gossip"],
-        cwd=ROOT, env=env, start_new_session=True,
-    )  # fmt: skip
-    sandbox.add_webhook(f"{live_server.url}/webhooks/stripe", settings.STRIPE_WEBHOOK_SECRET)
-    try:
-        yield
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def _wait_decided(runs: dict[str, VerificationRun], timeout: float = 45) -> None:
