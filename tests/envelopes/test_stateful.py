@@ -1,0 +1,112 @@
+"""A hypothesis state machine drives random sequences of funding, top-ups, debits, refunds and
+provider-side refund failures, and checks the money invariant after every step: the stored
+balances add up, equal what the journal and the legs say, and the ledger's refunded amount per
+charge equals the sandbox's."""
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from accounts.models import User
+from envelopes import services
+from envelopes.exceptions import AmountExceedsUnspent, NothingToRefund
+from envelopes.models import Envelope, FundingLeg, LegOutcome, RefundLeg
+from envelopes.selectors import ledger_breaches
+from stripe_sandbox.client import SandboxControl
+
+CENTS = st.integers(min_value=100, max_value=50_000).map(lambda cents: cents * 10_000)
+
+
+def build_machine(sandbox: SandboxControl, buyer: User, staff: User) -> type[RuleBasedStateMachine]:
+    class Money(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.envelope: Envelope | None = None
+
+        @rule(amount=CENTS)
+        def fund(self, amount: int) -> None:
+            if self.envelope is None:
+                self.envelope = services.envelope_create(
+                    owner=buyer, amount_micro=amount, payment_method="pm_card_visa"
+                ).envelope
+            else:
+                self.envelope.refresh_from_db()
+                if self.envelope.total_funded_micro + amount <= 5_000_000_000:
+                    services.envelope_top_up(
+                        envelope=self.envelope, amount_micro=amount, payment_method="pm_card_visa"
+                    )
+
+        @precondition(lambda self: self.envelope is not None)
+        @rule(fraction=st.floats(min_value=0.0, max_value=1.0))
+        def debit(self, fraction: float) -> None:
+            assert self.envelope is not None
+            self.envelope.refresh_from_db()
+            amount = int(self.envelope.unspent_micro * fraction)
+            if amount > 0:
+                services.debit_add(
+                    envelope=self.envelope, amount_micro=amount, reference="job", actor=staff
+                )
+
+        @precondition(lambda self: self.envelope is not None)
+        @rule(whole=st.booleans(), fraction=st.floats(min_value=0.0, max_value=1.0))
+        def refund(self, whole: bool, fraction: float) -> None:
+            assert self.envelope is not None
+            self.envelope.refresh_from_db()
+            amount = None if whole else max(1, int(self.envelope.unspent_micro * fraction))
+            try:
+                services.envelope_refund(envelope=self.envelope, actor=buyer, amount_micro=amount)
+            except (AmountExceedsUnspent, NothingToRefund):
+                pass
+
+        def live_legs(self) -> list[RefundLeg]:
+            """This example's accepted, unreleased legs (earlier examples' rows stay in the database)."""
+            return list(
+                RefundLeg.objects.filter(
+                    operation__envelope=self.envelope, outcome=LegOutcome.ACCEPTED, released=False
+                ).order_by("id")
+            )
+
+        @precondition(lambda self: self.envelope is not None and bool(self.live_legs()))
+        @rule(data=st.data())
+        def provider_fails_a_refund(self, data: Any) -> None:
+            legs = self.live_legs()
+            leg = data.draw(st.sampled_from(legs))
+            sandbox.set_refund_status(leg.provider_refund_id, "failed", "expired_or_canceled_card")
+            event = {"type": "refund.failed", "data": {"object": {"id": leg.provider_refund_id}}}
+            services.refund_leg_on_provider_event(event=event)
+            services.refund_leg_on_provider_event(event=event)  # a second observer releases nothing
+
+        @invariant()
+        def money_adds_up(self) -> None:
+            assert ledger_breaches() == []
+            charges = sandbox.state()["charges"]
+            for funding in FundingLeg.objects.filter(status="succeeded"):
+                assert (
+                    charges[funding.charge_id]["amount_refunded"] * 10_000 == funding.refunded_micro
+                )
+
+    return Money
+
+
+@pytest.mark.django_db
+def test_random_sequences_keep_the_money_invariant(sandbox: SandboxControl) -> None:
+    from django.conf import settings as django_settings
+
+    django_settings.STRIPE_API_BASE = sandbox.url
+    buyer = User.objects.create_user("hypo", "h@example.com", "pw-hypo-123")
+    staff = User.objects.create_user("ops", "o@example.com", "pw-ops-123", is_staff=True)
+    machine = build_machine(sandbox, buyer, staff)
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=12,
+            stateful_step_count=12,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+            database=None,
+        ),
+    )
