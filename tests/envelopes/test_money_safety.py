@@ -69,7 +69,7 @@ def _run_threads(count: int, work: Any) -> list[Any]:
         try:
             barrier.wait()
             results[index] = work(index)
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller's assertions
+        except BaseException as exc:
             results[index] = exc
         finally:
             connection.close()
@@ -87,7 +87,7 @@ def test_fifty_concurrent_refunds_never_exceed_the_unspent_balance(
     alice: Api, sandbox: SandboxControl
 ) -> None:
     envelope = _funded(alice.user, 10_000_000, 3_000_000, 2_000_000)
-    # 50 × $0.70 asks for $35.00 of a $15.00 envelope; each spans legs at some point.
+    # 50 x $0.70 asks for $35.00 of a $15.00 envelope; each spans legs at some point.
     results = _run_threads(
         50,
         lambda i: services.envelope_refund(
@@ -209,7 +209,9 @@ def _crash_in_a_subprocess(envelope_id: str, username: str, point: str) -> int:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "DATABASE_URL": f"postgres://{db['USER'] or 'postgres'}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DATABASE_URL": (
+            f"postgres://{db['USER'] or 'postgres'}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+        ),
         "STRIPE_API_BASE": __import__("django.conf").conf.settings.STRIPE_API_BASE,
         "VOUCH_CRASH_AT": point,
     }

@@ -3,10 +3,12 @@ provider-side refund failures, and checks the money invariant after every step: 
 balances add up, equal what the journal and the legs say, and the ledger's refunded amount per
 charge equals the sandbox's."""
 
+import contextlib
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from accounts.models import User
@@ -55,13 +57,12 @@ def build_machine(sandbox: SandboxControl, buyer: User, staff: User) -> type[Rul
             assert self.envelope is not None
             self.envelope.refresh_from_db()
             amount = None if whole else max(1, int(self.envelope.unspent_micro * fraction))
-            try:
+            with contextlib.suppress(AmountExceedsUnspent, NothingToRefund):
                 services.envelope_refund(envelope=self.envelope, actor=buyer, amount_micro=amount)
-            except (AmountExceedsUnspent, NothingToRefund):
-                pass
 
         def live_legs(self) -> list[RefundLeg]:
-            """This example's accepted, unreleased legs (earlier examples' rows stay in the database)."""
+            """This example's accepted, unreleased legs (earlier examples' rows stay in the
+            database)."""
             return list(
                 RefundLeg.objects.filter(
                     operation__envelope=self.envelope, outcome=LegOutcome.ACCEPTED, released=False
