@@ -1,5 +1,5 @@
 """Escrow envelopes: funding legs, debits, refund operations and their legs, and the append-only
-journal (SPEC §1–§3). Every amount is an integer number of micro-dollars."""
+journal (SPEC §1 to §3). Every amount is an integer number of micro-dollars."""
 
 from __future__ import annotations
 

@@ -5,6 +5,6 @@ SCHEDULES = [
         name="envelopes: resume stranded legs",
         task="envelopes.resume_stranded",
         every_seconds=30,
-        description="Repeats, with the same idempotency key, provider calls whose outcome is unknown.",
+        description="Repeats provider calls whose outcome is unknown, with the same key.",
     ),
 ]

@@ -173,7 +173,7 @@ def refund_data(operation: RefundOperation) -> dict[str, Any]:
     )
 
 
-# --- the ledger check ------------------------------------------------------------------------------
+# --- the ledger check -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ a recovery point so that an interrupted operation resumes and is never repeated)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -512,10 +513,9 @@ def stranded_resume(*, older_than_s: float = 60.0, limit: int = 100) -> int:
     for funding in FundingLeg.objects.filter(status=FundingStatus.PENDING, created_at__lt=cutoff)[
         :limit
     ]:
-        try:
+        # A decline is recorded (the pending leg is gone): nothing else to do here.
+        with contextlib.suppress(CardDeclined, ProviderUnavailable):
             funding_send(leg=funding)
-        except (CardDeclined, ProviderUnavailable):
-            pass  # recorded: the pending leg is gone
         done += 1
     legs = RefundLeg.objects.select_related("funding_leg", "operation__envelope").filter(
         outcome__in=[LegOutcome.RESERVED, LegOutcome.UNKNOWN], reserved_at__lt=cutoff

@@ -30,3 +30,13 @@ def django_permission(perm: str) -> type[BasePermission]:
             return True
 
     return HasDjangoPermission
+
+
+def caller(request: Request) -> Any:
+    """The authenticated user of a request (views behind IsAuthenticated)."""
+    from accounts.models import User
+
+    user = request.user
+    if not isinstance(user, User):
+        raise exceptions.NotAuthenticated()
+    return user

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from core import exceptions as core_errors
 from core.api.idempotent import idempotent, operation_name
-from core.api.permissions import SessionRequired, django_permission
+from core.api.permissions import SessionRequired, caller, django_permission
 from core.api.responses import error_responses, ok, success_envelope
 from core.idempotency import (
     IdempotencyKeyConflict,
@@ -21,6 +21,7 @@ from core.idempotency import (
 )
 from core.models import IdempotencyRecord
 from envelopes import selectors, services
+from envelopes.api import schemas
 from envelopes.exceptions import (
     AmountExceedsUnspent,
     CardDeclined,
@@ -36,7 +37,9 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
     str,
     OpenApiParameter.HEADER,
     required=False,
-    description="1-255 printable ASCII characters; scoped to the caller and the operation (SPEC §4).",
+    description=(
+        "1-255 printable ASCII characters; scoped to the caller and the operation (SPEC §4)."
+    ),
 )
 AUTH_ERRORS = (core_errors.NotAuthenticated, core_errors.AuthenticationFailed)
 IDEMPOTENCY_ERRORS = (
@@ -125,7 +128,7 @@ class EnvelopeListCreateApi(APIView):
             OpenApiParameter("offset", int),
         ],
         responses={
-            200: success_envelope(serializers.JSONField(), name="EnvelopeList"),
+            200: success_envelope(schemas.EnvelopeListOut, name="EnvelopeListEnvelope"),
             **error_responses(*AUTH_ERRORS),
         },
     )
@@ -135,7 +138,7 @@ class EnvelopeListCreateApi(APIView):
             offset = max(int(request.query_params.get("offset", 0)), 0)
         except ValueError as exc:
             raise core_errors.InvalidInput("limit and offset are integers.") from exc
-        envelopes = selectors.envelopes_of(user=request.user)
+        envelopes = selectors.envelopes_of(user=caller(request))
         page = list(envelopes[offset : offset + limit])
         total = envelopes.count()
         return ok(
@@ -154,18 +157,25 @@ class EnvelopeListCreateApi(APIView):
         request=FundingInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
-            201: success_envelope(serializers.JSONField(), name="EnvelopeCreated"),
-            202: success_envelope(serializers.JSONField(), name="EnvelopePending"),
+            201: success_envelope(schemas.EnvelopeOut, name="EnvelopeCreatedEnvelope"),
+            202: success_envelope(schemas.EnvelopeOut, name="EnvelopePendingEnvelope"),
             **error_responses(
-                InvalidAmount, UnsupportedCurrency, core_errors.InvalidInput, CardDeclined, ProviderUnavailable,
-                core_errors.SessionRequired, core_errors.CsrfFailed, *AUTH_ERRORS, *IDEMPOTENCY_ERRORS,
+                InvalidAmount,
+                UnsupportedCurrency,
+                core_errors.InvalidInput,
+                CardDeclined,
+                ProviderUnavailable,
+                core_errors.SessionRequired,
+                core_errors.CsrfFailed,
+                *AUTH_ERRORS,
+                *IDEMPOTENCY_ERRORS,
             ),
         },
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         def action(record: IdempotencyRecord | None) -> Response:
             data = _parse(FundingInput, request)
-            result = services.envelope_create(owner=request.user, idempotency=record, **data)
+            result = services.envelope_create(owner=caller(request), idempotency=record, **data)
             return _funding_response(result, created=True)
 
         return idempotent(request, operation=operation_name("envelope.create"), action=action)
@@ -176,12 +186,12 @@ class EnvelopeDetailApi(APIView):
         operation_id="envelopes_retrieve",
         summary="An envelope: balances, legs, debits, refunds",
         responses={
-            200: success_envelope(serializers.JSONField(), name="Envelope"),
+            200: success_envelope(schemas.EnvelopeOut, name="EnvelopeEnvelope"),
             **error_responses(core_errors.NotFound, *AUTH_ERRORS),
         },
     )
     def get(self, request: Request, envelope_id: str) -> Response:
-        envelope = selectors.envelope_get_owned(user=request.user, envelope_id=envelope_id)
+        envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
         return ok(selectors.envelope_data(envelope))
 
 
@@ -194,18 +204,25 @@ class TopUpApi(APIView):
         request=FundingInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
-            201: success_envelope(serializers.JSONField(), name="ToppedUp"),
-            202: success_envelope(serializers.JSONField(), name="TopUpPending"),
+            201: success_envelope(schemas.EnvelopeOut, name="ToppedUpEnvelope"),
+            202: success_envelope(schemas.EnvelopeOut, name="TopUpPendingEnvelope"),
             **error_responses(
-                InvalidAmount, UnsupportedCurrency, core_errors.InvalidInput, CardDeclined, ProviderUnavailable,
-                core_errors.NotFound, core_errors.SessionRequired, core_errors.CsrfFailed, *AUTH_ERRORS,
+                InvalidAmount,
+                UnsupportedCurrency,
+                core_errors.InvalidInput,
+                CardDeclined,
+                ProviderUnavailable,
+                core_errors.NotFound,
+                core_errors.SessionRequired,
+                core_errors.CsrfFailed,
+                *AUTH_ERRORS,
                 *IDEMPOTENCY_ERRORS,
             ),
         },
-    )  # fmt: skip
+    )
     def post(self, request: Request, envelope_id: str) -> Response:
         def action(record: IdempotencyRecord | None) -> Response:
-            envelope = selectors.envelope_get_owned(user=request.user, envelope_id=envelope_id)
+            envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
             data = _parse(FundingInput, request)
             result = services.envelope_top_up(envelope=envelope, idempotency=record, **data)
             return _funding_response(result, created=True)
@@ -224,13 +241,19 @@ class DebitApi(APIView):
         request=DebitInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
-            201: success_envelope(serializers.JSONField(), name="Debited"),
+            201: success_envelope(schemas.DebitCreatedOut, name="DebitedEnvelope"),
             **error_responses(
-                InvalidAmount, AmountExceedsUnspent, core_errors.InvalidInput, core_errors.NotFound,
-                core_errors.PermissionDenied, core_errors.CsrfFailed, *AUTH_ERRORS, *IDEMPOTENCY_ERRORS,
+                InvalidAmount,
+                AmountExceedsUnspent,
+                core_errors.InvalidInput,
+                core_errors.NotFound,
+                core_errors.PermissionDenied,
+                core_errors.CsrfFailed,
+                *AUTH_ERRORS,
+                *IDEMPOTENCY_ERRORS,
             ),
         },
-    )  # fmt: skip
+    )
     def post(self, request: Request, envelope_id: str) -> Response:
         from envelopes.models import Envelope
 
@@ -239,7 +262,7 @@ class DebitApi(APIView):
             if envelope is None:
                 raise core_errors.NotFound()
             data = _parse(DebitInput, request)
-            debit = services.debit_add(envelope=envelope, actor=request.user, **data)
+            debit = services.debit_add(envelope=envelope, actor=caller(request), **data)
             envelope.refresh_from_db()
             return ok(
                 {
@@ -260,28 +283,35 @@ class RefundApi(APIView):
     @extend_schema(
         operation_id="envelopes_refund",
         summary="Return the unspent balance to the funding cards",
-        description="Body `{}` (or none) refunds the whole unspent balance; `{\"amount_micro\": N}` "
+        description="Body `{}` (or none) refunds the whole unspent balance; "
+        '`{"amount_micro": N}` '
         "refunds N. Last in, first out across funding charges; each leg rounds down to a cent. "
         "200 with status refunded, partially_refunded or failed; 202 with status pending when "
         "some leg's outcome is unknown.",
         request=RefundInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
-            200: success_envelope(serializers.JSONField(), name="Refund"),
-            202: success_envelope(serializers.JSONField(), name="RefundPending"),
+            200: success_envelope(schemas.RefundOut, name="RefundEnvelope"),
+            202: success_envelope(schemas.RefundOut, name="RefundPendingEnvelope"),
             **error_responses(
-                InvalidAmount, AmountExceedsUnspent, NothingToRefund, core_errors.InvalidInput,
-                core_errors.NotFound, core_errors.SessionRequired, core_errors.CsrfFailed, *AUTH_ERRORS,
+                InvalidAmount,
+                AmountExceedsUnspent,
+                NothingToRefund,
+                core_errors.InvalidInput,
+                core_errors.NotFound,
+                core_errors.SessionRequired,
+                core_errors.CsrfFailed,
+                *AUTH_ERRORS,
                 *IDEMPOTENCY_ERRORS,
             ),
         },
-    )  # fmt: skip
+    )
     def post(self, request: Request, envelope_id: str) -> Response:
         def action(record: IdempotencyRecord | None) -> Response:
-            envelope = selectors.envelope_get_owned(user=request.user, envelope_id=envelope_id)
+            envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
             data = _parse(RefundInput, request)
             operation = services.envelope_refund(
-                envelope=envelope, actor=request.user, idempotency=record, **data
+                envelope=envelope, actor=caller(request), idempotency=record, **data
             )
             body = selectors.refund_data(operation)
             return ok(body, status=202 if body["status"] == "pending" else 200)
@@ -296,12 +326,12 @@ class EnvelopeRefundsApi(APIView):
         operation_id="envelopes_refunds",
         summary="An envelope's refund operations with their legs and verdicts",
         responses={
-            200: success_envelope(serializers.JSONField(), name="RefundList"),
+            200: success_envelope(schemas.RefundListOut, name="RefundListEnvelope"),
             **error_responses(core_errors.NotFound, *AUTH_ERRORS),
         },
     )
     def get(self, request: Request, envelope_id: str) -> Response:
-        envelope = selectors.envelope_get_owned(user=request.user, envelope_id=envelope_id)
+        envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
         operations = envelope.refunds.order_by("-created_at", "-id")
         return ok({"results": [selectors.refund_data(op) for op in operations]})
 
@@ -311,13 +341,13 @@ class RefundDetailApi(APIView):
         operation_id="refunds_retrieve",
         summary="A refund operation with its legs and their verification verdicts",
         responses={
-            200: success_envelope(serializers.JSONField(), name="RefundDetail"),
+            200: success_envelope(schemas.RefundOut, name="RefundDetailEnvelope"),
             **error_responses(core_errors.NotFound, *AUTH_ERRORS),
         },
     )
     def get(self, request: Request, refund_id: str) -> Response:
         return ok(
             selectors.refund_data(
-                selectors.refund_get_owned(user=request.user, refund_id=refund_id)
+                selectors.refund_get_owned(user=caller(request), refund_id=refund_id)
             )
         )

@@ -2,9 +2,10 @@
 
 import django.db.models.deletion
 import django.db.models.expressions
-import envelopes.models
 from django.conf import settings
 from django.db import migrations, models
+
+import envelopes.models
 
 
 class Migration(migrations.Migration):

@@ -9,8 +9,9 @@ from envelopes.selectors import ledger_breaches
 
 class Command(BaseCommand):
     help = (
-        "Recompute every envelope's five balances from the journal and from the legs, independently "
-        "of the stored figures, and report each difference. Exit status 1 on any breach."
+        "Recompute every envelope's five balances from the journal and from the legs, "
+        "independently of the stored figures, and report each difference. "
+        "Exit status 1 on any breach."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -24,6 +25,7 @@ class Command(BaseCommand):
         )
         for b in breaches:
             self.stderr.write(
-                f"  {b.envelope} {b.balance}: stored {b.stored}, journal {b.from_journal}, legs {b.from_legs}"
+                f"  {b.envelope} {b.balance}: stored {b.stored}, "
+                f"journal {b.from_journal}, legs {b.from_legs}"
             )
         sys.exit(1)

@@ -1,0 +1,138 @@
+"""Output shapes, for the OpenAPI schema (the views render selectors' dicts). Every `_micro` field
+is documented as micro-dollars and gets its `_usd` twin."""
+
+from typing import Any
+
+from rest_framework import serializers
+
+MICRO_HELP = "Micro-dollars (1 USD = 1,000,000 micro), an integer: compute on this."
+USD_HELP = "The same amount in US dollars, for reading only."
+
+
+def money_serializer(
+    name: str, fields: dict[str, Any], micro: list[str]
+) -> type[serializers.Serializer]:
+    """A serializer class with `fields`, plus `<base>_micro` and `<base>_usd` for each base."""
+    attrs: dict[str, Any] = dict(fields)
+    for base in micro:
+        attrs[f"{base}_micro"] = serializers.IntegerField(help_text=MICRO_HELP)
+        attrs[f"{base}_usd"] = serializers.FloatField(help_text=USD_HELP)
+    return type(name, (serializers.Serializer,), attrs)
+
+
+BALANCES = ["total_funded", "total_debited", "total_refunded", "reserved", "unspent"]
+
+BalancesOut = money_serializer("BalancesOut", {}, BALANCES)
+
+FundingLegOut = money_serializer(
+    "FundingLegOut",
+    {
+        "funding_id": serializers.CharField(),
+        "kind": serializers.ChoiceField(choices=["original", "top_up"]),
+        "sequence": serializers.IntegerField(),
+        "status": serializers.ChoiceField(
+            choices=["pending", "succeeded"],
+            help_text="pending: the provider's answer is not known yet",
+        ),
+        "charge": serializers.CharField(allow_null=True),
+        "payment_intent": serializers.CharField(allow_null=True),
+        "created_at": serializers.DateTimeField(),
+    },
+    ["amount", "refunded", "reserved"],
+)
+
+DebitOut = money_serializer(
+    "DebitOut",
+    {
+        "debit_id": serializers.CharField(),
+        "reference": serializers.CharField(),
+        "created_at": serializers.DateTimeField(),
+    },
+    ["amount"],
+)
+
+RefundSummaryOut = money_serializer(
+    "RefundSummaryOut",
+    {"refund_id": serializers.CharField(), "status": serializers.CharField()},
+    ["requested"],
+)
+
+EnvelopeOut = money_serializer(
+    "EnvelopeOut",
+    {
+        "envelope_id": serializers.CharField(),
+        "currency": serializers.CharField(),
+        "created_at": serializers.DateTimeField(),
+        "funding_legs": FundingLegOut(many=True),
+        "debits": DebitOut(many=True),
+        "refunds": RefundSummaryOut(many=True),
+    },
+    BALANCES,
+)
+
+EnvelopeListItemOut = money_serializer(
+    "EnvelopeListItemOut",
+    {
+        "envelope_id": serializers.CharField(),
+        "currency": serializers.CharField(),
+        "created_at": serializers.DateTimeField(),
+    },
+    BALANCES,
+)
+
+
+class EnvelopeListOut(serializers.Serializer):
+    results = EnvelopeListItemOut(many=True)
+    count = serializers.IntegerField()
+    next_offset = serializers.IntegerField(allow_null=True)
+
+
+class DebitCreatedOut(serializers.Serializer):
+    debit_id = serializers.CharField()
+    envelope = EnvelopeListItemOut()
+
+
+RefundLegOut = money_serializer(
+    "RefundLegOut",
+    {
+        "leg_id": serializers.CharField(),
+        "charge": serializers.CharField(),
+        "provider_refund_id": serializers.CharField(allow_null=True),
+        "outcome": serializers.ChoiceField(
+            choices=["reserved", "accepted", "refused", "unknown"],
+            help_text="accepted: Stripe returned a Refund (not proof: see the verdict); "
+            "refused: Stripe definitely refused, the money is back; "
+            "unknown: no trusted answer yet, the money stays reserved.",
+        ),
+        "error_code": serializers.CharField(allow_null=True),
+        "released": serializers.BooleanField(
+            help_text="Its money went back to the unspent balance."
+        ),
+        "verification_verdict": serializers.CharField(allow_null=True),
+        "verification_run": serializers.CharField(allow_null=True),
+    },
+    ["amount"],
+)
+
+RefundOut = money_serializer(
+    "RefundOut",
+    {
+        "refund_id": serializers.CharField(),
+        "envelope_id": serializers.CharField(),
+        "status": serializers.ChoiceField(
+            choices=["refunded", "partially_refunded", "failed", "pending"],
+            help_text="The provider's answers, not proof.",
+        ),
+        "legs": RefundLegOut(many=True),
+        "verification_status": serializers.ChoiceField(
+            choices=["pending", "verified", "attention"]
+        ),
+        "balances": BalancesOut(),
+        "created_at": serializers.DateTimeField(),
+    },
+    ["requested", "refunded", "failed", "pending", "remainder"],
+)
+
+
+class RefundListOut(serializers.Serializer):
+    results = RefundOut(many=True)
