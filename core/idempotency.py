@@ -121,7 +121,8 @@ def idempotency_attach(record: IdempotencyRecord, resource: str) -> None:
     record.resource = resource
 
 
-def idempotency_store(record: IdempotencyRecord, *, status: int, body: Any) -> None:
+def idempotency_store(record: IdempotencyRecord, *, status: int, body: str) -> None:
+    """Keep the answer, rendered, so that a replay is the same bytes."""
     IdempotencyRecord.objects.filter(pk=record.pk).update(
         running=False, response_status=status, response_body=body
     )

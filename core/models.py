@@ -56,7 +56,7 @@ class IdempotencyRecord(models.Model):
         max_length=100, blank=True, help_text="What the first request created, to resume it."
     )
     response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True)
+    response_body = models.TextField(blank=True, help_text="The rendered body, byte for byte.")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

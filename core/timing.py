@@ -35,11 +35,14 @@ class ServerTimingMiddleware:
         started = time.perf_counter()
         try:
             response = self.get_response(request)
-            total = time.perf_counter() - started
-            provider = _provider_seconds.get() or 0.0
-            response["Server-Timing"] = (
-                f"app;dur={(total - provider) * 1000:.2f}, provider;dur={provider * 1000:.2f}"
-            )
+            # Only on work done: an error's (or an OPTIONS answer's) timing could tell a missing id
+            # from another buyer's (SPEC §5: the two answers differ in nothing but Date).
+            if response.status_code < 400 and request.method != "OPTIONS":
+                total = time.perf_counter() - started
+                provider = _provider_seconds.get() or 0.0
+                response["Server-Timing"] = (
+                    f"app;dur={(total - provider) * 1000:.2f}, provider;dur={provider * 1000:.2f}"
+                )
             return response
         finally:
             _provider_seconds.reset(token)

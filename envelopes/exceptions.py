@@ -41,6 +41,22 @@ class CardDeclined(VouchError):
         self.code = code  # type: ignore[misc]
 
 
+class InvalidPaymentMethod(VouchError):
+    code = "invalid_payment_method"
+    status_code = 400
+    default_message = "The payment provider does not know this payment method."
+    stores_idempotent_response: ClassVar[bool] = True
+
+
+class PaymentRefused(VouchError):
+    """The provider definitely refused the payment for a reason that is not the card's."""
+
+    code = "payment_refused"
+    status_code = 422
+    default_message = "The payment provider refused the payment."
+    stores_idempotent_response: ClassVar[bool] = True
+
+
 class ProviderUnavailable(VouchError):
     code = "provider_unavailable"
     status_code = 502

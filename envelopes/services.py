@@ -22,7 +22,9 @@ from envelopes.exceptions import (
     AmountExceedsUnspent,
     CardDeclined,
     InvalidAmount,
+    InvalidPaymentMethod,
     NothingToRefund,
+    PaymentRefused,
     ProviderUnavailable,
     UnsupportedCurrency,
 )
@@ -236,7 +238,11 @@ def funding_record(*, leg: FundingLeg, outcome: Outcome) -> FundingResult:
                 outcome.error_message,
                 details={"decline_code": outcome.error_detail.get("decline_code")},
             )
-        raise ProviderUnavailable(f"The provider refused the payment ({outcome.error_code}).")
+        if outcome.error_detail.get("param") == "payment_method":
+            raise InvalidPaymentMethod(details={"provider_code": outcome.error_code})
+        if outcome.http_status in (401, 403):  # our credentials: nothing could be attempted
+            raise ProviderUnavailable()
+        raise PaymentRefused(details={"provider_code": outcome.error_code})
     # Unknown (or accepted but not succeeded): a pending leg, not funded money.
     leg.refresh_from_db()
     return FundingResult(leg.envelope, leg)
@@ -514,7 +520,9 @@ def stranded_resume(*, older_than_s: float = 60.0, limit: int = 100) -> int:
         :limit
     ]:
         # A decline is recorded (the pending leg is gone): nothing else to do here.
-        with contextlib.suppress(CardDeclined, ProviderUnavailable):
+        with contextlib.suppress(
+            CardDeclined, InvalidPaymentMethod, PaymentRefused, ProviderUnavailable
+        ):
             funding_send(leg=funding)
         done += 1
     legs = RefundLeg.objects.select_related("funding_leg", "operation__envelope").filter(

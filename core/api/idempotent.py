@@ -3,9 +3,12 @@
 from collections.abc import Callable
 from typing import Any
 
+from django.http import HttpResponse
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.api.responses import error_body
 from core.exceptions import VouchError
 from core.idempotency import (
     idempotency_claim,
@@ -20,7 +23,7 @@ SURFACE = "rest"
 
 def idempotent(
     request: Request, *, operation: str, action: Callable[[IdempotencyRecord | None], Response]
-) -> Response:
+) -> Response | HttpResponse:
     """Run `action` under the request's Idempotency-Key (if any), for `operation` (the action and
     the ids it acts on, e.g. `envelope.refund:env_…`): replay, refuse or run and store."""
     key = request.headers.get("Idempotency-Key")
@@ -33,27 +36,29 @@ def idempotent(
     )
     if claim.replay:
         record = claim.record
-        return Response(
-            record.response_body,
+        replay = HttpResponse(
+            record.response_body.encode(),
             status=record.response_status,
-            headers={"Idempotent-Replayed": "true"},
+            content_type="application/json",
         )
+        replay["Idempotent-Replayed"] = "true"
+        return replay
     try:
         response = action(claim.record)
     except VouchError as exc:
         if exc.stores_idempotent_response:
-            from core.api.responses import error_body
-
-            idempotency_store(
-                claim.record,
-                status=exc.status_code,
-                body=error_body(exc.code, exc.message, exc.details),
-            )
+            rendered = _render(error_body(exc.code, exc.message, exc.details))
+            idempotency_store(claim.record, status=exc.status_code, body=rendered)
         else:
             idempotency_drop(claim.record)
         raise
-    idempotency_store(claim.record, status=response.status_code, body=response.data)
+    idempotency_store(claim.record, status=response.status_code, body=_render(response.data))
     return response
+
+
+def _render(data: Any) -> str:
+    """What DRF's JSON renderer will send: the same bytes a replay must send."""
+    return JSONRenderer().render(data).decode()
 
 
 def operation_name(action: str, *ids: Any) -> str:

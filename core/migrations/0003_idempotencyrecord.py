@@ -42,7 +42,10 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("response_status", models.PositiveSmallIntegerField(blank=True, null=True)),
-                ("response_body", models.JSONField(blank=True, null=True)),
+                (
+                    "response_body",
+                    models.TextField(blank=True, help_text="The rendered body, byte for byte."),
+                ),
                 ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
                 (
                     "user",

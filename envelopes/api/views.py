@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
@@ -63,6 +64,15 @@ class MicroField(serializers.IntegerField):
         return int(super().to_internal_value(data))
 
 
+class StrictCharField(serializers.CharField):
+    """A JSON string, nothing else (a number is not silently turned into one)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
 class _Strict(serializers.Serializer):
     """Unknown fields are refused, not ignored."""
 
@@ -81,13 +91,13 @@ class _Strict(serializers.Serializer):
 
 class FundingInput(_Strict):
     amount_micro = MicroField()
-    payment_method = serializers.CharField(max_length=100, help_text="e.g. pm_card_visa")
-    currency = serializers.CharField(required=False, max_length=10, help_text="usd (the only one)")
+    payment_method = StrictCharField(max_length=100, help_text="e.g. pm_card_visa")
+    currency = StrictCharField(required=False, max_length=10, help_text="usd (the only one)")
 
 
 class DebitInput(_Strict):
     amount_micro = MicroField()
-    reference = serializers.CharField(max_length=200, help_text="e.g. the claim or job id")
+    reference = StrictCharField(max_length=200, help_text="e.g. the claim or job id")
 
 
 class RefundInput(_Strict):
@@ -172,7 +182,7 @@ class EnvelopeListCreateApi(APIView):
             ),
         },
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> Response | HttpResponse:
         def action(record: IdempotencyRecord | None) -> Response:
             data = _parse(FundingInput, request)
             result = services.envelope_create(owner=caller(request), idempotency=record, **data)
@@ -220,7 +230,7 @@ class TopUpApi(APIView):
             ),
         },
     )
-    def post(self, request: Request, envelope_id: str) -> Response:
+    def post(self, request: Request, envelope_id: str) -> Response | HttpResponse:
         def action(record: IdempotencyRecord | None) -> Response:
             envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
             data = _parse(FundingInput, request)
@@ -254,7 +264,7 @@ class DebitApi(APIView):
             ),
         },
     )
-    def post(self, request: Request, envelope_id: str) -> Response:
+    def post(self, request: Request, envelope_id: str) -> Response | HttpResponse:
         from envelopes.models import Envelope
 
         def action(record: IdempotencyRecord | None) -> Response:
@@ -306,7 +316,7 @@ class RefundApi(APIView):
             ),
         },
     )
-    def post(self, request: Request, envelope_id: str) -> Response:
+    def post(self, request: Request, envelope_id: str) -> Response | HttpResponse:
         def action(record: IdempotencyRecord | None) -> Response:
             envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
             data = _parse(RefundInput, request)

@@ -1,0 +1,778 @@
+"""Benchmark: the refund API under load, through gunicorn, against the Stripe sandbox.
+
+Everything runs in a throw-away PostgreSQL database (`vouch_bench_refund_<pid>`, created on the
+server named by DATABASE_URL, default postgres://postgres@127.0.0.1:5432, through its `postgres`
+database), migrated, and dropped at the end, also on error, Ctrl-C or SIGTERM. The developer's
+database is never touched. The sandbox (`python -m stripe_sandbox`) and `gunicorn
+config.wsgi:application` (settings `config.settings.test`, DEBUG off) run as subprocesses on free
+ports, each in its own session; both are stopped at the end, whatever happens.
+
+1. Setup (untimed): N buyers (one per client) are created in the database and logged in (a
+   session each, `force_login`); each client learns its CSRF token from `GET /api/v1/me`, then
+   creates and funds its own envelope with $5,000.00 through `POST /api/v1/escrow/envelopes`
+   (500,000 one-cent refunds: a run never exhausts it). A short warm-up follows: 2 refunds and
+   2 `/me` per client, not timed (the refunds are counted in the sandbox check).
+2. Baseline: one client refunds serially for a few seconds: Vouch's own time per refund without
+   contention (Server-Timing `app`).
+3. Refunds: N clients (threads, each with a keep-alive `requests.Session`) hammer
+   `POST /api/v1/escrow/envelopes/{id}/refund` with `{"amount_micro": 10000}` (1 cent) on their own
+   envelope for `--seconds`. Per request: latency, status, Server-Timing `app` and `provider`.
+4. `/me`: the same N clients on `GET /api/v1/me` for `--seconds`.
+5. Checks: the ledger (`envelopes.selectors.ledger_breaches()`), the sandbox's refund count
+   (`/_sandbox/state` -> `counts.refunds`) against the 200 refund answers, and the envelopes'
+   `total_refunded_micro` against the same.
+
+Targets: refunds/s / me/s >= 0.2; the median Server-Timing `app` of a refund under load <= 15 ms.
+During each phase the CPU time of the load generator (this process), the gunicorn workers, the
+sandbox and the rest of the machine (PostgreSQL, anything else) is read from /proc.
+
+Run from the repo root: .venv/bin/python bench/refund_api.py [--seconds 30] [--clients 16]
+    [--workers 4] [--threads 1] [--baseline-seconds 3]
+Exit status 1 if a check fails or a target is missed; the summary is printed either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.cookiejar
+import logging
+import math
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from signal import SIGINT, SIGKILL, SIGTERM
+from types import FrameType
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import requests
+from psycopg import sql
+
+REPO = Path(__file__).resolve().parent.parent
+# Run as `python bench/refund_api.py`, sys.path[0] is bench/, where bench/verification.py would
+# shadow the project's `verification` package: put the repo root there instead.
+if sys.path and Path(sys.path[0]).resolve() == REPO / "bench":
+    sys.path[0] = str(REPO)
+elif str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/vouch"
+SETTINGS = "config.settings.test"
+BROKER_URL = "redis://127.0.0.1:6379/7"  # isolated; a refund enqueues nothing anyway
+STRIPE_KEY = "sk_test_bench"
+FUND_MICRO = 5_000_000_000  # $5,000.00, the most one envelope holds
+REFUND_MICRO = 10_000  # one cent
+WARMUP_REQUESTS = 2  # per client and endpoint, untimed
+RATIO_TARGET = 0.2
+APP_MS_TARGET = 15.0
+REQUEST_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 30.0
+PROGRESS_EVERY_S = 5.0
+ME = "/api/v1/me"
+ENVELOPES = "/api/v1/escrow/envelopes"
+
+
+def progress(message: str) -> None:
+    print(f"  .. {message}", flush=True)
+
+
+# --- the throw-away database --------------------------------------------------------------------
+
+
+def bench_database_urls(base_url: str, name: str) -> tuple[str, dict[str, Any]]:
+    """The bench database's URL and the psycopg arguments of the server's `postgres` database,
+    both on the server, user and password of `base_url`."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("postgres", "postgresql", "pgsql"):
+        raise SystemExit(f"DATABASE_URL must be a postgres:// URL, not {parts.scheme}://")
+    bench_url = urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+    maintenance = {
+        "host": parts.hostname or "127.0.0.1",
+        "port": parts.port or 5432,
+        "user": parts.username or "postgres",
+        "password": parts.password,
+        "dbname": "postgres",
+        "autocommit": True,
+    }
+    return bench_url, maintenance
+
+
+class Database:
+    """One throw-away database: `drop` removes it if `create` (even interrupted) began."""
+
+    def __init__(self, maintenance: dict[str, Any], name: str) -> None:
+        self.maintenance = maintenance
+        self.name = name
+        self.created = False
+
+    def create(self) -> None:
+        self.created = True  # first: an interruption during CREATE must still drop it
+        with psycopg.connect(**self.maintenance) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.name)))
+        progress(f"created database {self.name}")
+
+    def drop(self) -> None:
+        """Drop it (FORCE: the server's connections too); Ctrl-C and SIGTERM wait until done."""
+        if not self.created:
+            return
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (SIGINT, SIGTERM)}
+        try:
+            with psycopg.connect(**self.maintenance) as conn:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(self.name)
+                    )
+                )
+            self.created = False
+            progress(f"dropped database {self.name}")
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def django_setup() -> None:
+    """Set Django up on the bench database (DATABASE_URL is set already) and migrate it."""
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    started = time.perf_counter()
+    call_command("migrate", verbosity=0)
+    progress(f"migrated in {time.perf_counter() - started:.1f} s")
+
+
+def buyers_login(count: int) -> list[str]:
+    """Create `count` buyers and log each one in: their session ids."""
+    from django.test import Client
+
+    from accounts.models import User
+
+    sessions = []
+    for number in range(count):
+        user = User.objects.create_user(username=f"bench_buyer_{number}", password=None)
+        client = Client()
+        client.force_login(user)
+        sessions.append(client.cookies["sessionid"].value)
+    return sessions
+
+
+# --- the servers --------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """A server subprocess in its own session (so a terminal's Ctrl-C reaches only this script,
+    which stops it), its output in a log file."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log: Path) -> None:
+        self.name = name
+        self.log = log
+        with log.open("wb") as out:
+            # S603: cmd is our own fixed argv (sys.executable -m stripe_sandbox / gunicorn).
+            self.proc = subprocess.Popen(  # noqa: S603
+                cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def wait_until(self, ready: Callable[[], bool]) -> None:
+        """Poll `ready` until it is true; fail if the process exits or START_TIMEOUT_S passes."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(
+                    f"{self.name} exited with status {self.proc.returncode}:\n{tail}"
+                )
+            try:
+                if ready():
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.name} did not answer within {START_TIMEOUT_S:.0f} s")
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL to its whole process group (its workers) after 10 s."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        # A worker left behind by its master: the process group is ours (start_new_session).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, SIGKILL)
+        progress(f"stopped {self.name} (exit status {self.proc.returncode})")
+
+
+def server_env(database_url: str, sandbox_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("VOUCH_CRASH_AT", None)  # a test-only crash point must never fire here
+    env.update(
+        DJANGO_SETTINGS_MODULE=SETTINGS,
+        DATABASE_URL=database_url,
+        CELERY_BROKER_URL=BROKER_URL,
+        STRIPE_API_BASE=sandbox_url,
+        STRIPE_API_KEY=STRIPE_KEY,
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+# --- CPU accounting from /proc ------------------------------------------------------------------
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()  # fields from `state` on (the name may hold ")")
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process (all its threads)."""
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS if fields else 0.0
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, all cores."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    total = sum(values[:8])  # steal included, guest (counted in user) not
+    return (total - idle) / CLOCK_TICKS, total / CLOCK_TICKS
+
+
+def postgres_cpu_s(postmaster: int) -> float:
+    """CPU seconds of a PostgreSQL server so far: the postmaster, the backends it has reaped
+    (their time is in its cutime and cstime) and the live ones. A backend that exits moves its
+    whole time from the live sum to the reaped one, so differences of this figure are exact."""
+    fields = _stat_fields(postmaster)
+    if not fields:
+        return 0.0
+    own = sum(int(v) for v in fields[11:15]) / CLOCK_TICKS  # utime stime cutime cstime
+    return own + sum(process_cpu_s(pid) for pid in children_of(postmaster))
+
+
+def postmaster_pid() -> int | None:
+    """The PostgreSQL server's main process, if it runs on this machine and /proc shows it."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    fields = _stat_fields(backend)
+    return int(fields[1]) if fields else None
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds of the load generator, the gunicorn workers, the sandbox, PostgreSQL (when
+    local) and the whole machine."""
+
+    gunicorn_pid: int
+    sandbox_pid: int
+    postmaster: int | None
+    workers: list[int] = field(default_factory=list)
+
+    def read(self) -> dict[str, float]:
+        if not self.workers:
+            self.workers = children_of(self.gunicorn_pid)
+        busy, total = machine_cpu_s()
+        return {
+            "load generator": time.process_time(),
+            "gunicorn": sum(process_cpu_s(p) for p in [self.gunicorn_pid, *self.workers]),
+            "sandbox": process_cpu_s(self.sandbox_pid),
+            "postgres": postgres_cpu_s(self.postmaster) if self.postmaster else math.nan,
+            "busy": busy,
+            "total": total,
+        }
+
+    @staticmethod
+    def cores(
+        before: dict[str, float], after: dict[str, float], elapsed: float
+    ) -> dict[str, float]:
+        """Cores used in between by each part; `other` is everything else on the machine."""
+        used = {k: (after[k] - before[k]) / elapsed for k in before if k != "total"}
+        ours = ("load generator", "gunicorn", "sandbox", "postgres")
+        used["other"] = used["busy"] - sum(0.0 if math.isnan(used[k]) else used[k] for k in ours)
+        used["machine"] = (after["total"] - before["total"]) / elapsed  # the cores available
+        return used
+
+
+# --- the load -----------------------------------------------------------------------------------
+
+
+class Sample(NamedTuple):
+    latency_s: float
+    status: int  # 0: no HTTP answer (a connection error or timeout)
+    app_ms: float | None
+    provider_ms: float | None
+    good: bool  # 2xx, and for a refund status "refunded"
+
+
+def server_timing(header: str) -> tuple[float | None, float | None]:
+    """`app;dur=1.23, provider;dur=4.56` -> (1.23, 4.56)."""
+    durations: dict[str, float] = {}
+    for metric in header.split(","):
+        name, _, params = metric.strip().partition(";")
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key == "dur":
+                durations[name] = float(value)
+    return durations.get("app"), durations.get("provider")
+
+
+class NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """The clients send a fixed Cookie header and keep nothing the server sets (lean, and no
+    second csrftoken beside the header's)."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+@dataclass
+class Client:
+    """One simulated buyer: a keep-alive session with its cookies, and its own envelope."""
+
+    base: str
+    session_id: str
+    http: requests.Session = field(default_factory=requests.Session)
+    envelope_id: str = ""
+
+    def login(self) -> None:
+        """Learn the CSRF token (GET /me sets the cookie) and send both with every request."""
+        self.http.cookies.set_policy(NoCookies())
+        response = requests.get(
+            self.base + ME, cookies={"sessionid": self.session_id}, timeout=REQUEST_TIMEOUT_S
+        )
+        token = response.cookies.get("csrftoken")
+        if response.status_code != 200 or not token:
+            raise RuntimeError(f"GET {ME} answered {response.status_code}: {response.text[:300]}")
+        self.http.headers.update(
+            {"Cookie": f"sessionid={self.session_id}; csrftoken={token}", "X-CSRFToken": token}
+        )
+
+    def fund(self) -> None:
+        response = self.http.post(
+            self.base + ENVELOPES,
+            json={"amount_micro": FUND_MICRO, "payment_method": "pm_card_visa"},
+            timeout=REQUEST_TIMEOUT_S,
+        )
+        if response.status_code != 201:
+            raise RuntimeError(f"funding answered {response.status_code}: {response.text[:300]}")
+        self.envelope_id = response.json()["data"]["envelope_id"]
+
+    def refund(self) -> Sample:
+        return self._request(
+            "POST", f"{ENVELOPES}/{self.envelope_id}/refund", {"amount_micro": REFUND_MICRO}
+        )
+
+    def me(self) -> Sample:
+        return self._request("GET", ME, None)
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Sample:
+        started = time.perf_counter()
+        try:
+            response = self.http.request(
+                method, self.base + path, json=body, timeout=REQUEST_TIMEOUT_S
+            )
+        except requests.RequestException:
+            return Sample(time.perf_counter() - started, 0, None, None, False)
+        latency = time.perf_counter() - started
+        app, provider = server_timing(response.headers.get("Server-Timing", ""))
+        good = 200 <= response.status_code < 300
+        if good and body is not None:
+            good = response.json()["data"]["status"] == "refunded"
+        return Sample(latency, response.status_code, app, provider, good)
+
+
+@dataclass
+class Phase:
+    """One timed window: every client's samples, and the CPU used meanwhile."""
+
+    name: str
+    clients: int
+    elapsed: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+    cores: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def good(self) -> int:
+        return sum(s.good for s in self.samples)
+
+    @property
+    def rate(self) -> float:
+        return self.good / self.elapsed if self.elapsed else 0.0
+
+    def latency_ms(self, percent: float) -> float:
+        return percentile([s.latency_s * 1000 for s in self.samples], percent)
+
+    @property
+    def server_5xx(self) -> int:
+        return sum(s.status >= 500 for s in self.samples)
+
+    @property
+    def non_2xx(self) -> int:
+        return sum(not 200 <= s.status < 300 for s in self.samples)
+
+    @property
+    def no_answer(self) -> int:
+        return sum(s.status == 0 for s in self.samples)
+
+    def median_of(self, name: str) -> float:
+        values = [getattr(s, name) for s in self.samples if getattr(s, name) is not None]
+        return statistics.median(values) if values else math.nan
+
+
+def percentile(values: list[float], percent: float) -> float:
+    """Nearest rank."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(percent / 100 * len(ordered)) - 1)]
+
+
+def run_phase(
+    name: str,
+    clients: list[Client],
+    call: Callable[[Client], Sample],
+    seconds: float,
+    cpu: CpuMeter,
+) -> Phase:
+    """Every client calls `call` in a loop, each in its own thread, until `seconds` pass."""
+    phase = Phase(name, len(clients))
+    per_client: list[list[Sample]] = [[] for _ in clients]
+    stop = threading.Event()
+
+    def loop(client: Client, out: list[Sample]) -> None:
+        while not stop.is_set():
+            out.append(call(client))
+
+    threads = [
+        threading.Thread(target=loop, args=(c, out), daemon=True)
+        for c, out in zip(clients, per_client, strict=True)
+    ]
+    before = cpu.read()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    try:
+        last_time, last_counts = started, [0] * len(clients)
+        while (now := time.perf_counter()) < started + seconds:
+            time.sleep(min(0.2, started + seconds - now))
+            now = time.perf_counter()
+            if now - last_time >= PROGRESS_EVERY_S:
+                counts = [len(out) for out in per_client]
+                recent = [
+                    s.latency_s * 1000
+                    for out, last, count in zip(per_client, last_counts, counts, strict=True)
+                    for s in out[last:count]
+                ]
+                errors = sum(not s.good for out in per_client for s in out)
+                progress(
+                    f"{name}: {now - started:4.1f} s, {sum(counts):6d} requests, last "
+                    f"{now - last_time:.0f} s {len(recent) / (now - last_time):.0f}/s, "
+                    f"p50 {percentile(recent, 50):.1f} ms; not ok {errors}"
+                )
+                last_time, last_counts = now, counts
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=REQUEST_TIMEOUT_S + 5)
+    phase.elapsed = time.perf_counter() - started  # until the last request in flight answered
+    phase.cores = CpuMeter.cores(before, cpu.read(), phase.elapsed)
+    phase.samples = [s for out in per_client for s in out]
+    return phase
+
+
+def in_parallel(clients: list[Client], call: Callable[[Client], Any]) -> list[Any]:
+    """`call` on every client at once (setup and warm-up); the first error is raised."""
+    results: list[Any] = [None] * len(clients)
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            results[index] = call(clients[index])
+        except Exception as exc:  # re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+
+def sandbox_state(url: str) -> dict[str, Any]:
+    response = requests.get(f"{url}/_sandbox/state", timeout=REQUEST_TIMEOUT_S)
+    response.raise_for_status()
+    return dict(response.json())
+
+
+def ledger_check(refunds_ok: int) -> tuple[str, bool]:
+    """The ledger breaches, and whether the envelopes hold exactly the refunds answered 200."""
+    from django.db.models import Sum
+
+    from envelopes.models import Envelope
+    from envelopes.selectors import ledger_breaches
+
+    breaches = ledger_breaches()
+    count = Envelope.objects.count()
+    refunded = Envelope.objects.aggregate(s=Sum("total_refunded_micro"))["s"] or 0
+    problems = [f"{b.envelope} {b.balance}: stored {b.stored}, journal {b.from_journal}, "
+                f"legs {b.from_legs}" for b in breaches[:5]]  # fmt: skip
+    if refunded != refunds_ok * REFUND_MICRO:
+        problems.append(f"envelopes refunded {refunded} micro, 200 answers make {refunds_ok}")
+    if problems:
+        return f"BREACHED ({len(breaches)} breaches): " + "; ".join(problems), False
+    return f"clean ({count} envelopes; refunded {refunded:,} micro = {refunds_ok} x 1 cent)", True
+
+
+# --- the whole bench ----------------------------------------------------------------------------
+
+
+def phase_lines(phase: Phase) -> list[tuple[str, str]]:
+    label = f"{phase.name} ({phase.clients} clients, {phase.elapsed:.1f} s)"
+    unit = "refunds/s" if phase.name.startswith("refund") else "req/s"
+    return [
+        (f"{label}:", f"{phase.rate:.1f} {unit} ({phase.good} ok of {len(phase.samples)})"),
+        (
+            "  latency p50 / p99:",
+            f"{phase.latency_ms(50):.1f} / {phase.latency_ms(99):.1f} ms",
+        ),
+        (
+            "  5xx / non-2xx / no answer:",
+            f"{phase.server_5xx} / {phase.non_2xx} / {phase.no_answer}",
+        ),
+        (
+            "  Server-Timing median app / provider:",
+            f"{phase.median_of('app_ms'):.2f} / {phase.median_of('provider_ms'):.2f} ms",
+        ),
+        (
+            "  CPU cores used:",
+            ", ".join(
+                f"{name} {phase.cores[name]:.2f}"
+                for name in ("gunicorn", "postgres", "sandbox", "load generator", "other", "busy")
+            )
+            + f" (of {phase.cores['machine']:.1f})",
+        ),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=30.0, help="each timed window (s)")
+    parser.add_argument("--clients", type=int, default=16, help="concurrent clients")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker")
+    parser.add_argument(
+        "--conn-max-age",
+        type=int,
+        help="experiment: give gunicorn's DATABASE_URL ?conn_max_age=N (persistent connections); "
+        "default: the settings' own (0, a new connection per request)",
+    )
+    parser.add_argument(
+        "--baseline-seconds", type=float, default=3.0, help="one client alone (s); 0 skips it"
+    )
+    args = parser.parse_args(argv)
+    if not 0 < args.seconds <= 600 or not 1 <= args.clients <= 64:
+        parser.error("--seconds must be in (0, 600] and --clients in [1, 64]")
+    if not 1 <= args.workers <= 32 or not 1 <= args.threads <= 32:
+        parser.error("--workers and --threads must be in [1, 32]")
+
+    def terminated(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)  # unwinds through the finally blocks
+
+    signal.signal(SIGTERM, terminated)
+
+    name = f"vouch_bench_refund_{os.getpid()}"
+    bench_url, maintenance = bench_database_urls(
+        os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), name
+    )
+    os.environ["DATABASE_URL"] = bench_url
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    os.environ.pop("VOUCH_CRASH_AT", None)
+    logging.getLogger("stripe").setLevel(logging.WARNING)
+    started = time.perf_counter()
+    database = Database(maintenance, name)
+    servers: list[Server] = []
+    phases: list[Phase] = []
+    warmup_ok = 0
+    with tempfile.TemporaryDirectory(prefix="bench-refund-") as tmp:
+        try:
+            database.create()
+            django_setup()
+            session_ids = buyers_login(args.clients)
+            progress(f"{args.clients} buyers created and logged in")
+
+            sandbox_port, app_port = free_port(), free_port()
+            sandbox_url = f"http://127.0.0.1:{sandbox_port}"
+            base = f"http://127.0.0.1:{app_port}"
+            app_db_url = bench_url
+            if args.conn_max_age is not None:
+                app_db_url += f"?conn_max_age={args.conn_max_age}"
+            env = server_env(app_db_url, sandbox_url)
+            sandbox_cmd = [sys.executable, "-m", "stripe_sandbox", "--host", "127.0.0.1"]
+            sandbox = Server(
+                "stripe_sandbox",
+                [*sandbox_cmd, "--port", str(sandbox_port)],
+                env,
+                Path(tmp) / "sandbox.log",
+            )
+            servers.append(sandbox)
+            kind = "sync" if args.threads == 1 else "gthread"
+            gunicorn = Server(
+                "gunicorn",
+                [
+                    sys.executable, "-m", "gunicorn", "config.wsgi:application",
+                    "--bind", f"127.0.0.1:{app_port}",
+                    "--workers", str(args.workers), "--threads", str(args.threads),
+                    "--graceful-timeout", "5", "--timeout", "60", "--log-level", "warning",
+                ],
+                env,
+                Path(tmp) / "gunicorn.log",
+            )  # fmt: skip
+            servers.append(gunicorn)
+            sandbox.wait_until(lambda: requests.get(f"{sandbox_url}/_sandbox/state", timeout=2).ok)
+            gunicorn.wait_until(
+                lambda: requests.get(base + ME, timeout=2).status_code in (401, 403)
+            )
+            print(
+                f"gunicorn on {base}: {args.workers} {kind} worker(s) x {args.threads} thread(s) "
+                f"(--workers {args.workers} --threads {args.threads}), {os.cpu_count()} CPUs; "
+                f"sandbox on {sandbox_url}"
+                + ("" if args.conn_max_age is None else f"; conn_max_age={args.conn_max_age}"),
+                flush=True,
+            )
+
+            clients = [Client(base, sid) for sid in session_ids]
+            in_parallel(clients, Client.login)
+            for client in clients:  # one by one: 16 funding charges take a second or two
+                client.fund()
+            progress(f"{len(clients)} envelopes funded with $5,000.00 each through the API")
+            for _ in range(WARMUP_REQUESTS):
+                warmup = in_parallel(clients, Client.refund) + in_parallel(clients, Client.me)
+                if not all(s.good for s in warmup):
+                    raise RuntimeError(f"warm-up failed: statuses {[s.status for s in warmup]}")
+                warmup_ok += len(clients)  # the refunds among them
+            progress(f"warm-up: {WARMUP_REQUESTS} refunds and {WARMUP_REQUESTS} /me per client")
+
+            cpu = CpuMeter(gunicorn.proc.pid, sandbox.proc.pid, postmaster_pid())
+            if args.baseline_seconds > 0:
+                print(
+                    f"1. baseline: 1 client refunding for {args.baseline_seconds:g} s", flush=True
+                )
+                phases.append(run_phase("refund, alone", clients[:1], Client.refund,
+                                        args.baseline_seconds, cpu))  # fmt: skip
+            print(f"2. refunds: {args.clients} clients for {args.seconds:g} s", flush=True)
+            phases.append(run_phase("refund", clients, Client.refund, args.seconds, cpu))
+            print(f"3. /me: {args.clients} clients for {args.seconds:g} s", flush=True)
+            phases.append(run_phase("me", clients, Client.me, args.seconds, cpu))
+
+            refunds_ok = warmup_ok + sum(
+                sum(s.status == 200 for s in p.samples) for p in phases if p.name != "me"
+            )
+            held = sandbox_state(sandbox_url)["counts"]["refunds"]
+            sandbox_ok = held == refunds_ok
+            sandbox_line = (
+                f"{held} refunds = {refunds_ok} answers 200 (warm-up {warmup_ok} included)"
+                if sandbox_ok
+                else f"MISMATCH: sandbox holds {held} refunds, {refunds_ok} answers 200"
+            )
+            log_lines = len(gunicorn.log.read_text(errors="replace").splitlines())
+            for server in reversed(servers):
+                server.stop()
+            servers.clear()
+            ledger_line, ledger_ok = ledger_check(refunds_ok)
+        finally:
+            for server in reversed(servers):
+                server.stop()
+            if "django" in sys.modules:
+                from django.db import connections
+
+                connections.close_all()
+            database.drop()
+
+    refund = next(p for p in phases if p.name == "refund")
+    me = next(p for p in phases if p.name == "me")
+    ratio = refund.rate / me.rate if me.rate else math.nan
+    app_ms = refund.median_of("app_ms")
+    summary: list[tuple[str, str]] = []
+    for phase in phases:
+        summary += phase_lines(phase)
+    summary += [
+        ("throughput ratio refunds/s / me/s:", f"{ratio:.3f} (target >= {RATIO_TARGET})"),
+        (
+            "Vouch's own time per refund (median app):",
+            f"{app_ms:.2f} ms (target <= {APP_MS_TARGET:g}); median provider wait "
+            f"{refund.median_of('provider_ms'):.2f} ms",
+        ),
+        ("ledger:", ledger_line),
+        ("sandbox:", sandbox_line),
+        ("gunicorn log lines:", str(log_lines)),
+    ]
+    width = max(len(label) for label, _ in summary) + 2
+    print()
+    for label, value in summary:
+        print(f"{label:<{width}}{value}")
+    print(f"(total {time.perf_counter() - started:.0f} s)")
+    missed = [
+        what
+        for what, bad in (
+            ("throughput ratio", not ratio >= RATIO_TARGET),
+            ("refund app time", not app_ms <= APP_MS_TARGET),
+            ("ledger", not ledger_ok),
+            ("sandbox refund count", not sandbox_ok),
+            ("refund errors", refund.non_2xx > 0),
+        )
+        if bad
+    ]
+    if missed:
+        print(f"MISSED: {', '.join(missed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
