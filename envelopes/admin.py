@@ -13,11 +13,12 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from core.admin_base import ReadOnlyAdmin
 from envelopes.models import (
     MICRO_PER_CENT,
     Envelope,
@@ -97,19 +98,6 @@ class RefundRow:
     requested: Amount
     remainder: Amount
     legs: list[LegRow]
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewable by staff with the view permission; nobody adds, changes or deletes by hand."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 def _leg_rows(operation: RefundOperation) -> list[LegRow]:
@@ -240,18 +228,8 @@ class EnvelopeAdmin(ReadOnlyAdmin):
     reserved = _balance_column("reserved_micro", "Reserved")
     unspent = _balance_column("unspent_micro", "Unspent")
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: Envelope | None = None,
-    ) -> HttpResponse:
-        if obj is not None:
-            context.update(envelope_page_context(obj))
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def page_context(self, request: HttpRequest, obj: Envelope | None) -> dict[str, Any]:
+        return envelope_page_context(obj) if obj is not None else {}
 
 
 @admin.register(RefundOperation)
@@ -292,15 +270,5 @@ class RefundOperationAdmin(ReadOnlyAdmin):
     def remainder(self, obj: RefundOperation) -> str:
         return f"{micro(obj.remainder_micro)} ({dollars(obj.remainder_micro)})"
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: RefundOperation | None = None,
-    ) -> HttpResponse:
-        if obj is not None:
-            context["refund"] = refund_row(obj)
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def page_context(self, request: HttpRequest, obj: RefundOperation | None) -> dict[str, Any]:
+        return {"refund": refund_row(obj)} if obj is not None else {}

@@ -27,6 +27,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from accounts.models import User
+from core.admin_base import ReadOnlyAdmin
 from verification.contracts import Contract, get_contract
 from verification.models import (
     Attempt,
@@ -63,19 +64,6 @@ VERDICT_TONES: dict[str, str] = {
     Verdict.UNVERIFIABLE: "warn",
     Verdict.PENDING: "neutral",
 }
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewable by staff with the view permission; nobody adds, changes or deletes by hand."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 def pretty_json(value: Any) -> str:
@@ -228,18 +216,8 @@ class VerificationRunAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     change_form_template = "admin/verification/verificationrun/change_form.html"
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: VerificationRun | None = None,
-    ) -> HttpResponse:
-        if obj is not None:
-            context.update(run_page_context(obj))
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def page_context(self, request: HttpRequest, obj: VerificationRun | None) -> dict[str, Any]:
+        return run_page_context(obj) if obj is not None else {}
 
 
 # --- escalations ------------------------------------------------------------------------------
@@ -329,21 +307,12 @@ class EscalationAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: Escalation | None = None,
-    ) -> HttpResponse:
-        context["can_resolve"] = (
-            obj is not None
+    def page_context(self, request: HttpRequest, obj: Escalation | None) -> dict[str, Any]:
+        return {
+            "can_resolve": obj is not None
             and obj.status == EscalationStatus.OPEN
             and request.user.has_perm(RESOLVE_PERMISSION)
-        )
-        return super().render_change_form(request, context, add, change, form_url, obj)
+        }
 
     def resolve_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         user = request.user
