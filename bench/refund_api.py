@@ -14,20 +14,30 @@ ports, each in its own session; both are stopped at the end, whatever happens.
    2 `/me` per client, not timed (the refunds are counted in the sandbox check).
 2. Baseline: one client refunds serially for a few seconds: Vouch's own time per refund without
    contention (Server-Timing `app`).
-3. Refunds: N clients (threads, each with a keep-alive `requests.Session`) hammer
+3. Refunds: N clients (threads, each with a `requests.Session`; keep-alive only with gthread
+   workers, a sync worker closes every connection) hammer
    `POST /api/v1/escrow/envelopes/{id}/refund` with `{"amount_micro": 10000}` (1 cent) on their own
    envelope for `--seconds`. Per request: latency, status, Server-Timing `app` and `provider`.
-4. `/me`: the same N clients on `GET /api/v1/me` for `--seconds`.
+4. `/me`: the same N clients on `GET /api/v1/me` for `--seconds`. Steps 3 and 4 alternate in
+   `--rounds` rounds (default 3: refunds, /me, /me, refunds, refunds, /me, 10 s each), so that
+   other load on the machine weighs on both alike; each figure is over all its windows.
 5. Checks: the ledger (`envelopes.selectors.ledger_breaches()`), the sandbox's refund count
    (`/_sandbox/state` -> `counts.refunds`) against the 200 refund answers, and the envelopes'
    `total_refunded_micro` against the same.
 
 Targets: refunds/s / me/s >= 0.2; the median Server-Timing `app` of a refund under load <= 15 ms.
-During each phase the CPU time of the load generator (this process), the gunicorn workers, the
-sandbox and the rest of the machine (PostgreSQL, anything else) is read from /proc.
+During each phase the CPU time of the load generator (this process), the gunicorn processes, the
+sandbox, the PostgreSQL server (all of it, when it runs on this machine) and everything else is
+read from /proc, in cores and in CPU milliseconds per ok request.
+
+gunicorn runs 2 sync workers by default, one per core of the 2-core machine this was written on:
+the box is CPU-bound, and more workers (4, 8, or 2 x 4 threads) gave the same throughput while
+each request then waits for a core inside the app, which inflates Server-Timing `app`.
+`--conn-max-age N` is an experiment, not the deployment: it gives gunicorn's DATABASE_URL
+`?conn_max_age=N` (persistent database connections; the settings open one per request).
 
 Run from the repo root: .venv/bin/python bench/refund_api.py [--seconds 30] [--clients 16]
-    [--workers 4] [--threads 1] [--baseline-seconds 3]
+    [--rounds 3] [--workers 2] [--threads 1] [--baseline-seconds 3] [--conn-max-age N]
 Exit status 1 if a check fails or a target is missed; the summary is printed either way.
 """
 
@@ -47,7 +57,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from signal import SIGINT, SIGKILL, SIGTERM
@@ -79,6 +90,7 @@ APP_MS_TARGET = 15.0
 REQUEST_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 30.0
 PROGRESS_EVERY_S = 5.0
+OTHER_LOAD_WARN = 0.15  # cores used by processes not ours: the machine was not quiet
 ME = "/api/v1/me"
 ENVELOPES = "/api/v1/escrow/envelopes"
 
@@ -108,6 +120,17 @@ def bench_database_urls(base_url: str, name: str) -> tuple[str, dict[str, Any]]:
     return bench_url, maintenance
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Ignore Ctrl-C and SIGTERM inside (the clean-up), then restore the handlers."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (SIGINT, SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 class Database:
     """One throw-away database: `drop` removes it if `create` (even interrupted) began."""
 
@@ -126,19 +149,12 @@ class Database:
         """Drop it (FORCE: the server's connections too); Ctrl-C and SIGTERM wait until done."""
         if not self.created:
             return
-        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (SIGINT, SIGTERM)}
-        try:
-            with psycopg.connect(**self.maintenance) as conn:
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                        sql.Identifier(self.name)
-                    )
-                )
-            self.created = False
-            progress(f"dropped database {self.name}")
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        with signals_held(), psycopg.connect(**self.maintenance) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.name))
+            )
+        self.created = False
+        progress(f"dropped database {self.name}")
 
 
 def django_setup() -> None:
@@ -273,15 +289,16 @@ def machine_cpu_s() -> tuple[float, float]:
     return (total - idle) / CLOCK_TICKS, total / CLOCK_TICKS
 
 
-def postgres_cpu_s(postmaster: int) -> float:
-    """CPU seconds of a PostgreSQL server so far: the postmaster, the backends it has reaped
-    (their time is in its cutime and cstime) and the live ones. A backend that exits moves its
-    whole time from the live sum to the reaped one, so differences of this figure are exact."""
-    fields = _stat_fields(postmaster)
+def tree_cpu_s(parent: int) -> float:
+    """CPU seconds so far of a server and its children (PostgreSQL's backends, gunicorn's
+    workers): the parent's own, the children it has reaped (their time is in its cutime and
+    cstime) and the live ones. A child that exits moves its whole time from the live sum to the
+    reaped one, so differences of this figure are exact."""
+    fields = _stat_fields(parent)
     if not fields:
         return 0.0
     own = sum(int(v) for v in fields[11:15]) / CLOCK_TICKS  # utime stime cutime cstime
-    return own + sum(process_cpu_s(pid) for pid in children_of(postmaster))
+    return own + sum(process_cpu_s(pid) for pid in children_of(parent))
 
 
 def postmaster_pid() -> int | None:
@@ -303,17 +320,14 @@ class CpuMeter:
     gunicorn_pid: int
     sandbox_pid: int
     postmaster: int | None
-    workers: list[int] = field(default_factory=list)
 
     def read(self) -> dict[str, float]:
-        if not self.workers:
-            self.workers = children_of(self.gunicorn_pid)
         busy, total = machine_cpu_s()
         return {
             "load generator": time.process_time(),
-            "gunicorn": sum(process_cpu_s(p) for p in [self.gunicorn_pid, *self.workers]),
+            "gunicorn": tree_cpu_s(self.gunicorn_pid),
             "sandbox": process_cpu_s(self.sandbox_pid),
-            "postgres": postgres_cpu_s(self.postmaster) if self.postmaster else math.nan,
+            "postgres": tree_cpu_s(self.postmaster) if self.postmaster else math.nan,
             "busy": busy,
             "total": total,
         }
@@ -325,7 +339,8 @@ class CpuMeter:
         """Cores used in between by each part; `other` is everything else on the machine."""
         used = {k: (after[k] - before[k]) / elapsed for k in before if k != "total"}
         ours = ("load generator", "gunicorn", "sandbox", "postgres")
-        used["other"] = used["busy"] - sum(0.0 if math.isnan(used[k]) else used[k] for k in ours)
+        mine = sum(0.0 if math.isnan(used[k]) else used[k] for k in ours)
+        used["other"] = max(0.0, used["busy"] - mine)  # clocks differ: a tiny negative is noise
         used["machine"] = (after["total"] - before["total"]) / elapsed  # the cores available
         return used
 
@@ -339,6 +354,7 @@ class Sample(NamedTuple):
     app_ms: float | None
     provider_ms: float | None
     good: bool  # 2xx, and for a refund status "refunded"
+    ended: float  # time.perf_counter() when the answer came
 
 
 def server_timing(header: str) -> tuple[float | None, float | None]:
@@ -408,24 +424,44 @@ class Client:
                 method, self.base + path, json=body, timeout=REQUEST_TIMEOUT_S
             )
         except requests.RequestException:
-            return Sample(time.perf_counter() - started, 0, None, None, False)
-        latency = time.perf_counter() - started
+            ended = time.perf_counter()
+            return Sample(ended - started, 0, None, None, False, ended)
+        ended = time.perf_counter()
+        latency = ended - started
         app, provider = server_timing(response.headers.get("Server-Timing", ""))
         good = 200 <= response.status_code < 300
         if good and body is not None:
-            good = response.json()["data"]["status"] == "refunded"
-        return Sample(latency, response.status_code, app, provider, good)
+            try:
+                good = response.json()["data"]["status"] == "refunded"
+            except (ValueError, KeyError, TypeError):
+                good = False
+        return Sample(latency, response.status_code, app, provider, good, ended)
 
 
 @dataclass
 class Phase:
-    """One timed window: every client's samples, and the CPU used meanwhile."""
+    """Timed windows of one workload: every request's sample (those in flight at the end of a
+    window included), how many ok answers came within the windows, and the CPU used."""
 
     name: str
     clients: int
-    elapsed: float = 0.0
+    window: float = 0.0  # the timed windows, s
+    wall: float = 0.0  # until the last request in flight answered, s (the CPU's period)
+    in_window: int = 0  # ok answers that came within the windows
     samples: list[Sample] = field(default_factory=list)
     cores: dict[str, float] = field(default_factory=dict)
+
+    def add(self, other: Phase) -> None:
+        """Take in another window of the same workload (CPU weighted by its duration)."""
+        wall = self.wall + other.wall
+        self.cores = {
+            name: (self.cores.get(name, 0.0) * self.wall + cores * other.wall) / wall
+            for name, cores in other.cores.items()
+        }
+        self.wall = wall
+        self.window += other.window
+        self.in_window += other.in_window
+        self.samples += other.samples
 
     @property
     def good(self) -> int:
@@ -433,7 +469,8 @@ class Phase:
 
     @property
     def rate(self) -> float:
-        return self.good / self.elapsed if self.elapsed else 0.0
+        """Ok answers per second of the windows."""
+        return self.in_window / self.window if self.window else 0.0
 
     def latency_ms(self, percent: float) -> float:
         return percentile([s.latency_s * 1000 for s in self.samples], percent)
@@ -510,9 +547,10 @@ def run_phase(
         stop.set()
         for thread in threads:
             thread.join(timeout=REQUEST_TIMEOUT_S + 5)
-    phase.elapsed = time.perf_counter() - started  # until the last request in flight answered
-    phase.cores = CpuMeter.cores(before, cpu.read(), phase.elapsed)
+    phase.window, phase.wall = seconds, time.perf_counter() - started
+    phase.cores = CpuMeter.cores(before, cpu.read(), phase.wall)
     phase.samples = [s for out in per_client for s in out]
+    phase.in_window = sum(s.good and s.ended <= started + seconds for s in phase.samples)
     return phase
 
 
@@ -568,11 +606,37 @@ def ledger_check(refunds_ok: int) -> tuple[str, bool]:
 # --- the whole bench ----------------------------------------------------------------------------
 
 
+def log_summary(log: Path) -> str:
+    """How many lines the server wrote, by level and logger (the settings' format is
+    `date time LEVEL logger message`)."""
+    lines = log.read_text(errors="replace").splitlines()
+    loggers = Counter(
+        " ".join(line.split(maxsplit=4)[2:4]) if len(line.split(maxsplit=4)) >= 4 else "?"
+        for line in lines
+    )
+    top = ", ".join(f"{count} {name}" for name, count in loggers.most_common(3))
+    return f"{len(lines)} lines" + (f" ({top})" if top else "")
+
+
+def cpu_line(phase: Phase) -> str:
+    """Cores each part used during the phase, and its CPU milliseconds per ok request."""
+    parts = []
+    for name in ("gunicorn", "postgres", "sandbox", "load generator", "other"):
+        cores = phase.cores[name]
+        per_request = cores * phase.wall / phase.good * 1000 if phase.good else math.nan
+        parts.append(f"{name} {cores:.2f} ({per_request:.1f})")
+    return ", ".join(parts) + f"; busy {phase.cores['busy']:.2f} of {phase.cores['machine']:.1f}"
+
+
 def phase_lines(phase: Phase) -> list[tuple[str, str]]:
-    label = f"{phase.name} ({phase.clients} clients, {phase.elapsed:.1f} s)"
+    label = f"{phase.name} ({phase.clients} clients, {phase.window:g} s)"
     unit = "refunds/s" if phase.name.startswith("refund") else "req/s"
-    return [
-        (f"{label}:", f"{phase.rate:.1f} {unit} ({phase.good} ok of {len(phase.samples)})"),
+    lines = [
+        (
+            f"{label}:",
+            f"{phase.rate:.1f} {unit} ({phase.in_window} ok within the window; "
+            f"{phase.good} of {len(phase.samples)} answers ok in all)",
+        ),
         (
             "  latency p50 / p99:",
             f"{phase.latency_ms(50):.1f} / {phase.latency_ms(99):.1f} ms",
@@ -585,22 +649,21 @@ def phase_lines(phase: Phase) -> list[tuple[str, str]]:
             "  Server-Timing median app / provider:",
             f"{phase.median_of('app_ms'):.2f} / {phase.median_of('provider_ms'):.2f} ms",
         ),
-        (
-            "  CPU cores used:",
-            ", ".join(
-                f"{name} {phase.cores[name]:.2f}"
-                for name in ("gunicorn", "postgres", "sandbox", "load generator", "other", "busy")
-            )
-            + f" (of {phase.cores['machine']:.1f})",
-        ),
+        ("  CPU, cores (ms per ok request):", cpu_line(phase)),
     ]
+    if phase.good < len(phase.samples):
+        statuses = Counter(s.status for s in phase.samples if not s.good)
+        lines.append(("  not ok, by status (0: no answer):", str(dict(statuses.most_common()))))
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="each timed window (s)")
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients")
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="gunicorn worker processes (default 2: one per core)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker")
     parser.add_argument(
         "--conn-max-age",
@@ -609,11 +672,20 @@ def main(argv: list[str] | None = None) -> int:
         "default: the settings' own (0, a new connection per request)",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="the refund and /me windows alternate in this many rounds, so that other load on "
+        "the machine weighs on both alike",
+    )
+    parser.add_argument(
         "--baseline-seconds", type=float, default=3.0, help="one client alone (s); 0 skips it"
     )
     args = parser.parse_args(argv)
     if not 0 < args.seconds <= 600 or not 1 <= args.clients <= 64:
         parser.error("--seconds must be in (0, 600] and --clients in [1, 64]")
+    if not 1 <= args.rounds <= 10 or args.seconds / args.rounds < 1:
+        parser.error("--rounds must be in [1, 10], each round at least 1 s")
     if not 1 <= args.workers <= 32 or not 1 <= args.threads <= 32:
         parser.error("--workers and --threads must be in [1, 32]")
 
@@ -676,9 +748,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(
                 f"gunicorn on {base}: {args.workers} {kind} worker(s) x {args.threads} thread(s) "
-                f"(--workers {args.workers} --threads {args.threads}), {os.cpu_count()} CPUs; "
-                f"sandbox on {sandbox_url}"
-                + ("" if args.conn_max_age is None else f"; conn_max_age={args.conn_max_age}"),
+                f"(--workers {args.workers} --threads {args.threads}) on {os.cpu_count()} CPUs, "
+                + (
+                    "new database connection per request (CONN_MAX_AGE 0, the settings')"
+                    if args.conn_max_age is None
+                    else f"EXPERIMENT: conn_max_age={args.conn_max_age}"
+                )
+                + f"; sandbox on {sandbox_url}",
                 flush=True,
             )
 
@@ -701,10 +777,26 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 phases.append(run_phase("refund, alone", clients[:1], Client.refund,
                                         args.baseline_seconds, cpu))  # fmt: skip
-            print(f"2. refunds: {args.clients} clients for {args.seconds:g} s", flush=True)
-            phases.append(run_phase("refund", clients, Client.refund, args.seconds, cpu))
-            print(f"3. /me: {args.clients} clients for {args.seconds:g} s", flush=True)
-            phases.append(run_phase("me", clients, Client.me, args.seconds, cpu))
+            refund, me = Phase("refund", len(clients)), Phase("me", len(clients))
+            phases += [refund, me]
+            window = args.seconds / args.rounds
+            print(
+                f"2. {args.clients} clients, {args.seconds:g} s on refunds and {args.seconds:g} s "
+                f"on /me, in {args.rounds} alternating rounds of {window:.1f} s each",
+                flush=True,
+            )
+            for number in range(args.rounds):
+                order = [refund, me] if number % 2 == 0 else [me, refund]
+                for phase in order:
+                    call = Client.refund if phase is refund else Client.me
+                    done = run_phase(phase.name, clients, call, window, cpu)
+                    phase.add(done)
+                    progress(
+                        f"round {number + 1}, {phase.name}: {done.rate:.1f} ok/s, p50 "
+                        f"{done.latency_ms(50):.1f} ms, median app {done.median_of('app_ms'):.2f} "
+                        f"ms, not ok {len(done.samples) - done.good}, other load "
+                        f"{done.cores['other']:.2f} cores"
+                    )
 
             refunds_ok = warmup_ok + sum(
                 sum(s.status == 200 for s in p.samples) for p in phases if p.name != "me"
@@ -716,22 +808,21 @@ def main(argv: list[str] | None = None) -> int:
                 if sandbox_ok
                 else f"MISMATCH: sandbox holds {held} refunds, {refunds_ok} answers 200"
             )
-            log_lines = len(gunicorn.log.read_text(errors="replace").splitlines())
+            log_line = log_summary(gunicorn.log)
             for server in reversed(servers):
                 server.stop()
             servers.clear()
             ledger_line, ledger_ok = ledger_check(refunds_ok)
         finally:
-            for server in reversed(servers):
-                server.stop()
-            if "django" in sys.modules:
-                from django.db import connections
+            with signals_held():  # a second Ctrl-C must not leave a server or the database
+                for server in reversed(servers):
+                    server.stop()
+                if "django" in sys.modules:
+                    from django.db import connections
 
-                connections.close_all()
-            database.drop()
+                    connections.close_all()
+                database.drop()
 
-    refund = next(p for p in phases if p.name == "refund")
-    me = next(p for p in phases if p.name == "me")
     ratio = refund.rate / me.rate if me.rate else math.nan
     app_ms = refund.median_of("app_ms")
     summary: list[tuple[str, str]] = []
@@ -746,8 +837,17 @@ def main(argv: list[str] | None = None) -> int:
         ),
         ("ledger:", ledger_line),
         ("sandbox:", sandbox_line),
-        ("gunicorn log lines:", str(log_lines)),
+        ("gunicorn log:", log_line),
     ]
+    busiest = max(phases, key=lambda p: p.cores["other"])
+    if busiest.cores["other"] > OTHER_LOAD_WARN:
+        summary.append(
+            (
+                "NOTE:",
+                f"other processes used {busiest.cores['other']:.2f} cores during "
+                f"'{busiest.name}': the machine was not quiet, the figures are lower",
+            )
+        )
     width = max(len(label) for label, _ in summary) + 2
     print()
     for label, value in summary:
