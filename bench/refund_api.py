@@ -33,8 +33,8 @@ read from /proc, in cores and in CPU milliseconds per ok request.
 gunicorn runs 2 sync workers by default, one per core of the 2-core machine this was written on:
 the box is CPU-bound, and more workers (4, 8, or 2 x 4 threads) gave the same throughput while
 each request then waits for a core inside the app, which inflates Server-Timing `app`.
-`--conn-max-age N` is an experiment, not the deployment: it gives gunicorn's DATABASE_URL
-`?conn_max_age=N` (persistent database connections; the settings open one per request).
+`--conn-max-age N` gives gunicorn's DATABASE_URL `?conn_max_age=N`: 60 by default, as production
+settings keep connections (0 opens a database connection per request).
 
 Run from the repo root: .venv/bin/python bench/refund_api.py [--seconds 30] [--clients 16]
     [--rounds 3] [--workers 2] [--threads 1] [--baseline-seconds 3] [--conn-max-age N]
@@ -668,8 +668,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--conn-max-age",
         type=int,
-        help="experiment: give gunicorn's DATABASE_URL ?conn_max_age=N (persistent connections); "
-        "default: the settings' own (0, a new connection per request)",
+        default=60,
+        help="gunicorn's DATABASE_URL ?conn_max_age=N: persistent connections, as production "
+        "settings have them (default 60; 0 opens a connection per request)",
     )
     parser.add_argument(
         "--rounds",
@@ -752,7 +753,7 @@ def main(argv: list[str] | None = None) -> int:
                 + (
                     "new database connection per request (CONN_MAX_AGE 0, the settings')"
                     if args.conn_max_age is None
-                    else f"EXPERIMENT: conn_max_age={args.conn_max_age}"
+                    else f"conn_max_age={args.conn_max_age}"
                 )
                 + f"; sandbox on {sandbox_url}",
                 flush=True,

@@ -144,7 +144,14 @@ def refund_summary(operation: RefundOperation) -> dict[str, Any]:
 
 def refund_data(operation: RefundOperation) -> dict[str, Any]:
     legs = list(
-        operation.legs.select_related("funding_leg", "verification_run").order_by("sequence")
+        operation.legs.select_related("funding_leg", "verification_run", "operation__envelope")
+        # What the page shows of a run is its id and verdict, not its recorded evidence.
+        .defer(
+            "verification_run__input",
+            "verification_run__action_result",
+            "verification_run__correlation",
+        )
+        .order_by("sequence")
     )
     refunded = sum(
         leg.amount_micro for leg in legs if leg.outcome == LegOutcome.ACCEPTED and not leg.released
@@ -153,8 +160,9 @@ def refund_data(operation: RefundOperation) -> dict[str, Any]:
     pending = sum(
         leg.amount_micro for leg in legs if leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN)
     )
-    envelope = operation.envelope
-    envelope.refresh_from_db()
+    envelope = (
+        legs[0].operation.envelope if legs else Envelope.objects.get(pk=operation.envelope_id)
+    )
     return with_usd(
         {
             "refund_id": operation.public_id,

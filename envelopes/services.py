@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Max, Sum
+from django.db.models import F, Max, Sum
 from django.utils import timezone
 
 from core.crash import crash_point
@@ -332,6 +332,7 @@ def envelope_refund(
             created_by=actor,
         )
         now = timezone.now()
+        reserved: list[RefundLeg] = []
         for sequence, (funding_id, amount) in enumerate(allocation, start=1):
             funding_leg = by_id[funding_id]
             leg = RefundLeg(
@@ -343,6 +344,7 @@ def envelope_refund(
             )
             leg.idempotency_key = f"{operation.public_id}:{leg.public_id}"
             leg.save()
+            reserved.append(leg)
             funding_leg.reserved_micro += amount
             funding_leg.save(update_fields=["reserved_micro"])
             _move(
@@ -351,15 +353,22 @@ def envelope_refund(
         if idempotency is not None:
             idempotency_attach(idempotency, operation.public_id)
     crash_point("refund_after_reserve")
-    return refund_send(operation=operation)
+    return refund_send(operation=operation, legs=reserved)
 
 
-def refund_send(*, operation: RefundOperation) -> RefundOperation:
+def refund_send(
+    *, operation: RefundOperation, legs: list[RefundLeg] | None = None
+) -> RefundOperation:
     """Send every leg not yet answered (reserved or unknown) with its own idempotency key, and
-    record each answer. Safe to call again at any time: the key makes the provider replay."""
-    for leg in operation.legs.select_related("funding_leg").filter(
-        outcome__in=[LegOutcome.RESERVED, LegOutcome.UNKNOWN]
-    ):
+    record each answer. Safe to call again at any time: the key makes the provider replay.
+    `legs`: the legs just reserved, when the caller has them at hand."""
+    if legs is None:
+        legs = list(
+            operation.legs.select_related("funding_leg", "operation__envelope").filter(
+                outcome__in=[LegOutcome.RESERVED, LegOutcome.UNKNOWN]
+            )
+        )
+    for leg in legs:
         refund_leg_send(leg=leg)
     crash_point("refund_after_record")
     return operation
@@ -383,60 +392,88 @@ def refund_leg_send(*, leg: RefundLeg) -> RefundLeg:
     return refund_leg_record(leg=leg, outcome=outcome)
 
 
+class _AlreadyRecorded(Exception):
+    """Another caller recorded this leg first: roll back what this one began."""
+
+
+_OPEN = [LegOutcome.RESERVED, LegOutcome.UNKNOWN]
+
+
 def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
     """Record one leg's answer, once: accepted (reserved -> refunded, and a verification run),
-    refused (reserved -> unspent), unknown (stays reserved)."""
+    refused (reserved -> unspent), unknown (stays reserved). The envelope's row lock serializes
+    every change to its legs; the leg's transition is a conditional update, so a second recorder
+    (a retry and the resume job both answered) changes nothing."""
     from verification.services import verification_start
 
-    with transaction.atomic():
-        envelope = lock_envelope(leg.operation.envelope_id)
-        fresh = lock_leg(leg.pk)
-        if fresh.outcome not in (LegOutcome.RESERVED, LegOutcome.UNKNOWN):
-            return fresh  # recorded already (a retry and the resume job both answered)
-        funding = FundingLeg.objects.select_for_update(of=("self",)).get(pk=fresh.funding_leg_id)
-        fresh.attempts += 1
-        if outcome.accepted:
-            refund = outcome.require()
-            fresh.outcome = LegOutcome.ACCEPTED
-            fresh.provider_refund_id = refund["id"]
-            fresh.decided_at = timezone.now()
-            funding.reserved_micro -= fresh.amount_micro
-            funding.refunded_micro += fresh.amount_micro
-            funding.save(update_fields=["reserved_micro", "refunded_micro"])
-            _move(
-                envelope,
-                JournalEntry.Kind.ACCEPT,
-                reserved=-fresh.amount_micro,
-                refunded=fresh.amount_micro,
-                refund_leg=fresh,
-            )
-            fresh.verification_run = verification_start(
-                contract_id=REFUND_CONTRACT,
-                operation_id=fresh.idempotency_key,
-                operation_created_at=fresh.reserved_at,
-                input={"charge": funding.charge_id, "amount": to_cents(fresh.amount_micro)},
-                action_result=refund,
-            )
-        elif outcome.refused:
-            fresh.outcome = LegOutcome.REFUSED
-            fresh.error_code = outcome.error_code or "refused"
-            fresh.decided_at = timezone.now()
-            fresh.released = True
-            funding.reserved_micro -= fresh.amount_micro
-            funding.save(update_fields=["reserved_micro"])
-            _move(
-                envelope,
-                JournalEntry.Kind.RELEASE,
-                reserved=-fresh.amount_micro,
-                unspent=fresh.amount_micro,
-                refund_leg=fresh,
-                note=f"refused: {fresh.error_code}",
-            )
-        else:
-            fresh.outcome = LegOutcome.UNKNOWN
-            fresh.error_code = outcome.error_code or "unknown"
-        fresh.save()
-    return fresh
+    now = timezone.now()
+    amount = leg.amount_micro
+    open_leg = RefundLeg.objects.filter(pk=leg.pk, outcome__in=_OPEN)
+    funding = FundingLeg.objects.filter(pk=leg.funding_leg_id)
+    try:
+        with transaction.atomic():
+            envelope = lock_envelope(leg.operation.envelope_id)
+            if outcome.accepted:
+                refund = outcome.require()
+                run = verification_start(
+                    contract_id=REFUND_CONTRACT,
+                    operation_id=leg.idempotency_key,
+                    operation_created_at=leg.reserved_at,
+                    input={"charge": leg.funding_leg.charge_id, "amount": to_cents(amount)},
+                    action_result=refund,
+                )
+                changed = {
+                    "outcome": LegOutcome.ACCEPTED,
+                    "provider_refund_id": refund["id"],
+                    "decided_at": now,
+                    "verification_run": run,
+                }
+                if not open_leg.update(attempts=F("attempts") + 1, **changed):
+                    raise _AlreadyRecorded
+                funding.update(
+                    reserved_micro=F("reserved_micro") - amount,
+                    refunded_micro=F("refunded_micro") + amount,
+                )
+                _move(
+                    envelope,
+                    JournalEntry.Kind.ACCEPT,
+                    reserved=-amount,
+                    refunded=amount,
+                    refund_leg=leg,
+                )
+            elif outcome.refused:
+                code = outcome.error_code or "refused"
+                changed = {
+                    "outcome": LegOutcome.REFUSED,
+                    "error_code": code,
+                    "decided_at": now,
+                    "released": True,
+                }
+                if not open_leg.update(attempts=F("attempts") + 1, **changed):
+                    raise _AlreadyRecorded
+                funding.update(reserved_micro=F("reserved_micro") - amount)
+                _move(
+                    envelope,
+                    JournalEntry.Kind.RELEASE,
+                    reserved=-amount,
+                    unspent=amount,
+                    refund_leg=leg,
+                    note=f"refused: {code}",
+                )
+            else:
+                changed = {
+                    "outcome": LegOutcome.UNKNOWN,
+                    "error_code": outcome.error_code or "unknown",
+                }
+                if not open_leg.update(attempts=F("attempts") + 1, **changed):
+                    raise _AlreadyRecorded
+    except _AlreadyRecorded:
+        leg.refresh_from_db()
+        return leg
+    for name, value in changed.items():
+        setattr(leg, name, value)
+    leg.attempts += 1
+    return leg
 
 
 def refund_leg_find(*, leg: RefundLeg) -> RefundLeg:

@@ -312,10 +312,30 @@ class StripeProvider:
         return backoff * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not secrecy
 
 
+_cached: dict[tuple[Any, ...], StripeProvider] = {}
+
+
 def provider_from_settings() -> StripeProvider:
-    """The provider as the deployment configures it (settings.STRIPE_*)."""
+    """The provider as the deployment configures it (settings.STRIPE_*): one per process and
+    configuration, so its HTTP connections are kept alive (the SDK's sessions are per thread)."""
     from django.conf import settings
 
+    config = (
+        settings.STRIPE_API_KEY,
+        settings.STRIPE_API_BASE,
+        settings.STRIPE_CONNECT_TIMEOUT_S,
+        settings.STRIPE_READ_TIMEOUT_S,
+        settings.STRIPE_MAX_ATTEMPTS,
+        settings.STRIPE_RETRY_BASE_S,
+        settings.STRIPE_RETRY_MAX_S,
+    )
+    provider = _cached.get(config)
+    if provider is None:
+        provider = _cached[config] = _build(settings)
+    return provider
+
+
+def _build(settings: Any) -> StripeProvider:
     return StripeProvider(
         api_key=settings.STRIPE_API_KEY,
         api_base=settings.STRIPE_API_BASE,

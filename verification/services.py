@@ -80,11 +80,6 @@ def verification_start(
     """Start observing one operation under a contract. Idempotent: the same contract and operation
     give the same run. Raises ValueError if a required correlation key does not resolve."""
     contract = get_contract(contract_id)
-    existing = VerificationRun.objects.filter(
-        contract_id=contract_id, operation_id=operation_id
-    ).first()
-    if existing is not None:
-        return existing
     draft = VerificationRun(
         contract_id=contract_id,
         operation_id=operation_id,

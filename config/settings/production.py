@@ -23,6 +23,7 @@ DATABASES = {
     )
 }
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 CELERY_BROKER_URL = require("CELERY_BROKER_URL", "e.g. redis://host:6379/0.")
 STRIPE_API_KEY = require("STRIPE_API_KEY", "the Stripe secret key (sk_live_… or sk_test_…).")
 STRIPE_WEBHOOK_SECRET = require(
