@@ -28,7 +28,7 @@ from envelopes.exceptions import (
     ProviderUnavailable,
     UnsupportedCurrency,
 )
-from envelopes.locks import lock_envelope, lock_leg
+from envelopes.locks import lock_envelope, lock_leg, lock_owned_envelope
 from envelopes.models import (
     MICRO_PER_CENT,
     Debit,
@@ -295,7 +295,8 @@ def allocate_lifo(legs: list[tuple[int, int]], requested: int) -> list[tuple[int
 
 def envelope_refund(
     *,
-    envelope: Envelope,
+    envelope: Envelope | None = None,
+    envelope_id: str | None = None,
     actor: User,
     amount_micro: Any = None,
     idempotency: IdempotencyRecord | None = None,
@@ -311,7 +312,10 @@ def envelope_refund(
     ):
         raise InvalidAmount("amount_micro must be a positive integer number of micro-dollars.")
     with transaction.atomic():
-        locked = lock_envelope(envelope.pk)
+        if envelope is not None:
+            locked = lock_envelope(envelope.pk)
+        else:  # the API: find and lock the caller's envelope in one statement
+            locked = lock_owned_envelope(public_id=str(envelope_id), owner=actor)
         requested = locked.unspent_micro if amount_micro is None else amount_micro
         if requested > locked.unspent_micro:
             raise AmountExceedsUnspent(

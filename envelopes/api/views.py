@@ -324,10 +324,9 @@ class RefundApi(APIView):
     )
     def post(self, request: Request, envelope_id: str) -> Response | HttpResponse:
         def action(record: IdempotencyRecord | None) -> Response:
-            envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
             data = _parse(RefundInput, request)
             operation = services.envelope_refund(
-                envelope=envelope, actor=caller(request), idempotency=record, **data
+                envelope_id=envelope_id, actor=caller(request), idempotency=record, **data
             )
             body = selectors.refund_data(operation)
             return ok(body, status=202 if body["status"] == "pending" else 200)
