@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Max, Sum
 from django.utils import timezone
 
@@ -425,6 +425,7 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
                     operation_created_at=leg.reserved_at,
                     input={"charge": leg.funding_leg.charge_id, "amount": to_cents(amount)},
                     action_result=refund,
+                    savepoint=False,  # a run exists only if this leg was recorded: see below
                 )
                 changed = {
                     "outcome": LegOutcome.ACCEPTED,
@@ -471,7 +472,7 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
                 }
                 if not open_leg.update(attempts=F("attempts") + 1, **changed):
                     raise _AlreadyRecorded
-    except _AlreadyRecorded:
+    except (_AlreadyRecorded, IntegrityError):  # recorded first by another caller
         leg.refresh_from_db()
         return leg
     for name, value in changed.items():

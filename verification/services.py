@@ -76,9 +76,12 @@ def verification_start(
     operation_created_at: datetime,
     input: dict[str, Any],
     action_result: dict[str, Any],
+    savepoint: bool = True,
 ) -> VerificationRun:
     """Start observing one operation under a contract. Idempotent: the same contract and operation
-    give the same run. Raises ValueError if a required correlation key does not resolve."""
+    give the same run. Raises ValueError if a required correlation key does not resolve. With
+    `savepoint=False` (a caller inside its own transaction that knows the run is new), a run that
+    exists already raises IntegrityError and aborts the caller's transaction."""
     contract = get_contract(contract_id)
     draft = VerificationRun(
         contract_id=contract_id,
@@ -105,15 +108,19 @@ def verification_start(
         seconds=contract.timing.delay_before(1)
     )
     draft.deadline_at = operation_created_at + timedelta(milliseconds=contract.timing.timeout_ms)
+
+    def save() -> None:
+        draft.save()
+        RunKey.objects.bulk_create(
+            [RunKey(run=draft, name=name, value=str(value)[:255]) for name, value in keys.items()]
+        )
+
+    if not savepoint:
+        save()  # the caller's transaction owns the conflict (IntegrityError aborts it)
+        return draft
     try:
         with transaction.atomic():
-            draft.save()
-            RunKey.objects.bulk_create(
-                [
-                    RunKey(run=draft, name=name, value=str(value)[:255])
-                    for name, value in keys.items()
-                ]
-            )
+            save()
     except IntegrityError:  # started concurrently by another caller
         return VerificationRun.objects.get(contract_id=contract_id, operation_id=operation_id)
     return draft

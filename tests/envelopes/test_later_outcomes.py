@@ -147,3 +147,37 @@ def test_a_stale_failure_event_for_a_refund_that_did_not_fail_moves_nothing(
     envelope = Envelope.objects.get(public_id=envelope_id)
     assert envelope.total_refunded_micro == 5_000_000  # the provider re-read says succeeded
     assert not JournalEntry.objects.filter(kind="release").exists()
+
+
+def test_an_answer_recorded_twice_moves_money_once(alice: Api, sandbox: SandboxControl) -> None:
+    from envelopes.models import RefundOperation
+    from providers import provider_from_settings
+
+    envelope_id = alice.create(5_000_000)["envelope_id"]
+    sandbox.add_fault("/v1/refunds", "timeout", method="POST", delay_ms=700)
+    alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {})
+    sandbox.clear_faults()
+    leg = RefundLeg.objects.select_related("funding_leg", "operation__envelope").get()
+    assert leg.outcome == LegOutcome.UNKNOWN
+    # The retry and the resume job both get the provider's (replayed) answer and record it.
+    outcome = provider_from_settings().refund_create(
+        charge=leg.funding_leg.charge_id,
+        amount_cents=500,
+        idempotency_key=leg.idempotency_key,
+        metadata={
+            "vouch_envelope": envelope_id,
+            "vouch_refund": leg.operation.public_id,
+            "vouch_leg": leg.public_id,
+        },
+    )
+    assert outcome.accepted
+    first = services.refund_leg_record(leg=leg, outcome=outcome)
+    second = services.refund_leg_record(
+        leg=RefundLeg.objects.select_related("funding_leg", "operation").get(), outcome=outcome
+    )
+    assert first.outcome == second.outcome == LegOutcome.ACCEPTED
+    assert JournalEntry.objects.filter(kind="accept").count() == 1
+    assert Envelope.objects.get(public_id=envelope_id).total_refunded_micro == 5_000_000
+    assert RefundOperation.objects.count() == 1
+    assert second.verification_run_id == first.verification_run_id
+    assert ledger_breaches() == []
