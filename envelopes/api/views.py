@@ -45,6 +45,16 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
     ),
 )
 AUTH_ERRORS = (core_errors.NotAuthenticated, core_errors.AuthenticationFailed)
+# What a funding request (creation or top-up) can be refused with.
+FUNDING_ERRORS = (
+    InvalidAmount,
+    UnsupportedCurrency,
+    core_errors.InvalidInput,
+    CardDeclined,
+    ProviderUnavailable,
+    InvalidPaymentMethod,
+    PaymentRefused,
+)
 IDEMPOTENCY_ERRORS = (
     InvalidIdempotencyKey,
     IdempotencyKeyInUse,
@@ -172,13 +182,7 @@ class EnvelopeListCreateApi(APIView):
             201: success_envelope(schemas.EnvelopeOut, name="EnvelopeCreatedEnvelope"),
             202: success_envelope(schemas.EnvelopeOut, name="EnvelopePendingEnvelope"),
             **error_responses(
-                InvalidAmount,
-                UnsupportedCurrency,
-                core_errors.InvalidInput,
-                CardDeclined,
-                ProviderUnavailable,
-                InvalidPaymentMethod,
-                PaymentRefused,
+                *FUNDING_ERRORS,
                 core_errors.SessionRequired,
                 core_errors.CsrfFailed,
                 *AUTH_ERRORS,
@@ -221,13 +225,7 @@ class TopUpApi(APIView):
             201: success_envelope(schemas.EnvelopeOut, name="ToppedUpEnvelope"),
             202: success_envelope(schemas.EnvelopeOut, name="TopUpPendingEnvelope"),
             **error_responses(
-                InvalidAmount,
-                UnsupportedCurrency,
-                core_errors.InvalidInput,
-                CardDeclined,
-                ProviderUnavailable,
-                InvalidPaymentMethod,
-                PaymentRefused,
+                *FUNDING_ERRORS,
                 core_errors.NotFound,
                 core_errors.SessionRequired,
                 core_errors.CsrfFailed,
