@@ -5,7 +5,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -14,13 +13,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _alive_in_group(pgid: int) -> list[int]:
@@ -44,14 +39,14 @@ def _get(url: str) -> int:
 
 
 def test_make_run_serves_pages_and_stops_cleanly(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         k: v
         for k, v in os.environ.items()
         if k
         not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "STRIPE_API_KEY"}
     }
-    sandbox_port = _free_port()
+    sandbox_port = free_port()
     env.update(
         STRIPE_API_BASE=f"http://127.0.0.1:{sandbox_port}",
         DJANGO_SETTINGS_MODULE="config.settings.local",

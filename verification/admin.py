@@ -376,6 +376,19 @@ class ProcessedFilter(admin.SimpleListFilter):
         return queryset
 
 
+EVENT_FIELDS = (
+    "provider",
+    "event_id",
+    "type",
+    "provider_created_at",
+    "received_at",
+    "processed_at",
+    "duplicates",
+    "processing_error",
+    "payload_json",
+)
+
+
 @admin.register(ProviderEvent)
 class ProviderEventAdmin(ReadOnlyAdmin):
     list_display = (
@@ -392,34 +405,11 @@ class ProviderEventAdmin(ReadOnlyAdmin):
     fieldsets = (
         (
             None,
-            {
-                "fields": (
-                    "provider",
-                    "event_id",
-                    "type",
-                    "provider_created_at",
-                    "received_at",
-                    "processed_at",
-                    "duplicates",
-                    "processing_error",
-                    "payload_json",
-                )
-            },
+            {"fields": EVENT_FIELDS},
         ),
         ("The body exactly as received", {"classes": ("collapse",), "fields": ("raw",)}),
     )
-    readonly_fields = (
-        "provider",
-        "event_id",
-        "type",
-        "provider_created_at",
-        "received_at",
-        "processed_at",
-        "duplicates",
-        "processing_error",
-        "payload_json",
-        "raw",
-    )
+    readonly_fields = (*EVENT_FIELDS, "raw")
 
     @admin.display(description="provider created", ordering="provider_created")
     def provider_created_at(self, obj: ProviderEvent) -> str:

@@ -34,7 +34,7 @@ from verification.models import (
     VerificationRun,
 )
 from verification.signals import run_decided
-from verification.verifiers import verifier_for
+from verification.verifiers import dig, verifier_for
 
 logger = logging.getLogger("vouch.verification")
 
@@ -390,14 +390,6 @@ def provider_event_store(
         return ProviderEvent.objects.get(event_id=event["id"]), False
 
 
-def _dig(node: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def provider_event_process(*, event_pk: int, enqueue: Callable[[int, str, str], None]) -> list[int]:
     """Wake the runs an event correlates with: pending runs get an attempt at once (or a mark that
     one is owed); VERIFIED runs get a monitoring attempt (a duplicate after VERIFIED escalates).
@@ -409,9 +401,7 @@ def provider_event_process(*, event_pk: int, enqueue: Callable[[int, str, str], 
             selection = channel.events
             if selection is None or event.type not in selection.types:
                 continue
-            pairs = [
-                (name, _dig(event.payload, path)) for name, path in selection.correlate.items()
-            ]
+            pairs = [(name, dig(event.payload, path)) for name, path in selection.correlate.items()]
             query = Q()
             for name, value in pairs:
                 if value not in (None, ""):

@@ -38,18 +38,12 @@ class HttpVerifier:
 
     def __init__(self, provider: Any = None) -> None:
         self._provider = provider
-        self._built_for: tuple[str, str] | None = None
 
     def provider(self) -> Any:
-        """The configured adapter, rebuilt if the configuration changed."""
-        from django.conf import settings
+        """The given adapter, or the configured one (cached per configuration by the adapter)."""
+        from providers import provider_from_settings
 
-        wanted = (settings.STRIPE_API_KEY, settings.STRIPE_API_BASE)
-        if self._provider is None or self._built_for != wanted:
-            from providers import provider_from_settings
-
-            self._provider, self._built_for = provider_from_settings(), wanted
-        return self._provider
+        return self._provider or provider_from_settings()
 
     def observe(
         self, *, contract: Contract, channel: Channel, context: Context, skew_s: float
@@ -67,7 +61,8 @@ class HttpVerifier:
         return Observed({"found": False, "error": outcome.error_code})
 
 
-def _dig(node: Any, dotted: str) -> Any:
+def dig(node: Any, dotted: str) -> Any:
+    """The value at a dotted path into nested dicts (`data.object.id`), or None."""
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
             return None
@@ -113,7 +108,7 @@ class WebhookVerifier:
         objects: set[str] = set()
         duplicates = 0
         for row in rows.order_by("provider_created", "id"):
-            obj = _dig(row.payload, "data.object") or {}
+            obj = dig(row.payload, "data.object") or {}
             metadata = obj.get("metadata") or {}
             if selection.owner is not None:
                 owner = metadata.get(selection.owner.metadata_key)
@@ -129,7 +124,7 @@ class WebhookVerifier:
                     and owner_value is not None
                     and metadata.get(selection.owner.metadata_key) == owner_value
                 )
-                or (key is not None and _dig(row.payload, "request.idempotency_key") == key)
+                or (key is not None and dig(row.payload, "request.idempotency_key") == key)
                 or (
                     selection.scope is not None
                     and scope is not None

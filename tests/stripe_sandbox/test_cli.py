@@ -8,19 +8,13 @@ from pathlib import Path
 
 import stripe
 
-from tests.helpers import Receiver, paid_charge, wait_until
+from tests.helpers import Receiver, free_port, paid_charge, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_command_line_serves_and_delivers_signed_webhooks(receiver: Receiver) -> None:
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "stripe_sandbox", "--port", str(port),
          "--webhook-url", receiver.url, "--webhook-secret", "whsec_cli"],
