@@ -6,4 +6,5 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("accounts.api.urls")),
     path("", include("envelopes.api.urls")),
+    path("", include("disputes.api.urls")),
 ]

@@ -1,1 +1,223 @@
-"""Models arrive with the issue that builds this app (see README)."""
+"""Disputes, the evidence admitted to them, and the response packets prepared for them (SPEC §9).
+A packet row is one version: preparing again makes a new version and supersedes the last; an edit
+by a person changes the current version in place, which changes its digest (so an approval given
+to the old content no longer matches: `packet_drifted`)."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def _dispute_public_id() -> str:
+    return f"dsp_{secrets.token_hex(12)}"
+
+
+def _packet_public_id() -> str:
+    return f"pkt_{secrets.token_hex(12)}"
+
+
+class DisputeSource(models.TextChoices):
+    PROVIDER = "provider", "Provider event"
+    STAFF = "staff", "Entered by staff"
+
+
+class Dispute(models.Model):
+    """A provider dispute, normalized: provider, dispute id, charge id, amount, currency, reason
+    and optional response deadline."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=_dispute_public_id)
+    provider = models.CharField(max_length=20, default="stripe")
+    provider_dispute_id = models.CharField(max_length=100)
+    charge_id = models.CharField(max_length=100, db_index=True)
+    amount_micro = models.BigIntegerField()
+    currency = models.CharField(max_length=3, default="usd")
+    reason = models.CharField(max_length=60)
+    response_deadline = models.DateTimeField(null=True, blank=True)
+    provider_status = models.CharField(max_length=40, blank=True)
+    source = models.CharField(max_length=10, choices=DisputeSource.choices)
+    entered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = [models.F("response_deadline").asc(nulls_last=True), "created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "provider_dispute_id"], name="dispute_unique_provider_id"
+            ),
+            models.CheckConstraint(condition=Q(amount_micro__gt=0), name="dispute_amount_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.provider_dispute_id
+
+
+class EvidenceKind(models.TextChoices):
+    DELIVERY = "delivery"
+    CONSENT = "consent"
+    COMMUNICATION = "communication"
+    POLICY = "policy"
+    OTHER = "other"
+
+
+class Evidence(models.Model):
+    """External evidence, admitted only as a bounded reference: {ref, sha256, kind, summary}."""
+
+    dispute = models.ForeignKey(Dispute, on_delete=models.CASCADE, related_name="evidence")
+    ref = models.CharField(max_length=200)
+    sha256 = models.CharField(max_length=64)
+    kind = models.CharField(max_length=20, choices=EvidenceKind.choices)
+    summary = models.CharField(max_length=500)
+    admitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    admitted_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["admitted_at", "pk"]
+        verbose_name_plural = "evidence"
+        constraints = [
+            models.UniqueConstraint(fields=["dispute", "ref"], name="evidence_unique_ref"),
+        ]
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class Posture(models.TextChoices):
+    ACCEPT = "accept"
+    CONTEST = "contest"
+    REFUND_ALREADY_SENT = "refund_already_sent"
+    NEEDS_MORE_EVIDENCE = "needs_more_evidence"
+    OPERATOR_REVIEW = "operator_review"
+
+
+FILEABLE_POSTURES = (Posture.CONTEST, Posture.REFUND_ALREADY_SENT)
+
+
+class PacketStatus(models.TextChoices):
+    READY_FOR_REVIEW = "ready_for_review", "Ready for review"
+    INCOMPLETE = "incomplete", "Incomplete (needs more evidence)"
+    INVALID = "invalid", "Failed validation"
+    SUPERSEDED = "superseded", "Superseded by a newer version"
+
+
+class ApprovalStatus(models.TextChoices):
+    NOT_REQUESTED = "not_requested"
+    APPROVED = "approved"
+
+
+class FilingStatus(models.TextChoices):
+    NOT_FILED = "not_filed"
+    SUBMITTING = "submitting"  # the provider is being called (or was, and the answer is unknown)
+    AWAITING_READBACK = "awaiting_readback"  # the provider answered; the readback decides
+    FILED = "filed"  # the independent readback run is VERIFIED
+    READBACK_FAILED = "readback_failed"  # the readback contradicted or could not prove it
+
+
+class ProviderStatus(models.TextChoices):
+    NOT_CALLED = "not_called"
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+    UNKNOWN = "unknown"
+
+
+class Packet(models.Model):
+    """One version of a dispute's response packet."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=_packet_public_id)
+    dispute = models.ForeignKey(Dispute, on_delete=models.CASCADE, related_name="packets")
+    version = models.PositiveIntegerField()
+    drafter = models.CharField(max_length=200)
+
+    # Content (what the digest covers, with the dispute it answers).
+    posture = models.CharField(max_length=30, choices=Posture.choices)
+    summary = models.TextField()
+    citations = models.JSONField(default=list)  # admitted receipt ids and evidence refs cited
+    evidence_refs = models.JSONField(default=list)  # the admitted evidence, as {ref, sha256, ...}
+    open_questions = models.JSONField(default=list)
+    digest = models.CharField(max_length=64)
+
+    # Derived from the content and the receipts when prepared or edited.
+    receipt_ids = models.JSONField(default=list)  # the receipts consulted (the admitted ones)
+    validation = models.JSONField(default=dict)  # {"ok": bool, "errors": [{"code", "message"}]}
+    status = models.CharField(max_length=20, choices=PacketStatus.choices)
+    handoff = models.JSONField(default=dict)  # the exact provider-filing request, for review
+
+    # Four eyes (SPEC §5): who asked for this version, admitted evidence to it or edited it.
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    last_edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    contributors = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="+", blank=True)
+
+    approval_status = models.CharField(
+        max_length=20, choices=ApprovalStatus.choices, default=ApprovalStatus.NOT_REQUESTED
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True)
+    approved_digest = models.CharField(max_length=64, blank=True)
+
+    filing_status = models.CharField(
+        max_length=20, choices=FilingStatus.choices, default=FilingStatus.NOT_FILED
+    )
+    provider_status = models.CharField(
+        max_length=20, choices=ProviderStatus.choices, default=ProviderStatus.NOT_CALLED
+    )
+    filing_key = models.CharField(max_length=255, blank=True)
+    filing_request_digest = models.CharField(max_length=64, blank=True)
+    filing_reference = models.CharField(max_length=255, blank=True)
+    filing_provider_state = models.CharField(max_length=40, blank=True)  # the dispute's status
+    filing_error = models.CharField(max_length=100, blank=True)
+    filed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    filing_started_at = models.DateTimeField(null=True)
+    filed_at = models.DateTimeField(null=True)  # when the readback proved it
+    filing_run = models.ForeignKey(
+        "verification.VerificationRun",
+        null=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["dispute", "-version"]
+        permissions = [
+            ("approve_packet", "Can approve a dispute packet"),
+            ("file_packet", "Can file an approved dispute packet with the provider"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["dispute", "version"], name="packet_unique_version"),
+            models.UniqueConstraint(
+                fields=["filing_key"],
+                condition=~Q(filing_key=""),
+                name="packet_unique_filing_key",
+            ),
+            # One filing per dispute: a dispute takes one submission at the provider.
+            models.UniqueConstraint(
+                fields=["dispute"],
+                condition=~Q(filing_status="not_filed"),
+                name="packet_one_filing_per_dispute",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} (v{self.version})"

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from core import exceptions as core_errors
 from core.api.idempotent import idempotent, operation_name
+from core.api.parsing import MICRO, MicroField, Strict, StrictCharField, parse_body
 from core.api.permissions import SessionRequired, caller, django_permission
 from core.api.responses import error_responses, ok, success_envelope
 from core.idempotency import (
@@ -34,7 +35,6 @@ from envelopes.exceptions import (
     UnsupportedCurrency,
 )
 
-MICRO = "Micro-dollars: 1 USD = 1,000,000 micro (not cents). Each `_micro` field has a `_usd` twin."
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key",
     str,
@@ -63,75 +63,37 @@ IDEMPOTENCY_ERRORS = (
 )
 
 
-class MicroField(serializers.IntegerField):
-    """A JSON integer, nothing else (no strings, floats or booleans), within a 64-bit column."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("help_text", MICRO)
-        super().__init__(min_value=-(2**63), max_value=2**63 - 1, **kwargs)
-
-    def to_internal_value(self, data: Any) -> int:
-        if not isinstance(data, int) or isinstance(data, bool):
-            self.fail("invalid")
-        return int(super().to_internal_value(data))
-
-
-class StrictCharField(serializers.CharField):
-    """A JSON string, nothing else (a number is not silently turned into one)."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return str(super().to_internal_value(data))
-
-
-class _Strict(serializers.Serializer):
-    """Unknown fields are refused, not ignored."""
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = (
-            set(self.initial_data) - set(self.fields)
-            if isinstance(self.initial_data, dict)
-            else set()
-        )
-        if unknown:
-            raise serializers.ValidationError(
-                {name: ["Unknown field."] for name in sorted(unknown)}
-            )
-        return attrs
-
-
-class FundingInput(_Strict):
+class FundingInput(Strict):
     amount_micro = MicroField()
     payment_method = StrictCharField(max_length=100, help_text="e.g. pm_card_visa")
     currency = StrictCharField(required=False, max_length=10, help_text="usd (the only one)")
 
 
-class DebitInput(_Strict):
+class DebitInput(Strict):
     amount_micro = MicroField()
     reference = StrictCharField(max_length=200, help_text="e.g. the claim or job id")
 
 
-class RefundInput(_Strict):
+class RefundInput(Strict):
     amount_micro = MicroField(
         required=False, help_text=MICRO + " Omit for the whole unspent balance."
     )
 
 
 def _parse(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
-    data = request.data if request.data not in (None, "") else {}
-    if not isinstance(data, dict):
-        raise core_errors.InvalidInput("The body must be a JSON object.")
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        fields = set(serializer.errors)
-        if fields & {"amount_micro"} and "amount_micro" in data:
+    """Strict parsing; a bad `amount_micro` is `invalid_amount` (SPEC §1)."""
+    try:
+        return parse_body(serializer_class, request)
+    except core_errors.InvalidInput as exc:
+        if (
+            "amount_micro" in exc.details
+            and isinstance(request.data, dict)
+            and ("amount_micro" in request.data)
+        ):
             raise InvalidAmount(
-                "amount_micro must be an integer number of micro-dollars.",
-                details=serializer.errors,
-            )
-        raise core_errors.InvalidInput(details=serializer.errors)
-    return dict(serializer.validated_data)
+                "amount_micro must be an integer number of micro-dollars.", details=exc.details
+            ) from exc
+        raise
 
 
 def _funding_response(result: services.FundingResult, created: bool) -> Response:

@@ -1,0 +1,60 @@
+"""Strict parsing of JSON bodies for every API view: exact JSON types (no silent coercion),
+unknown fields refused, and one validation error shape."""
+
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.request import Request
+
+from core import exceptions as core_errors
+
+MICRO = "Micro-dollars: 1 USD = 1,000,000 micro (not cents). Each `_micro` field has a `_usd` twin."
+
+
+class MicroField(serializers.IntegerField):
+    """A JSON integer, nothing else (no strings, floats or booleans), within a 64-bit column."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", MICRO)
+        super().__init__(min_value=-(2**63), max_value=2**63 - 1, **kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string, nothing else (a number is not silently turned into one)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+class Strict(serializers.Serializer):
+    """Unknown fields are refused, not ignored."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = (
+            set(self.initial_data) - set(self.fields)
+            if isinstance(self.initial_data, dict)
+            else set()
+        )
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["Unknown field."] for name in sorted(unknown)}
+            )
+        return attrs
+
+
+def parse_body(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The request's JSON object (no body is `{}`), validated by `serializer_class`."""
+    data = request.data if request.data not in (None, "") else {}
+    if not isinstance(data, dict):
+        raise core_errors.InvalidInput("The body must be a JSON object.")
+    serializer = serializer_class(data=data)
+    if not serializer.is_valid():
+        raise core_errors.InvalidInput(details=serializer.errors)
+    return dict(serializer.validated_data)

@@ -1,0 +1,107 @@
+"""Output shapes of the disputes API, for the OpenAPI schema (the views render selectors' dicts)."""
+
+from rest_framework import serializers
+
+from envelopes.api.schemas import money_serializer
+
+POSTURES = ["accept", "contest", "refund_already_sent", "needs_more_evidence", "operator_review"]
+
+
+class EvidenceOut(serializers.Serializer):
+    ref = serializers.CharField()
+    sha256 = serializers.CharField()
+    kind = serializers.ChoiceField(
+        choices=["delivery", "consent", "communication", "policy", "other"]
+    )
+    summary = serializers.CharField()
+    admitted_by = serializers.CharField(allow_null=True)
+    admitted_at = serializers.DateTimeField()
+
+
+class ApprovalOut(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["not_requested", "approved"])
+    approved_by = serializers.CharField(allow_null=True)
+    approved_at = serializers.DateTimeField(allow_null=True)
+    approved_digest = serializers.CharField(allow_null=True)
+
+
+class FilingOut(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=["not_filed", "submitting", "awaiting_readback", "filed", "readback_failed"],
+        help_text="`filed` only once an independent readback (stripe.dispute.filed) is VERIFIED. "
+        "A filed response is not a won, closed or settled dispute.",
+    )
+    provider_status = serializers.ChoiceField(
+        choices=["not_called", "accepted", "refused", "unknown"],
+        help_text="What the provider answered the filing call (evidence level E1, not proof).",
+    )
+    filing_reference = serializers.CharField(allow_null=True)
+    dispute_id = serializers.CharField()
+    request_digest = serializers.CharField(allow_null=True)
+    provider_dispute_status = serializers.CharField(allow_null=True)
+    error_code = serializers.CharField(allow_null=True)
+    verification_run = serializers.CharField(allow_null=True)
+    verification_verdict = serializers.CharField(allow_null=True)
+    filed_at = serializers.DateTimeField(allow_null=True)
+
+
+class PacketOut(serializers.Serializer):
+    packet_id = serializers.CharField()
+    version = serializers.IntegerField()
+    status = serializers.ChoiceField(
+        choices=["ready_for_review", "incomplete", "invalid", "superseded"]
+    )
+    posture = serializers.ChoiceField(choices=POSTURES)
+    summary = serializers.CharField()
+    citations = serializers.ListField(
+        child=serializers.CharField(), help_text="Admitted receipt ids and evidence refs."
+    )
+    receipt_ids = serializers.ListField(child=serializers.CharField())
+    evidence_refs = EvidenceOut(many=True)
+    open_questions = serializers.ListField(child=serializers.CharField())
+    validation = serializers.JSONField(help_text='{"ok": bool, "errors": [{"code", "message"}]}')
+    digest = serializers.CharField(help_text="SHA-256 of the canonical JSON of the content.")
+    drafter = serializers.CharField()
+    contributors = serializers.ListField(child=serializers.CharField())
+    approval = ApprovalOut()
+    filing = FilingOut()
+    handoff = serializers.JSONField(help_text="The exact provider-filing request, for review.")
+    created_at = serializers.DateTimeField()
+
+
+_DISPUTE_FIELDS = {
+    "dispute_id": serializers.CharField(),
+    "provider": serializers.CharField(),
+    "provider_dispute_id": serializers.CharField(),
+    "charge": serializers.CharField(),
+    "currency": serializers.CharField(),
+    "reason": serializers.CharField(),
+    "response_deadline": serializers.DateTimeField(allow_null=True),
+    "provider_status": serializers.CharField(allow_null=True),
+    "source": serializers.ChoiceField(choices=["provider", "staff"]),
+    "created_at": serializers.DateTimeField(),
+}
+
+DisputeListItemOut = money_serializer("DisputeListItemOut", dict(_DISPUTE_FIELDS), ["amount"])
+
+DisputeOut = money_serializer(
+    "DisputeOut",
+    {
+        **_DISPUTE_FIELDS,
+        "evidence": EvidenceOut(many=True),
+        "packet": PacketOut(allow_null=True),
+    },
+    ["amount"],
+)
+
+
+class DisputeListOut(serializers.Serializer):
+    results = DisputeListItemOut(many=True)
+    count = serializers.IntegerField()
+    next_offset = serializers.IntegerField(allow_null=True)
+
+
+class EvidenceAdmittedOut(serializers.Serializer):
+    evidence = EvidenceOut()
+    created = serializers.BooleanField()
+    dispute = DisputeOut()

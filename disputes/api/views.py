@@ -1,0 +1,268 @@
+"""The staff API of disputes (SPEC §9). Views parse, authorize, call one service, render. Approval
+and filing are not here: they are acts of a person in the admin."""
+
+from typing import Any
+
+from django.db.models import Q
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core import exceptions as core_errors
+from core.api.idempotent import idempotent, operation_name
+from core.api.parsing import MicroField, Strict, StrictCharField, parse_body
+from core.api.permissions import caller
+from core.api.responses import error_responses, ok, success_envelope
+from core.idempotency import (
+    IdempotencyKeyConflict,
+    IdempotencyKeyInUse,
+    IdempotencyKeyOtherSurface,
+    InvalidIdempotencyKey,
+)
+from core.models import IdempotencyRecord
+from disputes import exceptions as errors
+from disputes import selectors, services
+from disputes.api import schemas
+from disputes.models import Dispute
+
+AUTH_ERRORS = (
+    core_errors.NotAuthenticated,
+    core_errors.AuthenticationFailed,
+    core_errors.PermissionDenied,
+)
+IDEMPOTENCY_ERRORS = (
+    InvalidIdempotencyKey,
+    IdempotencyKeyInUse,
+    IdempotencyKeyConflict,
+    IdempotencyKeyOtherSurface,
+)
+EVIDENCE_ERRORS = (
+    errors.EvidenceUnknownField,
+    errors.EvidenceMissingField,
+    errors.EvidenceInvalidRef,
+    errors.EvidenceInvalidSha256,
+    errors.EvidenceInvalidKind,
+    errors.EvidenceTooLong,
+    errors.EvidenceRawPayload,
+    errors.EvidenceCredential,
+    errors.EvidenceCardNumber,
+    errors.EvidenceRefConflict,
+    errors.ReceiptDetailRefused,
+)
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="1-255 printable ASCII characters; scoped to the caller and the operation.",
+)
+
+
+class IsStaff(BasePermission):
+    """Ops staff only; checked before any lookup, so it reveals nothing about ids."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not getattr(request.user, "is_staff", False):
+            raise core_errors.PermissionDenied("The disputes API is for operations staff.")
+        return True
+
+
+STAFF = [IsAuthenticated, IsStaff]
+
+
+def _dispute(dispute_id: str) -> Dispute:
+    """By Vouch's id (`dsp_…`) or the provider's (`dp_…`)."""
+    dispute = Dispute.objects.filter(
+        Q(public_id=dispute_id) | Q(provider_dispute_id=dispute_id)
+    ).first()
+    if dispute is None:
+        raise core_errors.NotFound()
+    return dispute
+
+
+class DisputeInput(Strict):
+    dispute_id = StrictCharField(max_length=100, help_text="The provider's dispute id (dp_…)")
+    charge_id = StrictCharField(max_length=100, help_text="The disputed charge (ch_…)")
+    amount_micro = MicroField()
+    currency = StrictCharField(required=False, max_length=10, help_text="usd (the only one)")
+    reason = StrictCharField(max_length=60, help_text="Stripe's dispute reason, e.g. fraudulent")
+    response_deadline = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class EvidenceInput(serializers.Serializer):
+    """For the schema only: the view hands the raw object to the admission rules."""
+
+    ref = serializers.CharField(max_length=200)
+    sha256 = serializers.CharField(min_length=64, max_length=64)
+    kind = serializers.ChoiceField(
+        choices=["delivery", "consent", "communication", "policy", "other"]
+    )
+    summary = serializers.CharField(max_length=500)
+
+
+class PacketInput(Strict):
+    """No fields: the packet is prepared from Vouch's own receipts and the admitted evidence."""
+
+
+class DisputeListApi(APIView):
+    permission_classes = STAFF
+
+    @extend_schema(
+        operation_id="disputes_list",
+        summary="Disputes, deadline first (staff)",
+        parameters=[
+            OpenApiParameter("dispute_id", str, description="The provider's dispute id"),
+            OpenApiParameter("charge", str, description="The disputed charge id"),
+            OpenApiParameter("limit", int, description="1-100, default 20"),
+            OpenApiParameter("offset", int),
+        ],
+        responses={
+            200: success_envelope(schemas.DisputeListOut, name="DisputeListEnvelope"),
+            **error_responses(core_errors.InvalidInput, *AUTH_ERRORS),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        try:
+            limit = min(max(int(request.query_params.get("limit", 20)), 1), 100)
+            offset = max(int(request.query_params.get("offset", 0)), 0)
+        except ValueError as exc:
+            raise core_errors.InvalidInput("limit and offset are integers.") from exc
+        disputes = selectors.disputes_filtered(
+            dispute_id=request.query_params.get("dispute_id"),
+            charge=request.query_params.get("charge"),
+        )
+        total = disputes.count()
+        page = list(disputes[offset : offset + limit])
+        return ok(
+            {
+                "results": [selectors.dispute_data(d, detail=False) for d in page],
+                "count": total,
+                "next_offset": offset + limit if offset + limit < total else None,
+            }
+        )
+
+    @extend_schema(
+        operation_id="disputes_enter",
+        summary="Enter a dispute by hand (staff); a packet is prepared at once",
+        request=DisputeInput,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            201: success_envelope(schemas.DisputeOut, name="DisputeEnteredEnvelope"),
+            **error_responses(
+                core_errors.InvalidInput,
+                errors.UnsupportedCurrency,
+                core_errors.CsrfFailed,
+                *AUTH_ERRORS,
+                *IDEMPOTENCY_ERRORS,
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response | HttpResponse:
+        def action(record: IdempotencyRecord | None) -> Response:
+            data = parse_body(DisputeInput, request)
+            packet = services.dispute_enter(actor=caller(request), data=data)
+            return ok(selectors.dispute_data(packet.dispute), status=201)
+
+        return idempotent(request, operation=operation_name("dispute.enter"), action=action)
+
+
+class DisputeDetailApi(APIView):
+    permission_classes = STAFF
+
+    @extend_schema(
+        operation_id="disputes_retrieve",
+        summary="A dispute with its admitted evidence and current packet (staff)",
+        responses={
+            200: success_envelope(schemas.DisputeOut, name="DisputeEnvelope"),
+            **error_responses(core_errors.NotFound, *AUTH_ERRORS),
+        },
+    )
+    def get(self, request: Request, dispute_id: str) -> Response:
+        return ok(selectors.dispute_data(_dispute(dispute_id)))
+
+
+class EvidenceApi(APIView):
+    permission_classes = STAFF
+
+    @extend_schema(
+        operation_id="disputes_evidence_admit",
+        summary="Admit external evidence as {ref, sha256, kind, summary} (staff)",
+        description="Raw payloads, unknown fields, receipt detail and anything that looks like a "
+        "credential or a card number are refused with a code naming the rule. The admitter "
+        "contributes to every packet version that holds the evidence (four eyes). Prepare the "
+        "packet again to use it.",
+        request=EvidenceInput,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            201: success_envelope(schemas.EvidenceAdmittedOut, name="EvidenceAdmittedEnvelope"),
+            200: success_envelope(schemas.EvidenceAdmittedOut, name="EvidenceAlreadyEnvelope"),
+            **error_responses(
+                *EVIDENCE_ERRORS,
+                core_errors.NotFound,
+                core_errors.CsrfFailed,
+                *AUTH_ERRORS,
+                *IDEMPOTENCY_ERRORS,
+            ),
+        },
+    )
+    def post(self, request: Request, dispute_id: str) -> Response | HttpResponse:
+        def action(record: IdempotencyRecord | None) -> Response:
+            dispute = _dispute(dispute_id)
+            data = request.data if request.data not in (None, "") else {}
+            evidence, created = services.evidence_admit(
+                dispute=dispute, actor=caller(request), data=data
+            )
+            body = {
+                "evidence": selectors.evidence_data(evidence),
+                "created": created,
+                "dispute": selectors.dispute_data(dispute),
+            }
+            return ok(body, status=201 if created else 200)
+
+        return idempotent(
+            request, operation=operation_name("dispute.evidence", dispute_id), action=action
+        )
+
+
+class PacketApi(APIView):
+    permission_classes = STAFF
+
+    @extend_schema(
+        operation_id="disputes_packet_prepare",
+        summary="Prepare the dispute's packet again (staff)",
+        description="A new version from Vouch's own receipts and the admitted evidence, through "
+        "the configured drafter and deterministic finalization. Body `{}`: caller-supplied "
+        "receipts are refused (`receipt_detail_refused`). The caller contributes to the new "
+        "version and cannot approve it.",
+        request=PacketInput,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            201: success_envelope(schemas.DisputeOut, name="PacketPreparedEnvelope"),
+            **error_responses(
+                errors.ReceiptDetailRefused,
+                errors.PacketAlreadyFiled,
+                core_errors.InvalidInput,
+                core_errors.NotFound,
+                core_errors.CsrfFailed,
+                *AUTH_ERRORS,
+                *IDEMPOTENCY_ERRORS,
+            ),
+        },
+    )
+    def post(self, request: Request, dispute_id: str) -> Response | HttpResponse:
+        def action(record: IdempotencyRecord | None) -> Response:
+            dispute = _dispute(dispute_id)
+            data = request.data if request.data not in (None, "") else {}
+            if isinstance(data, dict) and any("receipt" in str(k) for k in data):
+                raise errors.ReceiptDetailRefused(details={"fields": sorted(map(str, data))})
+            parse_body(PacketInput, request)
+            packet = services.packet_prepare(dispute=dispute, requested_by=caller(request))
+            return ok(selectors.dispute_data(packet.dispute), status=201)
+
+        return idempotent(
+            request, operation=operation_name("dispute.packet", dispute_id), action=action
+        )

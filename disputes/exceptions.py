@@ -1,0 +1,123 @@
+"""Refusals of the disputes app. Each code is stable: the API, the admin and tests rely on it."""
+
+from typing import ClassVar
+
+from core.exceptions import VouchError
+
+
+class EvidenceRefused(VouchError):
+    """Evidence that breaks an admission rule (SPEC §9 step 4); the code names the rule."""
+
+    code: ClassVar[str] = "evidence_refused"
+    status_code = 400
+    default_message = "The evidence was refused."
+
+
+class EvidenceUnknownField(EvidenceRefused):
+    code = "evidence_unknown_field"
+    default_message = "Evidence is admitted only as {ref, sha256, kind, summary}."
+
+
+class EvidenceMissingField(EvidenceRefused):
+    code = "evidence_missing_field"
+    default_message = "Evidence needs ref, sha256, kind and summary."
+
+
+class EvidenceInvalidRef(EvidenceRefused):
+    code = "evidence_invalid_ref"
+    default_message = "ref must be 1-200 printable characters without spaces, quotes or braces."
+
+
+class EvidenceInvalidSha256(EvidenceRefused):
+    code = "evidence_invalid_sha256"
+    default_message = "sha256 must be 64 lowercase hexadecimal characters."
+
+
+class EvidenceInvalidKind(EvidenceRefused):
+    code = "evidence_invalid_kind"
+    default_message = "kind must be delivery, consent, communication, policy or other."
+
+
+class EvidenceTooLong(EvidenceRefused):
+    code = "evidence_too_long"
+    default_message = "summary must be 1-500 characters."
+
+
+class EvidenceRawPayload(EvidenceRefused):
+    code = "evidence_raw_payload"
+    default_message = (
+        "Raw payloads are not admitted: send a reference, its SHA-256 and a short summary."
+    )
+
+
+class EvidenceCredential(EvidenceRefused):
+    code = "evidence_credential"
+    default_message = "The evidence looks like it contains a credential; it was not admitted."
+
+
+class EvidenceCardNumber(EvidenceRefused):
+    code = "evidence_card_number"
+    default_message = "The evidence looks like it contains a card number; it was not admitted."
+
+
+class EvidenceRefConflict(EvidenceRefused):
+    code = "evidence_ref_conflict"
+    status_code = 409
+    default_message = "This ref is already admitted to the dispute with other content."
+
+
+class ReceiptDetailRefused(VouchError):
+    code = "receipt_detail_refused"
+    status_code = 400
+    default_message = (
+        "Receipts are resolved from Vouch's own history; caller-supplied receipt rows, ids or "
+        "summaries are not accepted."
+    )
+
+
+class PacketNotApproved(VouchError):
+    code = "packet_not_approved"
+    status_code = 409
+    default_message = "The packet is not approved."
+
+
+class PacketIncomplete(VouchError):
+    code = "packet_incomplete"
+    status_code = 422
+    default_message = "The packet is not complete enough to approve or file."
+
+
+class PacketInvalid(VouchError):
+    code = "packet_invalid"
+    status_code = 422
+    default_message = "The packet failed validation, or its posture is not one that is filed."
+
+
+class PacketAlreadyFiled(VouchError):
+    code = "packet_already_filed"
+    status_code = 409
+    default_message = "A response to this dispute is already filed or being filed."
+
+
+class PacketDrifted(VouchError):
+    code = "packet_drifted"
+    status_code = 409
+    default_message = "The packet changed since it was approved or shown: review it again."
+
+
+class FilingKeyConflict(VouchError):
+    code = "idempotency_key_conflict"
+    status_code = 422
+    default_message = "Another idempotency key is already bound to this filing."
+
+
+class ApproverIsContributor(VouchError):
+    code = "approver_is_contributor"
+    status_code = 403
+    default_message = "You contributed to this version of the packet: another person must approve."
+
+
+class UnsupportedCurrency(VouchError):
+    code = "unsupported_currency"
+    status_code = 400
+    default_message = "Only USD is supported."

@@ -1,0 +1,578 @@
+"""Every write on disputes (SPEC §9). Preparation never calls the provider to mutate anything;
+filing calls it once per filing key, outside any transaction or lock (reserve the filing, call,
+record), and only the independent readback run makes a packet `filed`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from core.exceptions import InvalidInput, PermissionDenied
+from core.services import audit_record
+from disputes import exceptions as errors
+from disputes.drafting import Draft, DraftMaterial, ReceiptFact, drafter_from_settings
+from disputes.evidence import AdmittedEvidence, evidence_parse
+from disputes.finalization import finalize
+from disputes.models import (
+    FILEABLE_POSTURES,
+    ApprovalStatus,
+    Dispute,
+    DisputeSource,
+    Evidence,
+    FilingStatus,
+    Packet,
+    PacketStatus,
+    Posture,
+    ProviderStatus,
+)
+from disputes.packets import (
+    canonical_digest,
+    dispute_facts,
+    filing_request,
+    handoff,
+    packet_digest,
+)
+from providers import provider_from_settings
+
+if TYPE_CHECKING:
+    from accounts.models import User
+    from verification.models import VerificationRun
+
+logger = logging.getLogger("vouch.disputes")
+
+FILED_CONTRACT = "stripe.dispute.filed"
+MICRO_PER_CENT = 10_000
+PERM_APPROVE = "disputes.approve_packet"
+PERM_FILE = "disputes.file_packet"
+_UNDERWAY = (FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK)
+
+
+# --- disputes ------------------------------------------------------------------------------------
+
+
+def _deadline(value: Any) -> datetime | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromtimestamp(int(value), tz=UTC)
+
+
+def dispute_normalize(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A provider Dispute object (Stripe's shape) as the fields Vouch keeps."""
+    charge = obj.get("charge")
+    if isinstance(charge, Mapping):
+        charge = charge.get("id")
+    details = obj.get("evidence_details") or {}
+    return {
+        "provider_dispute_id": str(obj["id"]),
+        "charge_id": str(charge or ""),
+        "amount_micro": int(obj["amount"]) * MICRO_PER_CENT,
+        "currency": str(obj.get("currency") or "usd").lower(),
+        "reason": str(obj.get("reason") or "general"),
+        "response_deadline": _deadline(details.get("due_by")),
+        "provider_status": str(obj.get("status") or ""),
+    }
+
+
+def dispute_record(
+    *, fields: Mapping[str, Any], source: str, entered_by: User | None = None
+) -> tuple[Dispute, bool]:
+    """Create the dispute once (unique provider id), or refresh what the provider says of it.
+    Returns (dispute, created)."""
+    if fields.get("currency", "usd") != "usd":
+        raise errors.UnsupportedCurrency()
+    values = dict(fields)
+    key = values.pop("provider_dispute_id")
+    with transaction.atomic():
+        dispute = (
+            Dispute.objects.select_for_update()
+            .filter(provider="stripe", provider_dispute_id=key)
+            .first()
+        )
+        if dispute is not None:
+            if source == DisputeSource.PROVIDER:
+                changed = [f for f, v in values.items() if getattr(dispute, f) != v]
+                for name in changed:
+                    setattr(dispute, name, values[name])
+                if changed:
+                    dispute.save(update_fields=[*changed, "updated_at"])
+            return dispute, False
+        try:
+            with transaction.atomic():
+                dispute = Dispute.objects.create(
+                    provider_dispute_id=key, source=source, entered_by=entered_by, **values
+                )
+        except IntegrityError:  # created by a concurrent delivery
+            return Dispute.objects.get(provider="stripe", provider_dispute_id=key), False
+        if entered_by is not None:
+            audit_record(
+                actor=entered_by,
+                action="dispute.enter",
+                target_type="dispute",
+                target_id=dispute.public_id,
+                details={"dispute_id": key, "charge_id": dispute.charge_id},
+            )
+    return dispute, True
+
+
+def dispute_enter(*, actor: User, data: Mapping[str, Any]) -> Packet:
+    """A dispute entered by staff: recorded and prepared at once (the person asked for it)."""
+    deadline = data.get("response_deadline")
+    fields = {
+        "provider_dispute_id": data["dispute_id"],
+        "charge_id": data["charge_id"],
+        "amount_micro": data["amount_micro"],
+        "currency": data.get("currency") or "usd",
+        "reason": data["reason"],
+        "response_deadline": deadline,
+        "provider_status": "",
+    }
+    if fields["amount_micro"] <= 0 or fields["amount_micro"] % MICRO_PER_CENT:
+        raise InvalidInput("amount_micro must be a positive whole number of cents in micro.")
+    dispute, created = dispute_record(fields=fields, source=DisputeSource.STAFF, entered_by=actor)
+    if not created:
+        raise InvalidInput(
+            "This dispute is already recorded.", details={"dispute_id": dispute.public_id}
+        )
+    return packet_prepare(dispute=dispute, requested_by=actor)
+
+
+def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
+    """`charge.dispute.*`: re-read the dispute (events may be stale or out of order), record it,
+    and prepare a packet when it is new. Raises if the provider cannot be read, so the event stays
+    unprocessed and the retry job comes back to it."""
+    obj = (event.get("data") or {}).get("object") or {}
+    dispute_id = str(obj.get("id") or "")
+    if not dispute_id:
+        return
+    read = provider_from_settings().dispute_read(dispute_id)
+    if not read.accepted:
+        raise RuntimeError(f"dispute {dispute_id} could not be read: {read.error_code}")
+    dispute, created = dispute_record(
+        fields=dispute_normalize(read.require()), source=DisputeSource.PROVIDER
+    )
+    if created:
+        packet_prepare(dispute=dispute, requested_by=None)
+
+
+# --- evidence ------------------------------------------------------------------------------------
+
+
+def evidence_admit(*, dispute: Dispute, actor: User, data: Any) -> tuple[Evidence, bool]:
+    """Admit one evidence item after every rule of SPEC §9 step 4. The same item twice is the
+    same admission; the same ref with other content is refused. Returns (evidence, created)."""
+    item = evidence_parse(data)
+    with transaction.atomic():
+        Dispute.objects.select_for_update().get(pk=dispute.pk)
+        existing = Evidence.objects.filter(dispute=dispute, ref=item.ref).first()
+        if existing is not None:
+            if (existing.sha256, existing.kind, existing.summary) != (
+                item.sha256,
+                item.kind,
+                item.summary,
+            ):
+                raise errors.EvidenceRefConflict(details={"ref": item.ref})
+            return existing, False
+        evidence = Evidence.objects.create(dispute=dispute, admitted_by=actor, **item.as_dict())
+        audit_record(
+            actor=actor,
+            action="dispute.evidence_admit",
+            target_type="dispute",
+            target_id=dispute.public_id,
+            details={"ref": item.ref, "kind": item.kind, "sha256": item.sha256},
+        )
+    return evidence, True
+
+
+# --- preparation ---------------------------------------------------------------------------------
+
+
+def _fact(check: Any) -> ReceiptFact:
+    receipt = check.receipt
+    body = receipt.body if isinstance(receipt.body, dict) else {}
+    return ReceiptFact(
+        id=receipt.id,
+        kind=receipt.kind,
+        amount_micro=int(receipt.amount_micro),
+        provider_object_id=receipt.provider_object_id,
+        detail=dict(body.get("detail") or {}),
+    )
+
+
+def material_for(dispute: Dispute) -> DraftMaterial:
+    """SPEC §9 steps 1-4: the normalized dispute, its charge and refunds resolved by receipt id
+    from Vouch's own receipts (never from the caller), and the admitted evidence."""
+    from receipts.selectors import receipt_tree
+
+    tree = receipt_tree(charge_id=dispute.charge_id)
+    charge = _fact(tree.charge) if tree.charge is not None and tree.charge.ok else None
+    refunds = [_fact(c) for c in tree.unreversed_refunds() if c.ok]
+    evidence = [
+        AdmittedEvidence(ref=e.ref, sha256=e.sha256, kind=e.kind, summary=e.summary)
+        for e in dispute.evidence.all()
+    ]
+    return DraftMaterial(
+        dispute=dispute_facts(dispute),
+        tree_complete=bool(tree.complete),
+        tree_problems=list(tree.problems),
+        undecided_refund_legs=list(tree.undecided_refund_legs),
+        charge_receipt=charge,
+        refund_receipts=refunds,
+        evidence=evidence,
+    )
+
+
+def _status_for(posture: str, ok: bool) -> str:
+    if not ok:
+        return PacketStatus.INVALID
+    if posture == Posture.NEEDS_MORE_EVIDENCE:
+        return PacketStatus.INCOMPLETE
+    return PacketStatus.READY_FOR_REVIEW
+
+
+def _apply(packet: Packet, draft: Draft | Mapping[str, Any], material: DraftMaterial) -> None:
+    """Step 6 on a draft, then the derived fields: validation, status, digest, handoff."""
+    final = finalize(draft, material)
+    packet.posture = final.draft.posture
+    packet.summary = final.draft.summary
+    packet.citations = list(final.draft.citations)
+    packet.open_questions = list(final.draft.open_questions)
+    packet.validation = final.validation()
+    packet.status = _status_for(packet.posture, final.ok)
+    packet.receipt_ids = list(material.receipt_ids)
+    packet.digest = packet_digest(packet)
+    packet.handoff = handoff(packet, digest=packet.digest, options=final.draft.filing_options)
+
+
+def _refuse_if_filing(dispute: Dispute) -> None:
+    if dispute.packets.exclude(filing_status=FilingStatus.NOT_FILED).exists():
+        raise errors.PacketAlreadyFiled()
+
+
+def packet_prepare(*, dispute: Dispute, requested_by: User | None) -> Packet:
+    """Prepare a new version (SPEC §9 steps 1-7) with the configured drafter, its output finalized.
+    Earlier versions are superseded. Its contributors: whoever asked for it and whoever admitted
+    the evidence it holds; a version the system prepared on its own has none."""
+    drafter = drafter_from_settings()
+    with transaction.atomic():
+        locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
+        _refuse_if_filing(locked)
+        material = material_for(locked)
+        draft = drafter.draft(material)
+        version = (locked.packets.aggregate(v=Max("version"))["v"] or 0) + 1
+        packet = Packet(
+            dispute=locked,
+            version=version,
+            drafter=getattr(drafter, "name", type(drafter).__name__),
+            evidence_refs=[e.as_dict() for e in material.evidence],
+            requested_by=requested_by,
+        )
+        _apply(packet, draft, material)
+        locked.packets.exclude(status=PacketStatus.SUPERSEDED).update(
+            status=PacketStatus.SUPERSEDED
+        )
+        packet.save()
+        contributors = {e.admitted_by_id for e in locked.evidence.all() if e.admitted_by_id}
+        if requested_by is not None:
+            contributors.add(requested_by.pk)
+        if contributors:
+            packet.contributors.add(*contributors)
+        audit_record(
+            actor=requested_by,
+            action="packet.prepare",
+            target_type="packet",
+            target_id=packet.public_id,
+            details={"version": version, "posture": packet.posture, "digest": packet.digest},
+        )
+    return packet
+
+
+def _lock_packet(packet: Packet) -> Packet:
+    return (
+        Packet.objects.select_for_update(of=("self",)).select_related("dispute").get(pk=packet.pk)
+    )
+
+
+def _current(packet: Packet) -> None:
+    if packet.status == PacketStatus.SUPERSEDED:
+        raise errors.PacketDrifted(
+            "A newer version of this packet exists: review that one.",
+            details={"packet": packet.public_id},
+        )
+
+
+def packet_edit(*, packet: Packet, actor: User, changes: Mapping[str, Any]) -> Packet:
+    """A person's edit of the current version, in place: it goes through finalization again, its
+    digest changes (an approval of the old content no longer matches), and the editor becomes a
+    contributor who cannot approve this version."""
+    allowed = {"posture", "summary", "citations", "open_questions"}
+    unknown = sorted(set(changes) - allowed)
+    if unknown:
+        raise InvalidInput(details={name: ["Unknown field."] for name in unknown})
+    if not actor.has_perm("disputes.change_packet"):
+        raise PermissionDenied("This needs the permission disputes.change_packet.")
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        _current(locked)
+        if locked.filing_status != FilingStatus.NOT_FILED:
+            raise errors.PacketAlreadyFiled()
+        before = locked.digest
+        draft = {
+            "posture": locked.posture,
+            "summary": locked.summary,
+            "citations": list(locked.citations),
+            "open_questions": list(locked.open_questions),
+            "filing_options": dict(locked.handoff.get("options") or {}),
+            **changes,
+        }
+        _apply(locked, draft, material_for(locked.dispute))
+        locked.last_edited_by = actor
+        locked.save()
+        locked.contributors.add(actor)
+        audit_record(
+            actor=actor,
+            action="packet.edit",
+            target_type="packet",
+            target_id=locked.public_id,
+            details={"fields": sorted(changes), "digest_before": before, "digest": locked.digest},
+        )
+    return locked
+
+
+# --- approval and filing -------------------------------------------------------------------------
+
+
+def _check_confirmed(packet: Packet, confirmed_digest: str) -> None:
+    if confirmed_digest != packet.digest:
+        raise errors.PacketDrifted(
+            "The packet changed since it was shown: review it again.",
+            details={"confirmed": confirmed_digest, "current": packet.digest},
+        )
+
+
+def _check_fileable_content(packet: Packet) -> None:
+    if packet.status == PacketStatus.INCOMPLETE:
+        raise errors.PacketIncomplete(details={"open_questions": packet.open_questions})
+    if packet.status == PacketStatus.INVALID or not packet.validation.get("ok"):
+        raise errors.PacketInvalid(details={"errors": packet.validation.get("errors", [])})
+
+
+def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Packet:
+    """Four eyes: a person with `disputes.approve_packet` who did not contribute to this version
+    approves the content it shows them; the approval records who, when and the digest."""
+    if not actor.has_perm(PERM_APPROVE):
+        raise PermissionDenied(f"This needs the permission {PERM_APPROVE}.")
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        _current(locked)
+        if locked.filing_status != FilingStatus.NOT_FILED:
+            raise errors.PacketAlreadyFiled()
+        _check_confirmed(locked, confirmed_digest)
+        _check_fileable_content(locked)
+        if locked.contributors.filter(pk=actor.pk).exists():
+            raise errors.ApproverIsContributor()
+        locked.approval_status = ApprovalStatus.APPROVED
+        locked.approved_by = actor
+        locked.approved_at = timezone.now()
+        locked.approved_digest = locked.digest
+        locked.save(
+            update_fields=[
+                "approval_status",
+                "approved_by",
+                "approved_at",
+                "approved_digest",
+                "updated_at",
+            ]
+        )
+        audit_record(
+            actor=actor,
+            action="packet.approve",
+            target_type="packet",
+            target_id=locked.public_id,
+            details={"digest": locked.digest, "version": locked.version},
+        )
+    return locked
+
+
+def filing_key_proposal(packet: Packet) -> str:
+    """The key the File form proposes: stable for a packet and its approved digest."""
+    return f"{packet.public_id}:{(packet.approved_digest or packet.digest)[:16]}"
+
+
+def _reserve_filing(*, packet: Packet, actor: User, confirmed_digest: str, key: str) -> Packet:
+    """Phase 1: every refusal, then bind the key to this filing and commit (the recovery point)."""
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        if locked.filing_status == FilingStatus.FILED:
+            raise errors.PacketAlreadyFiled()
+        if locked.filing_status in _UNDERWAY and locked.filing_key == key:
+            return locked  # a retry of this filing: the same key, the provider replays
+        if locked.filing_status != FilingStatus.NOT_FILED:
+            if locked.filing_status in _UNDERWAY:
+                raise errors.FilingKeyConflict(details={"filing_key": locked.filing_key})
+            raise errors.PacketAlreadyFiled()
+        _current(locked)
+        if locked.approval_status != ApprovalStatus.APPROVED:
+            raise errors.PacketNotApproved()
+        _check_fileable_content(locked)
+        if locked.posture not in FILEABLE_POSTURES:
+            raise errors.PacketInvalid(
+                f"A {locked.posture} packet is not filed: only contest and refund_already_sent.",
+                details={"posture": locked.posture},
+            )
+        if packet_digest(locked) != locked.approved_digest or locked.digest != (
+            locked.approved_digest
+        ):
+            raise errors.PacketDrifted(
+                details={"approved": locked.approved_digest, "current": packet_digest(locked)}
+            )
+        _check_confirmed(locked, confirmed_digest)
+        nested = (locked.handoff.get("options") or {}).get("idempotency_key")
+        if nested is not None and nested != key:
+            raise errors.FilingKeyConflict(
+                "The packet carries another idempotency key than the one given for this filing.",
+                details={"nested": "idempotency_key"},
+            )
+        _refuse_if_filing(locked.dispute)
+        request = filing_request(locked, digest=locked.approved_digest)
+        locked.filing_status = FilingStatus.SUBMITTING
+        locked.filing_key = key
+        locked.filing_request_digest = canonical_digest(request)
+        locked.filed_by = actor
+        locked.filing_started_at = timezone.now()
+        try:
+            with transaction.atomic():
+                locked.save()
+        except IntegrityError as exc:  # the key, or the dispute, is bound to another filing
+            raise errors.FilingKeyConflict(details={"filing_key": key}) from exc
+        audit_record(
+            actor=actor,
+            action="packet.file",
+            target_type="packet",
+            target_id=locked.public_id,
+            details={"digest": locked.approved_digest, "filing_key": key},
+        )
+    return locked
+
+
+def packet_file(
+    *, packet: Packet, actor: User, confirmed_digest: str, idempotency_key: str
+) -> Packet:
+    """File exactly the approved packet: reserve (refusals first), call the provider's narrow
+    `dispute.file` outside any transaction with the filing's one key, record what it answered, and
+    start the readback run that alone can make the packet `filed`."""
+    if not actor.has_perm(PERM_FILE):
+        raise PermissionDenied(f"This needs the permission {PERM_FILE}.")
+    key = idempotency_key.strip()
+    if not key or len(key) > 255 or not key.isprintable():
+        raise InvalidInput("The filing key is 1-255 printable characters.")
+    reserved = _reserve_filing(
+        packet=packet, actor=actor, confirmed_digest=confirmed_digest, key=key
+    )
+    request = filing_request(reserved, digest=reserved.approved_digest)
+    outcome = provider_from_settings().dispute_file(
+        dispute_id=request["dispute_id"],
+        evidence=request["evidence"],
+        metadata=request["metadata"],
+        idempotency_key=key,
+    )
+    return _record_filing(packet=reserved, outcome=outcome)
+
+
+def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
+    """Phase 3: keep only the filing reference, dispute id, request digest and status. Accepted or
+    unknown: the readback run decides. Refused: nothing was filed; the key is released."""
+    from verification.services import verification_start
+
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        if locked.filing_status != FilingStatus.SUBMITTING and locked.filing_run_id:
+            return locked  # recorded already (a retry answered after the first)
+        if outcome.refused:
+            locked.provider_status = ProviderStatus.REFUSED
+            locked.filing_error = str(outcome.error_code or "refused")[:100]
+            locked.filing_status = FilingStatus.NOT_FILED
+            audit_record(
+                actor=None,
+                action="packet.file_refused",
+                target_type="packet",
+                target_id=locked.public_id,
+                details={"filing_key": locked.filing_key, "code": locked.filing_error},
+            )
+            locked.filing_key = ""
+            locked.save()
+            return locked
+        answer = outcome.value if outcome.accepted else {}
+        projection = {
+            "id": str((answer or {}).get("id") or locked.dispute.provider_dispute_id),
+            "status": str((answer or {}).get("status") or ""),
+        }
+        run = verification_start(
+            contract_id=FILED_CONTRACT,
+            operation_id=locked.filing_key,
+            operation_created_at=locked.filing_started_at or timezone.now(),
+            input={
+                "dispute": locked.dispute.provider_dispute_id,
+                "packet_digest": locked.approved_digest,
+            },
+            action_result=projection,
+        )
+        locked.provider_status = (
+            ProviderStatus.ACCEPTED if outcome.accepted else ProviderStatus.UNKNOWN
+        )
+        locked.filing_error = "" if outcome.accepted else str(outcome.error_code or "unknown")[:100]
+        locked.filing_reference = str(outcome.request_id or "")[:255]
+        locked.filing_provider_state = projection["status"][:40]
+        locked.filing_run = run
+        if locked.filing_status == FilingStatus.SUBMITTING:
+            locked.filing_status = FilingStatus.AWAITING_READBACK
+        locked.save()
+    if run.verdict != "PENDING":
+        packet_on_verdict(run=run)
+    return Packet.objects.select_related("dispute").get(pk=packet.pk)
+
+
+def packet_on_verdict(*, run: VerificationRun) -> None:
+    """The readback decided: VERIFIED makes the packet `filed`; any other verdict leaves it not
+    filed (the engine escalates it to a person)."""
+    with transaction.atomic():
+        packet = Packet.objects.select_for_update(of=("self",)).filter(filing_run_id=run.pk).first()
+        if packet is None or packet.filing_status not in _UNDERWAY:
+            return
+        if run.verdict == "VERIFIED":
+            packet.filing_status = FilingStatus.FILED
+            packet.filed_at = timezone.now()
+        elif run.verdict != "PENDING":
+            packet.filing_status = FilingStatus.READBACK_FAILED
+        else:
+            return
+        packet.save(update_fields=["filing_status", "filed_at", "updated_at"])
+        audit_record(
+            actor=None,
+            action=f"packet.readback_{run.verdict.lower()}",
+            target_type="packet",
+            target_id=packet.public_id,
+            details={"run": run.pk, "reason": run.verdict_reason},
+        )
+
+
+def packet_resume_filing(*, packet: Packet) -> Packet:
+    """A filing left `submitting` (the process died between the call and the record): repeat the
+    call with the same key (the provider replays) and record it. Never a new key."""
+    if packet.filing_status != FilingStatus.SUBMITTING or not packet.filing_key:
+        return packet
+    request = filing_request(packet, digest=packet.approved_digest)
+    outcome = provider_from_settings().dispute_file(
+        dispute_id=request["dispute_id"],
+        evidence=request["evidence"],
+        metadata=request["metadata"],
+        idempotency_key=packet.filing_key,
+    )
+    return _record_filing(packet=packet, outcome=outcome)
