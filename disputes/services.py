@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from core.crash import crash_point
 from core.exceptions import InvalidInput, PermissionDenied
 from core.services import audit_record
 from disputes import exceptions as errors
@@ -483,6 +484,7 @@ def packet_file(
         metadata=request["metadata"],
         idempotency_key=key,
     )
+    crash_point("filing_after_provider_call")
     return _record_filing(packet=reserved, outcome=outcome)
 
 
@@ -561,6 +563,19 @@ def packet_on_verdict(*, run: VerificationRun) -> None:
             target_id=packet.public_id,
             details={"run": run.pk, "reason": run.verdict_reason},
         )
+
+
+def filings_resume(*, older_than_s: float = 60.0, limit: int = 50) -> int:
+    """The scheduled job: every filing left `submitting` for a while is called again."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    stranded = Packet.objects.select_related("dispute").filter(
+        filing_status=FilingStatus.SUBMITTING, filing_started_at__lt=cutoff
+    )
+    done = 0
+    for packet in stranded[:limit]:
+        packet_resume_filing(packet=packet)
+        done += 1
+    return done
 
 
 def packet_resume_filing(*, packet: Packet) -> Packet:

@@ -1,0 +1,108 @@
+"""Disputes against the sandbox, built the way they happen: an envelope funded through the API, its
+verification runs driven to their verdicts (so Vouch holds signed receipts), refunds through the
+API, a dispute opened through the sandbox's control API and recorded from its provider event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from accounts.models import User
+from disputes import services
+from disputes.models import Dispute, Packet
+from stripe_sandbox.client import SandboxControl
+from tests.envelopes.conftest import Api, alice, sdk, stripe_at_sandbox  # noqa: F401
+from tests.helpers import settle_runs
+
+
+def staff_user(username: str, *perms: str) -> User:
+    user = User.objects.create_user(username, f"{username}@example.com", f"pw-{username}-123")
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    for perm in perms:
+        user.user_permissions.add(Permission.objects.get(codename=perm))
+    return User.objects.get(pk=user.pk)  # a fresh permission cache
+
+
+class Ops:
+    """Three people: one prepares (admits evidence, edits), one approves, one files."""
+
+    def __init__(self) -> None:
+        # The preparer may approve in general, just not a version they contributed to.
+        self.preparer = staff_user("pat", "change_packet", "approve_packet")
+        self.approver = staff_user("ada", "approve_packet")
+        self.filer = staff_user("fil", "file_packet")
+
+
+@pytest.fixture
+def ops(db: None) -> Ops:
+    return Ops()
+
+
+class World:
+    """A buyer's funded envelope at the sandbox, and disputes on its charge."""
+
+    def __init__(self, buyer: Api, sandbox: SandboxControl) -> None:
+        self.buyer = buyer
+        self.sandbox = sandbox
+        self.envelope_id = ""
+        self.charge_id = ""
+
+    def fund(self, amount_micro: int = 10_000_000) -> str:
+        data = self.buyer.create(amount_micro)
+        self.envelope_id = data["envelope_id"]
+        self.charge_id = data["funding_legs"][0]["charge"]
+        settle_runs()
+        return self.charge_id
+
+    def refund(self, amount_micro: int, *, settle: bool = True) -> dict[str, Any]:
+        response = self.buyer.post(
+            f"/api/v1/escrow/envelopes/{self.envelope_id}/refund", {"amount_micro": amount_micro}
+        )
+        assert response.status_code in (200, 201), response.content
+        if settle:
+            settle_runs()
+        return dict(response.json()["data"])
+
+    def dispute(self, *, reason: str = "fraudulent", amount_cents: int | None = None) -> Dispute:
+        opened = self.sandbox.open_dispute(self.charge_id, reason=reason, amount=amount_cents)
+        services.dispute_on_provider_event(
+            event={"type": "charge.dispute.created", "data": {"object": {"id": opened["id"]}}}
+        )
+        return Dispute.objects.get(provider_dispute_id=opened["id"])
+
+
+@pytest.fixture
+def world(alice: Api, stripe_at_sandbox: SandboxControl) -> World:  # noqa: F811
+    return World(alice, stripe_at_sandbox)
+
+
+def current(dispute: Dispute) -> Packet:
+    packet = dispute.packets.order_by("-version").first()
+    assert packet is not None
+    return packet
+
+
+def evidence(ref: str, kind: str, summary: str = "Signed delivery confirmation") -> dict[str, str]:
+    import hashlib
+
+    return {
+        "ref": ref,
+        "sha256": hashlib.sha256(ref.encode()).hexdigest(),
+        "kind": kind,
+        "summary": summary,
+    }
+
+
+def contest_ready(world: World, ops: Ops, *, reason: str = "product_not_received") -> Packet:
+    """A funded charge, a dispute, delivery/consent evidence admitted and the packet prepared
+    again by the preparer: a ready `contest` packet."""
+    world.fund()
+    dispute = world.dispute(reason=reason)
+    kind = "delivery" if reason == "product_not_received" else "consent"
+    services.evidence_admit(dispute=dispute, actor=ops.preparer, data=evidence("doc:1", kind))
+    packet = services.packet_prepare(dispute=dispute, requested_by=ops.preparer)
+    assert (packet.posture, packet.status) == ("contest", "ready_for_review"), packet.validation
+    return packet

@@ -1,0 +1,234 @@
+"""The staff API of disputes: list and filters, detail with the current packet, evidence admission
+with a code per broken rule (changing nothing), preparing again, access and idempotency."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from accounts.models import User
+from accounts.services import api_token_issue
+from disputes.models import Dispute, Evidence, Packet
+from tests.envelopes.conftest import Api
+
+from .conftest import Ops, World, evidence, staff_user
+
+SHA = hashlib.sha256(b"doc").hexdigest()
+
+
+@pytest.fixture
+def clerk(db: None) -> Api:
+    return Api(staff_user("clerk"))
+
+
+def enter(api: Api, dispute_id: str = "dp_manual_1", **changes: Any) -> Any:
+    body = {
+        "dispute_id": dispute_id,
+        "charge_id": "ch_unknown_to_vouch",
+        "amount_micro": 5_000_000,
+        "reason": "product_not_received",
+        "response_deadline": "2026-12-24T12:00:00Z",
+        **changes,
+    }
+    return api.post("/api/v1/disputes", body)
+
+
+def test_staff_enter_a_dispute_and_get_a_prepared_packet(clerk: Api) -> None:
+    response = enter(clerk)
+    assert response.status_code == 201, response.content
+    data = response.json()["data"]
+    assert data["provider_dispute_id"] == "dp_manual_1"
+    assert (data["amount_micro"], data["amount_usd"]) == (5_000_000, 5.0)
+    packet = data["packet"]
+    # No receipt of this charge in Vouch's history: nothing can be proven.
+    assert packet["posture"] == "needs_more_evidence"
+    assert packet["status"] == "incomplete"
+    assert any("charge_receipt_missing" in q for q in packet["open_questions"])
+    assert packet["filing"]["status"] == "not_filed"
+    assert packet["filing"]["provider_status"] == "not_called"
+    assert packet["approval"]["status"] == "not_requested"
+    assert packet["contributors"] == ["clerk"]  # who entered it asked for it
+    again = enter(clerk)
+    assert again.status_code == 400
+    assert Dispute.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [
+        ({"amount_micro": -5}, "validation_error"),
+        ({"amount_micro": "5000000"}, "validation_error"),
+        ({"amount_micro": 5_000_001}, "validation_error"),
+        ({"currency": "eur"}, "unsupported_currency"),
+        ({"unexpected": 1}, "validation_error"),
+        ({"response_deadline": "soon"}, "validation_error"),
+    ],
+)
+def test_entering_a_bad_dispute_changes_nothing(clerk: Api, changes: Any, code: str) -> None:
+    response = enter(clerk, **changes)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == code
+    assert not Dispute.objects.exists()
+
+
+def test_list_filters_and_deadline_order(clerk: Api) -> None:
+    enter(clerk, "dp_late", response_deadline="2027-01-10T00:00:00Z")
+    enter(clerk, "dp_soon", response_deadline="2026-12-01T00:00:00Z", charge_id="ch_b")
+    enter(clerk, "dp_none", response_deadline=None)
+    listed = clerk.get("/api/v1/disputes").json()["data"]
+    assert [d["provider_dispute_id"] for d in listed["results"]] == [
+        "dp_soon",
+        "dp_late",
+        "dp_none",
+    ]
+    assert listed["count"] == 3
+    by_id = clerk.get("/api/v1/disputes?dispute_id=dp_late").json()["data"]["results"]
+    assert [d["provider_dispute_id"] for d in by_id] == ["dp_late"]
+    by_charge = clerk.get("/api/v1/disputes?charge=ch_b").json()["data"]["results"]
+    assert [d["provider_dispute_id"] for d in by_charge] == ["dp_soon"]
+    public = listed["results"][0]["dispute_id"]
+    for ref in (public, "dp_soon"):
+        assert clerk.get(f"/api/v1/disputes/{ref}").json()["data"]["dispute_id"] == public
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({**evidence("doc:1", "delivery"), "raw": "x"}, "evidence_unknown_field"),
+        ({"ref": "doc:1", "kind": "delivery", "summary": "s"}, "evidence_missing_field"),
+        (
+            {**evidence("doc:1", "delivery"), "summary": {"object": "charge"}},
+            "evidence_raw_payload",
+        ),
+        (
+            {**evidence("doc:1", "delivery"), "summary": '{"id": "ch_1", "object": "charge"}'},
+            "evidence_raw_payload",
+        ),
+        ({**evidence("doc:1", "delivery"), "sha256": "abc"}, "evidence_invalid_sha256"),
+        ({**evidence("doc:1", "delivery"), "sha256": SHA.upper()}, "evidence_invalid_sha256"),
+        ({**evidence("doc:1", "receipt")}, "evidence_invalid_kind"),
+        ({**evidence("doc:1", "delivery"), "summary": "x" * 501}, "evidence_too_long"),
+        ({**evidence("doc:1", "delivery"), "summary": ""}, "evidence_too_long"),
+        ({**evidence("doc 1", "delivery")}, "evidence_invalid_ref"),
+        ({**evidence("d" * 201, "delivery")}, "evidence_invalid_ref"),
+        (
+            {**evidence("doc:1", "consent"), "summary": "key sk_live_51HabcDEF123"},
+            "evidence_credential",
+        ),
+        ({**evidence("doc:1", "consent"), "summary": "whsec_abcdef123456"}, "evidence_credential"),
+        (
+            {**evidence("doc:1", "consent"), "summary": "Authorization: Bearer abcdefgh12345"},
+            "evidence_credential",
+        ),
+        ({**evidence("doc:1", "consent"), "summary": "password: hunter22"}, "evidence_credential"),
+        ({**evidence("https://u:p@host/x", "consent")}, "evidence_credential"),
+        (
+            {**evidence("doc:1", "consent"), "summary": "card 4242 4242 4242 4242"},
+            "evidence_card_number",
+        ),
+        ({**evidence("doc:1", "other"), "receipt_id": "rcpt_x"}, "receipt_detail_refused"),
+        ({**evidence("rcpt_" + "1" * 64, "other")}, "receipt_detail_refused"),
+        ({**evidence("doc:1", "delivery"), "ref": 12}, "evidence_refused"),
+        ([evidence("doc:1", "delivery")], "evidence_raw_payload"),
+    ],
+)
+def test_evidence_refused_names_the_rule_and_changes_nothing(
+    clerk: Api, body: Any, code: str
+) -> None:
+    public = enter(clerk).json()["data"]["dispute_id"]
+    response = clerk.post(f"/api/v1/disputes/{public}/evidence", body, key="ev-1")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["code"] == code
+    assert not Evidence.objects.exists()
+    # Not stored under the key: the corrected request goes through with the same key.
+    fixed = clerk.post(
+        f"/api/v1/disputes/{public}/evidence", evidence("doc:1", "delivery"), key="ev-1"
+    )
+    assert fixed.status_code == 201, fixed.content
+
+
+def test_evidence_admitted_once_and_a_changed_ref_is_a_conflict(clerk: Api) -> None:
+    public = enter(clerk).json()["data"]["dispute_id"]
+    url = f"/api/v1/disputes/{public}/evidence"
+    first = clerk.post(url, evidence("doc:1", "delivery"))
+    assert first.status_code == 201
+    assert first.json()["data"]["evidence"]["admitted_by"] == "clerk"
+    assert clerk.post(url, evidence("doc:1", "delivery")).status_code == 200
+    changed = clerk.post(url, evidence("doc:1", "delivery", "Another summary"))
+    assert changed.status_code == 409
+    assert changed.json()["error"]["code"] == "evidence_ref_conflict"
+    assert Evidence.objects.count() == 1
+    replay = clerk.post(url, evidence("doc:2", "delivery"), key="k-2")
+    again = clerk.post(url, evidence("doc:2", "delivery"), key="k-2")
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == replay.content
+    conflict = clerk.post(url, evidence("doc:3", "delivery"), key="k-2")
+    assert conflict.json()["error"]["code"] == "idempotency_key_conflict"
+
+
+def test_prepare_again_refuses_receipts_from_the_caller(clerk: Api) -> None:
+    public = enter(clerk).json()["data"]["dispute_id"]
+    url = f"/api/v1/disputes/{public}/packet"
+    forged = {"receipts": [{"id": "rcpt_" + "0" * 64, "amount_micro": 5_000_000}]}
+    refused = clerk.post(url, forged)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "receipt_detail_refused"
+    assert clerk.post(url, {"posture": "contest"}).json()["error"]["code"] == "validation_error"
+    assert Packet.objects.count() == 1
+    prepared = clerk.post(url, {})
+    assert prepared.status_code == 201
+    assert prepared.json()["data"]["packet"]["version"] == 2
+    assert Packet.objects.filter(status="superseded").count() == 1
+
+
+def test_only_staff_and_before_any_lookup(clerk: Api, db: None) -> None:
+    public = enter(clerk).json()["data"]["dispute_id"]
+    buyer = Api(User.objects.create_user("buyer", "b@example.com", "pw-buyer-123"))
+    for path in ("/api/v1/disputes", f"/api/v1/disputes/{public}", "/api/v1/disputes/dsp_missing"):
+        response = buyer.get(path)
+        assert response.status_code == 403
+        assert response.json()["error"]["code"] == "permission_denied"
+    for suffix in ("evidence", "packet"):
+        for target in (public, "dsp_missing"):
+            response = buyer.post(f"/api/v1/disputes/{target}/{suffix}", evidence("doc:9", "other"))
+            assert response.status_code == 403
+    assert APIClient().get("/api/v1/disputes").status_code == 401
+    missing = clerk.get("/api/v1/disputes/dsp_missing")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "not_found"
+    no_csrf = clerk.post(f"/api/v1/disputes/{public}/packet", {}, csrf=False)
+    assert no_csrf.status_code == 403
+    assert no_csrf.json()["error"]["code"] == "csrf_failed"
+
+
+def test_a_staff_token_reads_disputes(clerk: Api, ops: Ops) -> None:
+    enter(clerk)
+    _, raw = api_token_issue(user=clerk.user)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert client.get("/api/v1/disputes").json()["data"]["count"] == 1
+
+
+def test_a_dispute_arriving_from_the_provider_is_prepared(world: World) -> None:
+    world.fund()
+    dispute = world.dispute(reason="fraudulent")
+    assert dispute.source == "provider"
+    assert dispute.amount_micro == 10_000_000
+    assert dispute.response_deadline is not None
+    assert dispute.packets.count() == 1
+    # A later event for the same dispute records what changed and prepares nothing new.
+    world.sandbox.set_dispute_status(dispute.provider_dispute_id, "warning_needs_response")
+    from disputes import services
+
+    services.dispute_on_provider_event(
+        event={
+            "type": "charge.dispute.updated",
+            "data": {"object": {"id": dispute.provider_dispute_id}},
+        }
+    )
+    dispute.refresh_from_db()
+    assert dispute.provider_status == "warning_needs_response"
+    assert dispute.packets.count() == 1
