@@ -127,7 +127,7 @@ class FilingStatus(models.TextChoices):
 
 class ProviderStatus(models.TextChoices):
     NOT_CALLED = "not_called"
-    ACCEPTED = "accepted"
+    ANSWERED = "answered"  # the provider answered the call (E1: a claim; the readback decides)
     REFUSED = "refused"
     UNKNOWN = "unknown"
 

@@ -309,7 +309,13 @@ def _current(packet: Packet) -> None:
         )
 
 
-def packet_edit(*, packet: Packet, actor: User, changes: Mapping[str, Any]) -> Packet:
+def packet_edit(
+    *,
+    packet: Packet,
+    actor: User,
+    changes: Mapping[str, Any],
+    confirmed_digest: str | None = None,
+) -> Packet:
     """A person's edit of the current version, in place: it goes through finalization again, its
     digest changes (an approval of the old content no longer matches), and the editor becomes a
     contributor who cannot approve this version."""
@@ -324,6 +330,8 @@ def packet_edit(*, packet: Packet, actor: User, changes: Mapping[str, Any]) -> P
         _current(locked)
         if locked.filing_status != FilingStatus.NOT_FILED:
             raise errors.PacketAlreadyFiled()
+        if confirmed_digest is not None:  # the edit applies to the content the editor saw
+            _check_confirmed(locked, confirmed_digest)
         before = locked.digest
         draft = {
             "posture": locked.posture,
@@ -527,7 +535,7 @@ def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
             action_result=projection,
         )
         locked.provider_status = (
-            ProviderStatus.ACCEPTED if outcome.accepted else ProviderStatus.UNKNOWN
+            ProviderStatus.ANSWERED if outcome.accepted else ProviderStatus.UNKNOWN
         )
         locked.filing_error = "" if outcome.accepted else str(outcome.error_code or "unknown")[:100]
         locked.filing_reference = str(outcome.request_id or "")[:255]

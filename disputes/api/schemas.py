@@ -32,7 +32,7 @@ class FilingOut(serializers.Serializer):
         "A filed response is not a won, closed or settled dispute.",
     )
     provider_status = serializers.ChoiceField(
-        choices=["not_called", "accepted", "refused", "unknown"],
+        choices=["not_called", "answered", "refused", "unknown"],
         help_text="What the provider answered the filing call (evidence level E1, not proof).",
     )
     filing_reference = serializers.CharField(allow_null=True)

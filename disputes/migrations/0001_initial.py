@@ -194,7 +194,7 @@ class Migration(migrations.Migration):
                     models.CharField(
                         choices=[
                             ("not_called", "Not Called"),
-                            ("accepted", "Accepted"),
+                            ("answered", "Answered"),
                             ("refused", "Refused"),
                             ("unknown", "Unknown"),
                         ],

@@ -107,7 +107,7 @@ def test_filing_twice_with_one_key_makes_one_submission_and_filed_needs_the_read
     dispute_id = packet.dispute.provider_dispute_id
     key = services.filing_key_proposal(packet)
     first = file(packet, ops, key)
-    assert (first.filing_status, first.provider_status) == ("awaiting_readback", "accepted")
+    assert (first.filing_status, first.provider_status) == ("awaiting_readback", "answered")
     assert first.filing_request_digest
     assert first.filing_run is not None
     again = file(packet, ops, key)  # the same filing: the provider replays its answer
@@ -143,7 +143,7 @@ def test_apply_then_drop_on_filing_is_replayed_not_resubmitted(
     assert hits
     assert hits[0]["hits"] == 1
     assert submissions(stripe_at_sandbox, dispute_id) == 1
-    assert filed.provider_status == "accepted"  # the retry got the replayed answer
+    assert filed.provider_status == "answered"  # the retry got the replayed answer
     assert filed.filing_status == "awaiting_readback"
     settle_runs()
     assert Packet.objects.get(pk=packet.pk).filing_status == "filed"
@@ -221,7 +221,7 @@ def test_a_conflicting_nested_key_is_refused(
     with pytest.raises(FilingKeyConflict):
         file(packet, ops, "the-filers-key")
     assert submissions(stripe_at_sandbox, packet.dispute.provider_dispute_id) == 0
-    assert file(packet, ops, "drafter-chosen-key").provider_status == "accepted"
+    assert file(packet, ops, "drafter-chosen-key").provider_status == "answered"
 
 
 def test_credentials_never_appear_in_packets_receipts_logs_or_responses(
@@ -279,7 +279,7 @@ def test_a_filing_interrupted_after_the_provider_call_resumes_with_its_key(
     assert filings_resume(older_than_s=3600) == 0  # not stranded yet
     assert filings_resume(older_than_s=0) == 1
     resumed = Packet.objects.get(pk=packet.pk)
-    assert (resumed.filing_status, resumed.provider_status) == ("awaiting_readback", "accepted")
+    assert (resumed.filing_status, resumed.provider_status) == ("awaiting_readback", "answered")
     assert submissions(stripe_at_sandbox, packet.dispute.provider_dispute_id) == 1
     settle_runs()
     assert Packet.objects.get(pk=packet.pk).filing_status == "filed"

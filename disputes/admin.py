@@ -1,0 +1,589 @@
+"""The ops staff's view of disputes (SPEC §10): disputes deadline first with their current
+packet's state, each dispute with its evidence and packet versions, and the packet review page
+with its four acts: Approve, File, Edit, Prepare again.
+
+Nothing here is edited through a generic form: every act is a POST of its own, checked for its
+permission before anything is looked up, and calls one service (`disputes.services`), which is the
+judge; a refusal is shown with its stable code. What this module adds is presentation: links to
+receipts, evidence and verification runs, the digest being acted on, and wording that never claims
+more than the readback proved (a filed packet is `filed (readback verified)`, nothing more)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from accounts.models import User
+from core import exceptions as core_errors
+from core.admin_base import ReadOnlyAdmin
+from disputes.forms import ApproveForm, EditForm, FileForm, short_digest
+from disputes.models import (
+    ApprovalStatus,
+    Dispute,
+    Evidence,
+    FilingStatus,
+    Packet,
+    PacketStatus,
+    ProviderStatus,
+)
+from disputes.selectors import packet_current
+from disputes.services import (
+    PERM_APPROVE,
+    PERM_FILE,
+    filing_key_proposal,
+    packet_approve,
+    packet_edit,
+    packet_file,
+    packet_prepare,
+)
+from envelopes.admin import dollars, micro
+
+PERM_EDIT = "disputes.change_packet"
+# Whoever may approve or file a packet must be able to read it first.
+REVIEW_PERMISSIONS = ("disputes.view_packet", PERM_EDIT, PERM_APPROVE, PERM_FILE)
+
+# Labels that claim no more than Vouch can prove: the provider's answer is a claim, and only the
+# readback run makes a filing `filed`. Never "accepted", "won" or "closed".
+FILING_LABELS: dict[str, str] = {
+    FilingStatus.NOT_FILED: "not filed",
+    FilingStatus.SUBMITTING: "submitting (the provider is being called, or its answer is unknown)",
+    FilingStatus.AWAITING_READBACK: "awaiting readback (the provider answered; not yet proven)",
+    FilingStatus.FILED: "filed (readback verified)",
+    FilingStatus.READBACK_FAILED: "readback failed (not proven filed)",
+}
+FILING_TONES: dict[str, str] = {
+    FilingStatus.NOT_FILED: "neutral",
+    FilingStatus.SUBMITTING: "warn",
+    FilingStatus.AWAITING_READBACK: "warn",
+    FilingStatus.FILED: "good",
+    FilingStatus.READBACK_FAILED: "bad",
+}
+PROVIDER_LABELS: dict[str, str] = {
+    ProviderStatus.NOT_CALLED: "not called",
+    ProviderStatus.ANSWERED: "answered with the dispute (a claim: the readback decides)",
+    ProviderStatus.REFUSED: "refused the request (nothing was filed)",
+    ProviderStatus.UNKNOWN: "no answer (unknown: the readback decides)",
+}
+STATUS_TONES: dict[str, str] = {
+    PacketStatus.READY_FOR_REVIEW: "good",
+    PacketStatus.INCOMPLETE: "warn",
+    PacketStatus.INVALID: "bad",
+    PacketStatus.SUPERSEDED: "neutral",
+}
+VERDICT_TONES = {
+    "VERIFIED": "good",
+    "CONTRADICTED": "bad",
+    "FAILED": "bad",
+    "UNVERIFIABLE": "warn",
+    "PENDING": "neutral",
+}
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def receipt_url(receipt_id: str) -> str:
+    """The receipt's admin page, or "" where the receipts admin is not installed."""
+    try:
+        return reverse("admin:receipts_receipt_change", args=[receipt_id])
+    except NoReverseMatch:
+        return ""
+
+
+def review_url(packet: Packet) -> str:
+    return reverse("admin:disputes_packet_review", args=[packet.pk])
+
+
+def filing_label(status: str) -> str:
+    return FILING_LABELS.get(status, status)
+
+
+def approval_label(status: str, digest: str, approved_digest: str) -> str:
+    if status != ApprovalStatus.APPROVED:
+        return "not approved"
+    return "approved" if approved_digest == digest else "approved, DRIFTED since"
+
+
+def _amount(value: int) -> SafeString:
+    return format_html('{}<br><span class="vouch-quiet">{}</span>', micro(value), dollars(value))
+
+
+def _can_review(user: Any) -> bool:
+    return bool(getattr(user, "is_staff", False)) and any(
+        user.has_perm(p) for p in REVIEW_PERMISSIONS
+    )
+
+
+def _acting_user(request: HttpRequest, permission: str | None) -> User:
+    """The staff member asking, if they hold `permission`: checked before anything is looked up."""
+    user = request.user
+    if not isinstance(user, User) or not user.is_staff:
+        raise PermissionDenied
+    if permission is not None and not user.has_perm(permission):
+        raise PermissionDenied
+    return user
+
+
+# --- the review page --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CitationRow:
+    citation: str
+    kind: str  # "receipt", "evidence", or "not admitted"
+    url: str  # the receipt's admin page
+    evidence: dict[str, Any] | None  # {ref, sha256, kind, summary} for an evidence ref
+
+
+def citation_rows(packet: Packet) -> list[CitationRow]:
+    evidence = {str(e.get("ref")): e for e in packet.evidence_refs if isinstance(e, dict)}
+    rows = []
+    for citation in packet.citations:
+        if citation.startswith("rcpt_"):
+            rows.append(CitationRow(citation, "receipt", receipt_url(citation), None))
+        elif citation in evidence:
+            rows.append(CitationRow(citation, "evidence", "", evidence[citation]))
+        else:
+            rows.append(CitationRow(citation, "not admitted", "", None))
+    return rows
+
+
+def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
+    """Everything the review page shows of one version, and which acts this person is offered."""
+    dispute = packet.dispute
+    current = packet_current(dispute)
+    versions = list(dispute.packets.order_by("-version"))
+    not_filing = not any(v.filing_status != FilingStatus.NOT_FILED for v in versions)
+    approved = packet.approval_status == ApprovalStatus.APPROVED
+    drifted = approved and packet.approved_digest != packet.digest
+    live = packet.status != PacketStatus.SUPERSEDED and packet.filing_status == (
+        FilingStatus.NOT_FILED
+    )
+    contributors = list(packet.contributors.order_by("username"))
+    run = packet.filing_run
+    can_approve = live and (not approved or drifted) and user.has_perm(PERM_APPROVE)
+    can_file = live and approved and not_filing and user.has_perm(PERM_FILE)
+    can_edit = live and user.has_perm(PERM_EDIT)
+    proposed_key = filing_key_proposal(packet)
+    citations = set(packet.citations)
+    return {
+        "packet": packet,
+        "dispute": dispute,
+        "current": current,
+        "versions": [(v, review_url(v)) for v in versions],
+        "status_tone": STATUS_TONES.get(packet.status, "neutral"),
+        "amount": f"{micro(dispute.amount_micro)} micro ({dollars(dispute.amount_micro)})",
+        "citations": citation_rows(packet),
+        "evidence_refs": [(e, e.get("ref") in citations) for e in packet.evidence_refs],
+        "validation_ok": bool(packet.validation.get("ok")),
+        "validation_errors": list(packet.validation.get("errors") or []),
+        "contributors": contributors,
+        "user_contributed": any(c.pk == user.pk for c in contributors),
+        "approval_label": approval_label(
+            packet.approval_status, packet.digest, packet.approved_digest
+        ),
+        "approved": approved,
+        "drifted": drifted,
+        "filing_label": filing_label(packet.filing_status),
+        "filing_tone": FILING_TONES.get(packet.filing_status, "neutral"),
+        "provider_label": PROVIDER_LABELS.get(packet.provider_status, packet.provider_status),
+        "run": run,
+        "run_url": (
+            reverse("admin:verification_verificationrun_change", args=[run.pk]) if run else ""
+        ),
+        "run_tone": VERDICT_TONES.get(run.verdict, "neutral") if run else "neutral",
+        "handoff_request": pretty_json(packet.handoff.get("request", {})),
+        "handoff_options": (
+            pretty_json(packet.handoff["options"]) if packet.handoff.get("options") else ""
+        ),
+        "proposed_key": proposed_key,
+        "can_prepare": not_filing,
+        "approve_form": ApproveForm(packet=packet) if can_approve else None,
+        "file_form": FileForm(packet=packet, proposed_key=proposed_key) if can_file else None,
+        "edit_form": EditForm(packet=packet) if can_edit else None,
+    }
+
+
+# --- disputes ---------------------------------------------------------------------------------
+
+
+def _current_packet(field: str) -> Subquery:
+    return Subquery(
+        Packet.objects.filter(dispute=OuterRef("pk")).order_by("-version").values(field)[:1]
+    )
+
+
+class _DisputesAdmin(ReadOnlyAdmin):
+    """Readable by whoever may read, approve or file packets."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_view_permission(request, obj) or _can_review(request.user)
+
+
+@admin.register(Dispute)
+class DisputeAdmin(_DisputesAdmin):
+    """Deadline first, disputes without one last (the model's ordering)."""
+
+    list_display = (
+        "provider_dispute_id",
+        "charge_id",
+        "amount",
+        "reason",
+        "response_deadline",
+        "source",
+        "current_packet",
+    )
+    search_fields = ("provider_dispute_id", "charge_id")
+    fields = (
+        "public_id",
+        "provider",
+        "provider_dispute_id",
+        "charge_id",
+        "amount",
+        "currency",
+        "reason",
+        "response_deadline",
+        "provider_status",
+        "source",
+        "entered_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    change_form_template = "admin/disputes/dispute/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Dispute]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                current_packet_pk=_current_packet("pk"),
+                current_posture=_current_packet("posture"),
+                current_status=_current_packet("status"),
+                current_approval=_current_packet("approval_status"),
+                current_digest=_current_packet("digest"),
+                current_approved_digest=_current_packet("approved_digest"),
+                current_filing=_current_packet("filing_status"),
+            )
+        )
+
+    @admin.display(description="amount", ordering="amount_micro")
+    def amount(self, obj: Dispute) -> SafeString:
+        return _amount(obj.amount_micro)
+
+    @admin.display(description="current packet", ordering="current_status")
+    def current_packet(self, obj: Any) -> SafeString | str:
+        """Posture and status, approval and filing, and the way to the review page."""
+        if obj.current_packet_pk is None:
+            return "—"
+        return format_html(
+            '<strong>{}</strong> · {}<br>{} · {}<br><a href="{}" class="vouch-review">Review…</a>',
+            obj.current_posture,
+            obj.current_status,
+            approval_label(obj.current_approval, obj.current_digest, obj.current_approved_digest),
+            filing_label(obj.current_filing),
+            reverse("admin:disputes_packet_review", args=[obj.current_packet_pk]),
+        )
+
+    def page_context(self, request: HttpRequest, obj: Dispute | None) -> dict[str, Any]:
+        if obj is None:
+            return {}
+        return {
+            "evidence": list(obj.evidence.select_related("admitted_by")),
+            "versions": [
+                (
+                    packet,
+                    review_url(packet),
+                    approval_label(packet.approval_status, packet.digest, packet.approved_digest),
+                    filing_label(packet.filing_status),
+                )
+                for packet in obj.packets.order_by("-version")
+            ],
+        }
+
+
+@admin.register(Evidence)
+class EvidenceAdmin(_DisputesAdmin):
+    """Read-only: evidence is admitted only through the API (POST /api/v1/disputes/{id}/evidence),
+    under the admission rules."""
+
+    list_display = ("ref", "kind", "short_sha256", "short_summary", "dispute", "admitted_by")
+    list_filter = ("kind",)
+    list_select_related = ("dispute", "admitted_by")
+    search_fields = ("ref", "sha256", "dispute__provider_dispute_id", "dispute__charge_id")
+    fields = ("dispute", "ref", "kind", "sha256", "summary", "admitted_by", "admitted_at")
+    readonly_fields = fields
+
+    @admin.display(description="sha256")
+    def short_sha256(self, obj: Evidence) -> str:
+        return short_digest(obj.sha256)
+
+    @admin.display(description="summary")
+    def short_summary(self, obj: Evidence) -> str:
+        return Truncator(obj.summary).chars(80)
+
+
+# --- packets ----------------------------------------------------------------------------------
+
+
+@admin.register(Packet)
+class PacketAdmin(_DisputesAdmin):
+    """Packets are never edited through a generic form: each opens on its review page."""
+
+    list_display = (
+        "review",
+        "dispute",
+        "version",
+        "posture",
+        "status",
+        "approval",
+        "filing",
+        "created_at",
+    )
+    list_display_links = None
+    list_filter = ("status", "posture", "approval_status", "filing_status")
+    list_select_related = ("dispute",)
+    search_fields = ("public_id", "dispute__provider_dispute_id", "dispute__charge_id")
+    review_template = "admin/disputes/packet/review.html"
+
+    @admin.display(description="packet", ordering="public_id")
+    def review(self, obj: Packet) -> SafeString:
+        return format_html('<a href="{}">{}</a>', review_url(obj), obj.public_id)
+
+    @admin.display(description="approval", ordering="approval_status")
+    def approval(self, obj: Packet) -> str:
+        return approval_label(obj.approval_status, obj.digest, obj.approved_digest)
+
+    @admin.display(description="filing", ordering="filing_status")
+    def filing(self, obj: Packet) -> str:
+        return filing_label(obj.filing_status)
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        views: list[tuple[str, Callable[[HttpRequest, str], HttpResponse]]] = [
+            ("review", self.review_view),
+            ("approve", self.approve_view),
+            ("file", self.file_view),
+            ("edit", self.edit_view),
+            ("prepare", self.prepare_view),
+        ]
+        return [
+            *(
+                path(
+                    f"<path:object_id>/{name}/",
+                    self.admin_site.admin_view(view),
+                    name="{}_{}_{}".format(*info, name),
+                )
+                for name, view in views
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return HttpResponseRedirect(
+            reverse("admin:disputes_packet_review", args=[unquote(object_id)])
+        )
+
+    def _packet(self, object_id: str) -> Packet:
+        pk = unquote(object_id)
+        packet = (
+            Packet.objects.select_related(
+                "dispute", "requested_by", "last_edited_by", "approved_by", "filed_by", "filing_run"
+            )
+            .filter(pk=pk)
+            .first()
+            if pk.isdigit()
+            else None
+        )
+        if packet is None:
+            raise Http404(f"no packet {object_id!r}")
+        return packet
+
+    def _back(self, packet: Packet) -> HttpResponseRedirect:
+        return HttpResponseRedirect(review_url(packet))
+
+    def _refused(self, request: HttpRequest, what: str, exc: core_errors.VouchError) -> None:
+        if isinstance(exc, core_errors.PermissionDenied):
+            raise PermissionDenied(exc.message) from exc
+        self.message_user(request, f"{what}: {exc.code}: {exc.message}", messages.ERROR)
+
+    def review_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        user = _acting_user(request, None)
+        if not _can_review(user):
+            raise PermissionDenied
+        packet = self._packet(object_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Review packet {packet.public_id} (version {packet.version})",
+            "subtitle": None,
+            "opts": self.opts,
+            "has_view_permission": True,
+            **packet_page_context(packet, user),
+        }
+        return TemplateResponse(request, self.review_template, context)
+
+    def approve_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        user = _acting_user(request, PERM_APPROVE)
+        packet = self._packet(object_id)
+        form = ApproveForm(request.POST, packet=packet)
+        if not form.is_valid():
+            self.message_user(
+                request,
+                "Not approved: confirmation_required: tick the confirmation to approve the "
+                f"digest {short_digest(packet.digest)}.",
+                messages.ERROR,
+            )
+            return self._back(packet)
+        try:
+            approved = packet_approve(
+                packet=packet, actor=user, confirmed_digest=form.cleaned_data["digest"]
+            )
+        except core_errors.VouchError as exc:
+            self._refused(request, "Not approved", exc)
+        else:
+            self.message_user(
+                request,
+                f"Packet {approved.public_id} (version {approved.version}) is approved by "
+                f"{user.get_username()} with digest {approved.approved_digest}.",
+                messages.SUCCESS,
+            )
+        return self._back(packet)
+
+    def file_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        user = _acting_user(request, PERM_FILE)
+        packet = self._packet(object_id)
+        form = FileForm(request.POST, packet=packet, proposed_key=filing_key_proposal(packet))
+        if not form.is_valid():
+            problem = (
+                "tick the confirmation to file the digest " + short_digest(packet.digest)
+                if "confirm" in form.errors
+                else "give the filing's idempotency key (1-255 characters)"
+            )
+            self.message_user(
+                request, f"Not filed: confirmation_required: {problem}.", messages.ERROR
+            )
+            return self._back(packet)
+        try:
+            filed = packet_file(
+                packet=packet,
+                actor=user,
+                confirmed_digest=form.cleaned_data["digest"],
+                idempotency_key=form.cleaned_data["idempotency_key"],
+            )
+        except core_errors.VouchError as exc:
+            self._refused(request, "Not filed", exc)
+            return self._back(packet)
+        self._filing_message(request, filed)
+        return self._back(packet)
+
+    def _filing_message(self, request: HttpRequest, packet: Packet) -> None:
+        run = packet.filing_run.public_id if packet.filing_run else "(none)"
+        decides = f"The readback run {run} decides whether the packet is filed."
+        if packet.filing_status == FilingStatus.FILED:
+            text = f"Packet {packet.public_id} is {filing_label(FilingStatus.FILED)}."
+            level = messages.SUCCESS
+        elif packet.provider_status == ProviderStatus.REFUSED:
+            text = f"Not filed: the provider refused the request ({packet.filing_error})."
+            level = messages.ERROR
+        elif packet.provider_status == ProviderStatus.ANSWERED:
+            text = (
+                f"Sent to the provider with key {packet.filing_key}; it answered, which is a "
+                f"claim, not proof. {decides}"
+            )
+            level = messages.SUCCESS
+        else:
+            text = (
+                f"Sent to the provider with key {packet.filing_key}; no answer came "
+                f"({packet.filing_error or 'unknown'}). {decides}"
+            )
+            level = messages.WARNING
+        self.message_user(request, text, level)
+
+    def edit_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        user = _acting_user(request, PERM_EDIT)
+        packet = self._packet(object_id)
+        form = EditForm(request.POST, packet=packet)
+        if not form.is_valid():
+            problems = "; ".join(
+                f"{name}: {' '.join(str(m) for m in e)}" for name, e in form.errors.items()
+            )
+            self.message_user(request, f"Not edited: validation_error: {problems}", messages.ERROR)
+            return self._back(packet)
+        try:
+            changes = form.changes()
+            if not changes:
+                self.message_user(request, "Nothing changed.", messages.INFO)
+                return self._back(packet)
+            edited = packet_edit(
+                packet=packet,
+                actor=user,
+                changes=changes,
+                confirmed_digest=form.cleaned_data["digest"],
+            )
+        except core_errors.VouchError as exc:
+            self._refused(request, "Not edited", exc)
+            return self._back(packet)
+        outcome = (
+            "validation ok"
+            if edited.validation.get("ok")
+            else "validation failed: "
+            + ", ".join(e.get("code", "") for e in edited.validation.get("errors", []))
+        )
+        self.message_user(
+            request,
+            f"Edited {', '.join(sorted(changes))}: the digest is now {edited.digest} "
+            f"({outcome}). You contributed to this version and cannot approve it.",
+            messages.SUCCESS if edited.validation.get("ok") else messages.WARNING,
+        )
+        return self._back(edited)
+
+    def prepare_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        user = _acting_user(request, None)  # any staff may ask for a new version
+        packet = self._packet(object_id)
+        try:
+            prepared = packet_prepare(dispute=packet.dispute, requested_by=user)
+        except core_errors.VouchError as exc:
+            self._refused(request, "Not prepared", exc)
+            return self._back(packet)
+        self.message_user(
+            request,
+            f"Version {prepared.version} is prepared: {prepared.posture}, "
+            f"{prepared.get_status_display().lower()}. You contributed to it and cannot approve "
+            "it.",
+            messages.SUCCESS,
+        )
+        return self._back(prepared)

@@ -1,0 +1,110 @@
+"""The forms of the packet review page (SPEC §10). They only parse what a person sent: the
+services judge it. Approve and File each carry the digest the page showed, so a packet that
+changed in between is refused (`packet_drifted`) instead of acted on unseen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from disputes.models import Packet, Posture
+
+DIGEST_SHOWN = 16  # hex characters of the digest quoted in a confirmation
+
+
+def lines(text: str) -> list[str]:
+    """One item a line; blank lines and surrounding spaces dropped."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def short_digest(digest: str) -> str:
+    return f"{digest[:DIGEST_SHOWN]}…"
+
+
+class _DigestForm(forms.Form):
+    digest = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+
+class ApproveForm(_DigestForm):
+    prefix = "approve"
+    confirm = forms.BooleanField(required=True)
+
+    def __init__(self, *args: Any, packet: Packet, **kwargs: Any) -> None:
+        kwargs.setdefault("initial", {"digest": packet.digest})
+        super().__init__(*args, **kwargs)
+        self.fields[
+            "confirm"
+        ].label = f"I approve this packet with digest {short_digest(packet.digest)}"
+
+
+class FileForm(_DigestForm):
+    prefix = "file"
+    idempotency_key = forms.CharField(
+        max_length=255,
+        label="Idempotency key",
+        help_text="One stable key for this filing: a retry with the same key cannot file twice.",
+        widget=forms.TextInput(attrs={"size": 60, "class": "vouch-mono"}),
+    )
+    confirm = forms.BooleanField(required=True)
+
+    def __init__(self, *args: Any, packet: Packet, proposed_key: str, **kwargs: Any) -> None:
+        kwargs.setdefault("initial", {"digest": packet.digest, "idempotency_key": proposed_key})
+        super().__init__(*args, **kwargs)
+        self.fields[
+            "confirm"
+        ].label = f"I file this packet with digest {short_digest(packet.digest)} at the provider"
+
+
+class EditForm(_DigestForm):
+    """The fields a person may change; the rest of the packet is derived from them."""
+
+    prefix = "edit"
+
+    posture = forms.ChoiceField(choices=Posture.choices)
+    # Not required: finalization judges an empty summary (`summary_length`), as it judges all.
+    summary = forms.CharField(
+        required=False, strip=False, widget=forms.Textarea(attrs={"rows": 5, "cols": 90})
+    )
+    citations = forms.CharField(
+        required=False,
+        help_text="One a line: admitted receipt ids (rcpt_…) and evidence refs.",
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 90, "class": "vouch-mono"}),
+    )
+    open_questions = forms.CharField(
+        required=False,
+        label="Open questions",
+        help_text="One a line.",
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 90}),
+    )
+
+    def __init__(self, *args: Any, packet: Packet, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "initial",
+            {
+                "digest": packet.digest,
+                "posture": packet.posture,
+                "summary": packet.summary,
+                "citations": "\n".join(packet.citations),
+                "open_questions": "\n".join(packet.open_questions),
+            },
+        )
+        super().__init__(*args, **kwargs)
+        self.packet = packet
+
+    def changes(self) -> dict[str, Any]:
+        """Only the fields whose value differs from the packet's."""
+        data = self.cleaned_data
+        proposed: dict[str, Any] = {
+            "posture": data["posture"],
+            "summary": data["summary"].replace("\r\n", "\n"),
+            "citations": lines(data["citations"]),
+            "open_questions": lines(data["open_questions"]),
+        }
+        current = {
+            "posture": self.packet.posture,
+            "summary": self.packet.summary,
+            "citations": list(self.packet.citations),
+            "open_questions": list(self.packet.open_questions),
+        }
+        return {name: value for name, value in proposed.items() if value != current[name]}
