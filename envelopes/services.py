@@ -41,6 +41,7 @@ from envelopes.models import (
     RefundOperation,
 )
 from envelopes.money import to_cents
+from envelopes.signals import refund_leg_released
 from providers import Outcome, provider_from_settings
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ logger = logging.getLogger("vouch.envelopes")
 MIN_FUNDING_MICRO = 1_000_000
 MAX_ENVELOPE_MICRO = 5_000_000_000
 REFUND_CONTRACT = "stripe.refund.created"
+CHARGE_CONTRACT = "stripe.charge.succeeded"
 PROVIDER_KEY_TTL = timedelta(hours=23)  # Stripe keeps keys 24 h; stay inside it
 
 
@@ -207,15 +209,22 @@ def funding_send(*, leg: FundingLeg) -> FundingResult:
 
 
 def funding_record(*, leg: FundingLeg, outcome: Outcome) -> FundingResult:
+    """Record a funding charge's answer. Succeeded: the leg becomes funded money (one journal
+    entry) and, in the same transaction, a `stripe.charge.succeeded` verification run starts, so
+    the charge is proven by a readback rather than believed from the PaymentIntent's answer."""
+    from verification.services import verification_start
+
     if outcome.accepted and outcome.require().get("status") == "succeeded":
         intent = outcome.require()
+        latest = intent.get("latest_charge")
+        charge_id = str((latest.get("id") if isinstance(latest, dict) else latest) or "")
         with transaction.atomic():
             envelope = lock_envelope(leg.envelope_id)
             fresh = FundingLeg.objects.select_for_update(of=("self",)).get(pk=leg.pk)
             if fresh.status != FundingStatus.SUCCEEDED:
                 fresh.status = FundingStatus.SUCCEEDED
                 fresh.payment_intent_id = intent["id"]
-                fresh.charge_id = str(intent.get("latest_charge") or "")
+                fresh.charge_id = charge_id
                 fresh.funded_at = timezone.now()
                 fresh.save(update_fields=["status", "payment_intent_id", "charge_id", "funded_at"])
                 _move(
@@ -225,6 +234,23 @@ def funding_record(*, leg: FundingLeg, outcome: Outcome) -> FundingResult:
                     unspent=fresh.amount_micro,
                     funding_leg=fresh,
                 )
+                if charge_id:  # without a charge id there is nothing to read back
+                    verification_start(
+                        contract_id=CHARGE_CONTRACT,
+                        operation_id=fresh.idempotency_key,
+                        operation_created_at=fresh.created_at,
+                        input={"charge": charge_id, "amount": to_cents(fresh.amount_micro)},
+                        # The action's own claim (E1): the charge as the PaymentIntent names it.
+                        action_result={
+                            "id": charge_id,
+                            "object": "charge",
+                            "payment_intent": intent["id"],
+                            "amount": intent.get("amount"),
+                            "currency": intent.get("currency"),
+                        },
+                    )
+                else:
+                    logger.warning("funding leg %s succeeded without a charge id", fresh.public_id)
             return FundingResult(envelope, fresh)
     if outcome.refused:
         with transaction.atomic():
@@ -502,10 +528,13 @@ def refund_leg_find(*, leg: RefundLeg) -> RefundLeg:
     return leg
 
 
-def refund_leg_release(*, leg: RefundLeg, reason: str) -> bool:
+def refund_leg_release(
+    *, leg: RefundLeg, reason: str, provider_refund: dict[str, Any] | None = None
+) -> bool:
     """Give a leg's money back to unspent, once: a refused leg, a FAILED verdict, a cancel or a
     later refund.failed all come through here. The unique release entry per leg makes a second
-    caller a no-op. Returns whether this call released it."""
+    caller a no-op. Returns whether this call released it. `refund_leg_released` is sent in the
+    same transaction, with `provider_refund` (the provider's Refund as read back) when known."""
     with transaction.atomic():
         envelope = lock_envelope(leg.operation.envelope_id)
         fresh = lock_leg(leg.pk)
@@ -523,6 +552,9 @@ def refund_leg_release(*, leg: RefundLeg, reason: str) -> bool:
             unspent=fresh.amount_micro,
             refund_leg=fresh,
             note=reason[:200],
+        )
+        refund_leg_released.send(
+            sender=RefundLeg, leg=fresh, reason=reason, provider_refund=provider_refund
         )
     return True
 
@@ -547,7 +579,10 @@ def refund_leg_on_provider_event(*, event: dict[str, Any]) -> None:
         return
     read = _provider().refund_read(leg.provider_refund_id)
     if read.accepted and read.require().get("status") in ("failed", "canceled"):
-        refund_leg_release(leg=leg, reason=f"provider reports {read.require()['status']}")
+        refund = read.require()
+        refund_leg_release(
+            leg=leg, reason=f"provider reports {refund['status']}", provider_refund=refund
+        )
 
 
 # --- resumption ----------------------------------------------------------------------------------

@@ -68,3 +68,34 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def settle_runs(*, max_rounds: int = 10) -> dict[int, str]:
+    """Drive every PENDING verification run to a verdict now, in this process, through the
+    engine's own functions: each round makes every pending run due (its `next_attempt_at` is
+    ignored), claims the due runs as the poll does (`runs_claim_due`: leases held by someone else
+    are respected) and makes one scheduled attempt on each (`run_attempt`: a fresh readback at
+    the sandbox, the verdict recorded and `run_decided` sent as in production). Stops when no run
+    is pending or after `max_rounds`. The clock is not moved: inside a run's stale-read window the
+    engine holds back FAILED and CONTRADICTED, so such a run stays PENDING (travel past the
+    window for those). Returns run id -> verdict for every run that was pending."""
+    from django.utils import timezone
+
+    from verification.models import VerificationRun
+    from verification.services import run_attempt, runs_claim_due
+
+    seen: set[int] = set()
+    for _ in range(max_rounds):
+        pending = VerificationRun.objects.filter(verdict="PENDING")
+        ids = list(pending.values_list("id", flat=True))
+        if not ids:
+            break
+        seen.update(ids)
+        VerificationRun.objects.filter(id__in=ids).update(next_attempt_at=timezone.now())
+        claimed = runs_claim_due(limit=len(ids))
+        if not claimed:
+            break  # every pending run is leased by someone else
+        for run_id, token in claimed:
+            run_attempt(run_id=run_id, token=token, trigger="poll")
+        seen.update(VerificationRun.objects.filter(verdict="PENDING").values_list("id", flat=True))
+    return dict(VerificationRun.objects.filter(id__in=seen).values_list("id", "verdict"))

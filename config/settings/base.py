@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "accounts",
     "envelopes",
     "verification",
+    "receipts",
     "disputes",
 ]
 
@@ -154,6 +155,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "PREPROCESSING_HOOKS": ["core.api.schema.versioned_routes_only"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two choice sets share the field name `kind` (a funding leg's, a dispute evidence's).
+    "ENUM_NAME_OVERRIDES": {
+        "EvidenceKindEnum": ["delivery", "consent", "communication", "policy", "other"]
+    },
 }
 
 # --- Celery (config/celery_app.py) ---------------------------------------------------------
@@ -198,6 +203,21 @@ VERIFICATION_EVENT_RETRY_AFTER_S = 30
 VERIFICATION_EVENT_KEEP_DAYS = env.int("VERIFICATION_EVENT_KEEP_DAYS", default=30)
 # Further folders of contract files (tests add contracts with short timing).
 VERIFICATION_CONTRACT_DIRS: list[str] = []
+
+# --- Receipts (SPEC §8; receipts/keys.py) -----------------------------------------------------
+
+# This deployment's environment: it trusts receipt keys of this environment only.
+VOUCH_ENVIRONMENT = env.str("VOUCH_ENVIRONMENT", default="production")
+# The Ed25519 key receipts are signed with: base64 of the 32-byte seed, the id the signature
+# names, and the key's environment (`production`, `sandbox`, `local-development`). Without a key
+# no receipt is written (and the log says so); `manage.py receipt_keygen` makes one.
+RECEIPT_SIGNING_KEY = env.str("RECEIPT_SIGNING_KEY", default="")
+RECEIPT_SIGNING_KEY_ID = env.str("RECEIPT_SIGNING_KEY_ID", default="")
+RECEIPT_SIGNING_ENVIRONMENT = env.str("RECEIPT_SIGNING_ENVIRONMENT", default=VOUCH_ENVIRONMENT)
+# The public keys receipts are verified with (JSON in the environment):
+# {"<key id>": {"public_key": "<base64 of the raw 32 bytes>", "environment": "production"}}.
+# Trust comes only from here, never from what a receipt says about itself.
+RECEIPT_TRUSTED_KEYS: dict[str, dict[str, str]] = env.json("RECEIPT_TRUSTED_KEYS", default={})
 
 # --- Logging -------------------------------------------------------------------------------
 

@@ -1,5 +1,8 @@
 """`make run`: everything embedded, nothing to install or start beside Python."""
 
+import base64
+import hashlib
+
 from .base import *
 from .base import VAR_DIR, env
 
@@ -34,6 +37,22 @@ STRIPE_API_BASE = env.str(
     "STRIPE_API_BASE",
     default="http://127.0.0.1:12111" if STRIPE_USES_SANDBOX else "https://api.stripe.com",
 )
+
+# Receipts (SPEC §8): a local run works against the sandbox (or Stripe test mode). `make run`
+# creates a sandbox receipt key under var/ and passes it, trusted, in the environment; a process
+# started otherwise signs with a fixed local-development key, which is never trusted.
+VOUCH_ENVIRONMENT = env.str("VOUCH_ENVIRONMENT", default="sandbox")
+# Derived from a published constant: not a secret, and never trusted anywhere.
+_LOCAL_DEVELOPMENT_SEED = hashlib.sha256(b"vouch local-development receipt key").digest()
+RECEIPT_SIGNING_KEY = env.str(
+    "RECEIPT_SIGNING_KEY", default=base64.b64encode(_LOCAL_DEVELOPMENT_SEED).decode()
+)
+RECEIPT_SIGNING_KEY_ID = env.str("RECEIPT_SIGNING_KEY_ID", default="local-development")
+RECEIPT_SIGNING_ENVIRONMENT = env.str(
+    "RECEIPT_SIGNING_ENVIRONMENT",
+    default="local-development" if RECEIPT_SIGNING_KEY_ID == "local-development" else "sandbox",
+)
+RECEIPT_TRUSTED_KEYS = env.json("RECEIPT_TRUSTED_KEYS", default={})
 
 # Credentials printed by `make run` for the demo users (never used outside DEBUG).
 VOUCH_DEMO_USERS = {

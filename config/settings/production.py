@@ -31,6 +31,10 @@ STRIPE_WEBHOOK_SECRET = require(
 )
 STRIPE_WEBHOOK_SECRETS = [s.strip() for s in STRIPE_WEBHOOK_SECRET.split(",") if s.strip()]
 STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="https://api.stripe.com")
+# Receipts (SPEC §8): a production deployment against live Stripe trusts production keys only.
+# The signing key and the trusted public keys come from the environment (see base.py).
+VOUCH_ENVIRONMENT = env.str("VOUCH_ENVIRONMENT", default="production")
+RECEIPT_SIGNING_ENVIRONMENT = env.str("RECEIPT_SIGNING_ENVIRONMENT", default=VOUCH_ENVIRONMENT)
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)

@@ -1,5 +1,10 @@
 """The test suite: PostgreSQL always (never a silent fallback to SQLite), Redis as broker."""
 
+import base64
+import hashlib
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *
@@ -32,3 +37,23 @@ VOUCH_CRASH_AT = env.str("VOUCH_CRASH_AT", default="")
 IDEMPOTENCY_LEASE_S = 60.0
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Receipts (SPEC §8): a FIXED sandbox key derived from a constant, so that every process of a test
+# run (a Celery worker too) signs with the same key; it is the one trusted key. Tests override
+# these settings to sign with keys that are not trusted (another environment, local-development).
+VOUCH_ENVIRONMENT = "sandbox"
+RECEIPT_SIGNING_KEY = base64.b64encode(
+    hashlib.sha256(b"vouch test receipt signing key (sandbox)").digest()
+).decode()
+RECEIPT_SIGNING_KEY_ID = "test-sandbox-1"
+RECEIPT_SIGNING_ENVIRONMENT = "sandbox"
+RECEIPT_TRUSTED_KEYS = {
+    RECEIPT_SIGNING_KEY_ID: {
+        "public_key": base64.b64encode(
+            Ed25519PrivateKey.from_private_bytes(base64.b64decode(RECEIPT_SIGNING_KEY))
+            .public_key()
+            .public_bytes(Encoding.Raw, PublicFormat.Raw)
+        ).decode(),
+        "environment": "sandbox",
+    }
+}

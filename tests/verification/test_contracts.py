@@ -11,7 +11,11 @@ REFUND = CONTRACTS_DIR / "stripe.refund.created.yaml"
 
 def test_shipped_contracts_load() -> None:
     contracts = load_contracts()
-    assert set(contracts) == {"stripe.refund.created", "stripe.dispute.filed"}
+    assert set(contracts) == {
+        "stripe.refund.created",
+        "stripe.dispute.filed",
+        "stripe.charge.succeeded",
+    }
     refund = contracts["stripe.refund.created"]
     assert [c.strategy for c in refund.correlation] == [
         "resource_id",

@@ -2,6 +2,7 @@
 together until Ctrl-C, and stop every one of them (and their children) on the way out."""
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -88,6 +89,7 @@ class Command(BaseCommand):
             "beat": [python, "-m", "celery", "-A", "config.celery_app", "beat", "--loglevel=INFO"],
         }  # fmt: skip
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"]}
+        env |= self._receipt_key_env()
         children: dict[str, subprocess.Popen[bytes]] = {}
         previous = {
             sig: signal.signal(sig, _raise_stop)
@@ -135,6 +137,34 @@ class Command(BaseCommand):
                 signal.signal(sig, handler)
         if exit_code:
             sys.exit(exit_code)
+
+    def _receipt_key_env(self) -> dict[str, str]:
+        """A sandbox receipt key for this local installation (SPEC §8): created under the var
+        directory the first time, then reused, and passed to every process, trusted as `sandbox`.
+        A signing key set in the environment is left as it is."""
+        if os.environ.get("RECEIPT_SIGNING_KEY"):
+            return {}
+        from receipts.keys import key_generate
+
+        path = Path(settings.VAR_DIR) / "receipt-signing-key.json"
+        if not path.exists():
+            key = key_generate("sandbox")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+                json.dump(key, f, indent=2)
+            self.stdout.write(f"==> Created a sandbox receipt signing key: {path}")
+        key = json.loads(path.read_text())
+        trusted = {
+            **dict(getattr(settings, "RECEIPT_TRUSTED_KEYS", {}) or {}),
+            key["key_id"]: {"public_key": key["public_key"], "environment": "sandbox"},
+        }
+        return {
+            "RECEIPT_SIGNING_KEY": key["seed"],
+            "RECEIPT_SIGNING_KEY_ID": key["key_id"],
+            "RECEIPT_SIGNING_ENVIRONMENT": "sandbox",
+            "RECEIPT_TRUSTED_KEYS": json.dumps(trusted),
+            "VOUCH_ENVIRONMENT": "sandbox",
+        }
 
     def _stop_all(self, children: dict[str, "subprocess.Popen[bytes]"]) -> None:
         self.stdout.write("\n==> Stopping")
