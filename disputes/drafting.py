@@ -169,6 +169,6 @@ class RuleDrafter:
 
 
 def drafter_from_settings() -> Drafter:
-    path = getattr(settings, "DISPUTES_DRAFTER", "disputes.drafting.RuleDrafter")
+    path = settings.DISPUTES_DRAFTER
     drafter: Drafter = import_string(path)()
     return drafter

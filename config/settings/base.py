@@ -234,3 +234,7 @@ LOGGING = {
         "stripe": {"level": "WARNING"},
     },
 }
+
+# --- Disputes (SPEC §9; disputes/drafting.py) ----------------------------------------------------
+# The class that drafts a packet's posture; every draft goes through deterministic finalization.
+DISPUTES_DRAFTER = env.str("DISPUTES_DRAFTER", default="disputes.drafting.RuleDrafter")
