@@ -172,6 +172,10 @@ class RefundOperation(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
+    # Not a field: the legs as the call that created the operation reserved and recorded them, so
+    # its answer is rendered without reading them back (envelopes.selectors.refund_data).
+    recorded_legs: list[RefundLeg] | None = None
+
     class Meta:
         ordering = ("-created_at", "-id")
 

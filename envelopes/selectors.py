@@ -143,6 +143,12 @@ def refund_summary(operation: RefundOperation) -> dict[str, Any]:
 
 
 def refund_data(operation: RefundOperation) -> dict[str, Any]:
+    """The refund resource. Right after `envelope_refund` the legs are the ones it recorded (in
+    memory) and only the balances are read again; otherwise everything is read in one query."""
+    if operation.recorded_legs is not None:
+        legs = sorted(operation.recorded_legs, key=lambda leg: leg.sequence)
+        envelope = Envelope.objects.only("public_id", *BALANCES).get(pk=operation.envelope_id)
+        return _refund_body(operation, legs, envelope)
     legs = list(
         operation.legs.select_related("funding_leg", "verification_run", "operation__envelope")
         # What the page shows of a run is its id and verdict, not its recorded evidence.
@@ -153,15 +159,21 @@ def refund_data(operation: RefundOperation) -> dict[str, Any]:
         )
         .order_by("sequence")
     )
+    envelope = (
+        legs[0].operation.envelope if legs else Envelope.objects.get(pk=operation.envelope_id)
+    )
+    return _refund_body(operation, legs, envelope)
+
+
+def _refund_body(
+    operation: RefundOperation, legs: list[RefundLeg], envelope: Envelope
+) -> dict[str, Any]:
     refunded = sum(
         leg.amount_micro for leg in legs if leg.outcome == LegOutcome.ACCEPTED and not leg.released
     )
     failed = sum(leg.amount_micro for leg in legs if leg.released)
     pending = sum(
         leg.amount_micro for leg in legs if leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN)
-    )
-    envelope = (
-        legs[0].operation.envelope if legs else Envelope.objects.get(pk=operation.envelope_id)
     )
     return with_usd(
         {

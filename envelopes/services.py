@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max, Sum
 from django.utils import timezone
 
@@ -65,39 +65,72 @@ def _provider() -> Any:
 # --- the journal ---------------------------------------------------------------------------------
 
 
-def _move(envelope: Envelope, kind: str, *, note: str = "", **links: Any) -> JournalEntry:
-    """Apply one movement to a locked envelope and journal it. Deltas are keyword arguments
-    `funded`, `debited`, `refunded`, `reserved`, `unspent`; the database checks that they balance
-    and that no balance goes negative."""
-    deltas = {
-        name: links.pop(name, 0)
-        for name in ("funded", "debited", "refunded", "reserved", "unspent")
-    }
-    envelope.total_funded_micro += deltas["funded"]
-    envelope.total_debited_micro += deltas["debited"]
-    envelope.total_refunded_micro += deltas["refunded"]
-    envelope.reserved_micro += deltas["reserved"]
-    envelope.unspent_micro += deltas["unspent"]
-    envelope.save(
-        update_fields=[
-            "total_funded_micro",
-            "total_debited_micro",
-            "total_refunded_micro",
-            "reserved_micro",
-            "unspent_micro",
-        ]
-    )
-    return JournalEntry.objects.create(
-        envelope=envelope,
-        kind=kind,
-        funded_delta=deltas["funded"],
-        debited_delta=deltas["debited"],
-        refunded_delta=deltas["refunded"],
-        reserved_delta=deltas["reserved"],
-        unspent_delta=deltas["unspent"],
-        note=note,
-        **links,
-    )
+_BALANCE_COLUMNS = {
+    "funded": "total_funded_micro",
+    "debited": "total_debited_micro",
+    "refunded": "total_refunded_micro",
+    "reserved": "reserved_micro",
+    "unspent": "unspent_micro",
+}
+_LINKS = ("funding_leg", "debit", "refund_leg")
+
+
+def _move(envelope: Envelope | int, kind: str, *, note: str = "", **links: Any) -> None:
+    """Apply one movement to an envelope and journal it. Deltas are keyword arguments `funded`,
+    `debited`, `refunded`, `reserved`, `unspent`; links are `funding_leg`, `debit`, `refund_leg`.
+    The database checks that the balances still add up and that none goes negative. `envelope`
+    is the locked row (its fields follow the movement) or the id of one this transaction has not
+    locked yet: the UPDATE then takes the row lock, as the first statement of the transaction
+    must (envelope before leg).
+
+    Two plain SQL statements, not the ORM: this runs twice per refund leg, and building these two
+    statements through the ORM cost four times as much CPU as executing them (0.69 ms against
+    0.15 ms per movement, measured)."""
+    deltas = {name: int(links.pop(name, 0)) for name in _BALANCE_COLUMNS}
+    linked = {name: links.pop(name, None) for name in _LINKS}
+    if links:
+        raise TypeError(f"unknown movement arguments: {sorted(links)}")
+    envelope_id = envelope.pk if isinstance(envelope, Envelope) else int(envelope)
+    changed = [(_BALANCE_COLUMNS[name], delta) for name, delta in deltas.items() if delta]
+    envelope_table = connection.ops.quote_name(Envelope._meta.db_table)
+    journal_table = connection.ops.quote_name(JournalEntry._meta.db_table)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        if changed:
+            assignments = ", ".join(f"{column} = {column} + %s" for column, _ in changed)
+            cursor.execute(
+                f"UPDATE {envelope_table} SET {assignments} WHERE id = %s",  # noqa: S608
+                [*(delta for _, delta in changed), envelope_id],
+            )
+        cursor.execute(
+            f"INSERT INTO {journal_table} (envelope_id, kind, funded_delta, debited_delta, "  # noqa: S608
+            "refunded_delta, reserved_delta, unspent_delta, note, funding_leg_id, debit_id, "
+            "refund_leg_id, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [
+                envelope_id,
+                kind,
+                *deltas.values(),
+                note,
+                *(item.pk if item is not None else None for item in linked.values()),
+                now,
+            ],
+        )
+    if isinstance(envelope, Envelope):
+        for name, delta in deltas.items():
+            column = _BALANCE_COLUMNS[name]
+            setattr(envelope, column, getattr(envelope, column) + delta)
+
+
+def _funding_move(funding_leg_id: int, *, reserved: int = 0, refunded: int = 0) -> None:
+    """Move money between a funding leg's reserved and refunded amounts (the database checks they
+    stay within the leg's amount), under the envelope's lock taken before. Plain SQL, as `_move`."""
+    table = connection.ops.quote_name(FundingLeg._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET reserved_micro = reserved_micro + %s, "  # noqa: S608
+            "refunded_micro = refunded_micro + %s WHERE id = %s",
+            [int(reserved), int(refunded), funding_leg_id],
+        )
 
 
 # --- funding -------------------------------------------------------------------------------------
@@ -376,14 +409,16 @@ def envelope_refund(
             leg.save()
             reserved.append(leg)
             funding_leg.reserved_micro += amount
-            funding_leg.save(update_fields=["reserved_micro"])
+            _funding_move(funding_id, reserved=amount)
             _move(
                 locked, JournalEntry.Kind.RESERVE, reserved=amount, unspent=-amount, refund_leg=leg
             )
         if idempotency is not None:
             idempotency_attach(idempotency, operation.public_id)
     crash_point("refund_after_reserve")
-    return refund_send(operation=operation, legs=reserved)
+    refund_send(operation=operation, legs=reserved)
+    operation.recorded_legs = reserved  # each recorded in place by refund_leg_record
+    return operation
 
 
 def refund_send(
@@ -439,12 +474,20 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
     now = timezone.now()
     amount = leg.amount_micro
     open_leg = RefundLeg.objects.filter(pk=leg.pk, outcome__in=_OPEN)
-    funding = FundingLeg.objects.filter(pk=leg.funding_leg_id)
+    envelope_id = leg.operation.envelope_id
     try:
         with transaction.atomic():
-            envelope = lock_envelope(leg.operation.envelope_id)
+            # Each branch's first statement updates the envelope, which takes its row lock before
+            # the leg's (the lock order); a leg recorded meanwhile rolls everything back.
             if outcome.accepted:
                 refund = outcome.require()
+                _move(
+                    envelope_id,
+                    JournalEntry.Kind.ACCEPT,
+                    reserved=-amount,
+                    refunded=amount,
+                    refund_leg=leg,
+                )
                 run = verification_start(
                     contract_id=REFUND_CONTRACT,
                     operation_id=leg.idempotency_key,
@@ -461,19 +504,17 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
                 }
                 if not open_leg.update(attempts=F("attempts") + 1, **changed):
                     raise _AlreadyRecorded
-                funding.update(
-                    reserved_micro=F("reserved_micro") - amount,
-                    refunded_micro=F("refunded_micro") + amount,
-                )
-                _move(
-                    envelope,
-                    JournalEntry.Kind.ACCEPT,
-                    reserved=-amount,
-                    refunded=amount,
-                    refund_leg=leg,
-                )
+                _funding_move(leg.funding_leg_id, reserved=-amount, refunded=amount)
             elif outcome.refused:
                 code = outcome.error_code or "refused"
+                _move(
+                    envelope_id,
+                    JournalEntry.Kind.RELEASE,
+                    reserved=-amount,
+                    unspent=amount,
+                    refund_leg=leg,
+                    note=f"refused: {code}",
+                )
                 changed = {
                     "outcome": LegOutcome.REFUSED,
                     "error_code": code,
@@ -482,16 +523,9 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
                 }
                 if not open_leg.update(attempts=F("attempts") + 1, **changed):
                     raise _AlreadyRecorded
-                funding.update(reserved_micro=F("reserved_micro") - amount)
-                _move(
-                    envelope,
-                    JournalEntry.Kind.RELEASE,
-                    reserved=-amount,
-                    unspent=amount,
-                    refund_leg=leg,
-                    note=f"refused: {code}",
-                )
+                _funding_move(leg.funding_leg_id, reserved=-amount)
             else:
+                # No money moves: the conditional update alone decides (no envelope lock needed).
                 changed = {
                     "outcome": LegOutcome.UNKNOWN,
                     "error_code": outcome.error_code or "unknown",
@@ -540,9 +574,7 @@ def refund_leg_release(
         fresh = lock_leg(leg.pk)
         if fresh.released or fresh.outcome != LegOutcome.ACCEPTED:
             return False
-        funding = FundingLeg.objects.select_for_update(of=("self",)).get(pk=fresh.funding_leg_id)
-        funding.refunded_micro -= fresh.amount_micro
-        funding.save(update_fields=["refunded_micro"])
+        _funding_move(fresh.funding_leg_id, refunded=-fresh.amount_micro)
         fresh.released = True
         fresh.save(update_fields=["released"])
         _move(
