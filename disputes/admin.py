@@ -10,7 +10,6 @@ more than the readback proved (a filed packet is `filed (readback verified)`, no
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +55,7 @@ from disputes.services import (
     packet_prepare,
 )
 from envelopes.admin import dollars, micro
+from verification.admin import VERDICT_TONES, pretty_json
 
 PERM_EDIT = "disputes.change_packet"
 # Whoever may approve or file a packet must be able to read it first.
@@ -89,17 +89,6 @@ STATUS_TONES: dict[str, str] = {
     PacketStatus.INVALID: "bad",
     PacketStatus.SUPERSEDED: "neutral",
 }
-VERDICT_TONES = {
-    "VERIFIED": "good",
-    "CONTRADICTED": "bad",
-    "FAILED": "bad",
-    "UNVERIFIABLE": "warn",
-    "PENDING": "neutral",
-}
-
-
-def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def receipt_url(receipt_id: str) -> str:

@@ -28,6 +28,7 @@ from envelopes.models import (
     RefundOperation,
 )
 from envelopes.selectors import Breach, ledger_breaches, refund_status
+from verification.admin import VERDICT_TONES
 
 BALANCE_LABELS = (
     ("total_funded_micro", "Funded"),
@@ -38,13 +39,6 @@ BALANCE_LABELS = (
 )
 DELTAS = ("funded_delta", "debited_delta", "refunded_delta", "reserved_delta", "unspent_delta")
 OUTCOME_TONES = {"accepted": "good", "refused": "bad", "unknown": "warn", "reserved": "neutral"}
-VERDICT_TONES = {
-    "VERIFIED": "good",
-    "CONTRADICTED": "bad",
-    "FAILED": "bad",
-    "UNVERIFIABLE": "warn",
-    "PENDING": "neutral",
-}
 
 
 def dollars(micro: int) -> str:

@@ -58,3 +58,13 @@ def parse_body(serializer_class: type[serializers.Serializer], request: Request)
     if not serializer.is_valid():
         raise core_errors.InvalidInput(details=serializer.errors)
     return dict(serializer.validated_data)
+
+
+def page_params(request: Request, *, default: int = 20, most: int = 100) -> tuple[int, int]:
+    """`limit` (1 to `most`, default `default`) and `offset` (0 or more) from the query string."""
+    try:
+        limit = min(max(int(request.query_params.get("limit", default)), 1), most)
+        offset = max(int(request.query_params.get("offset", 0)), 0)
+    except ValueError as exc:
+        raise core_errors.InvalidInput("limit and offset are integers.") from exc
+    return limit, offset

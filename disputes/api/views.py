@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from core import exceptions as core_errors
 from core.api.idempotent import idempotent, operation_name
-from core.api.parsing import MicroField, Strict, StrictCharField, parse_body
+from core.api.parsing import MicroField, Strict, StrictCharField, page_params, parse_body
 from core.api.permissions import caller
 from core.api.responses import error_responses, ok, success_envelope
 from core.idempotency import (
@@ -126,11 +126,7 @@ class DisputeListApi(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        try:
-            limit = min(max(int(request.query_params.get("limit", 20)), 1), 100)
-            offset = max(int(request.query_params.get("offset", 0)), 0)
-        except ValueError as exc:
-            raise core_errors.InvalidInput("limit and offset are integers.") from exc
+        limit, offset = page_params(request)
         disputes = selectors.disputes_filtered(
             dispute_id=request.query_params.get("dispute_id"),
             charge=request.query_params.get("charge"),

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from core import exceptions as core_errors
 from core.api.idempotent import idempotent, operation_name
-from core.api.parsing import MICRO, MicroField, Strict, StrictCharField, parse_body
+from core.api.parsing import MICRO, MicroField, Strict, StrictCharField, page_params, parse_body
 from core.api.permissions import SessionRequired, caller, django_permission
 from core.api.responses import error_responses, ok, success_envelope
 from core.idempotency import (
@@ -117,11 +117,7 @@ class EnvelopeListCreateApi(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        try:
-            limit = min(max(int(request.query_params.get("limit", 20)), 1), 100)
-            offset = max(int(request.query_params.get("offset", 0)), 0)
-        except ValueError as exc:
-            raise core_errors.InvalidInput("limit and offset are integers.") from exc
+        limit, offset = page_params(request)
         envelopes = selectors.envelopes_of(user=caller(request))
         page = list(envelopes[offset : offset + limit])
         total = envelopes.count()
