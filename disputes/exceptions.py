@@ -121,3 +121,9 @@ class UnsupportedCurrency(VouchError):
     code = "unsupported_currency"
     status_code = 400
     default_message = "Only USD is supported."
+
+
+class DisputeAlreadyRecorded(VouchError):
+    code = "dispute_already_recorded"
+    status_code = 409
+    default_message = "This provider dispute is already recorded; prepare its packet again instead."

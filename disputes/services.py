@@ -139,9 +139,7 @@ def dispute_enter(*, actor: User, data: Mapping[str, Any]) -> Packet:
         raise InvalidInput("amount_micro must be a positive whole number of cents in micro.")
     dispute, created = dispute_record(fields=fields, source=DisputeSource.STAFF, entered_by=actor)
     if not created:
-        raise InvalidInput(
-            "This dispute is already recorded.", details={"dispute_id": dispute.public_id}
-        )
+        raise errors.DisputeAlreadyRecorded(details={"dispute_id": dispute.public_id})
     return packet_prepare(dispute=dispute, requested_by=actor)
 
 

@@ -151,6 +151,7 @@ class DisputeListApi(APIView):
             **error_responses(
                 core_errors.InvalidInput,
                 errors.UnsupportedCurrency,
+                errors.DisputeAlreadyRecorded,
                 core_errors.CsrfFailed,
                 *AUTH_ERRORS,
                 *IDEMPOTENCY_ERRORS,

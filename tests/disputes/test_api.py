@@ -52,7 +52,8 @@ def test_staff_enter_a_dispute_and_get_a_prepared_packet(clerk: Api) -> None:
     assert packet["approval"]["status"] == "not_requested"
     assert packet["contributors"] == ["clerk"]  # who entered it asked for it
     again = enter(clerk)
-    assert again.status_code == 400
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "dispute_already_recorded"
     assert Dispute.objects.count() == 1
 
 
