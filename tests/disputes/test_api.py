@@ -66,12 +66,22 @@ def test_staff_enter_a_dispute_and_get_a_prepared_packet(clerk: Api) -> None:
         ({"currency": "eur"}, "unsupported_currency"),
         ({"unexpected": 1}, "validation_error"),
         ({"response_deadline": "soon"}, "validation_error"),
+        ({"amount_micro": 2**70}, "validation_error"),
+        ({"reason": "x" * 61}, "validation_error"),
     ],
 )
 def test_entering_a_bad_dispute_changes_nothing(clerk: Api, changes: Any, code: str) -> None:
     response = enter(clerk, **changes)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == code
+    assert not Dispute.objects.exists()
+
+
+def test_entering_an_empty_or_non_object_body_changes_nothing(clerk: Api) -> None:
+    for body in ({}, [], "dp_1"):
+        response = clerk.post("/api/v1/disputes", body)
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "validation_error"
     assert not Dispute.objects.exists()
 
 
