@@ -207,6 +207,11 @@ def test_only_staff_and_before_any_lookup(clerk: Api, db: None) -> None:
             response = buyer.post(f"/api/v1/disputes/{target}/{suffix}", evidence("doc:9", "other"))
             assert response.status_code == 403
     assert APIClient().get("/api/v1/disputes").status_code == 401
+    for suffix in ("evidence", "packet"):
+        unknown = clerk.post(f"/api/v1/disputes/dsp_missing/{suffix}", evidence("doc:9", "other"))
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["code"] == "not_found"
+    assert not Evidence.objects.exists()
     missing = clerk.get("/api/v1/disputes/dsp_missing")
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "not_found"
