@@ -1,0 +1,44 @@
+"""STYLE §3 for disputes: recording a dispute (dispute.read), filing (dispute.file), resuming a
+filing and the filing's readback call the provider outside any transaction. A spy on the adapter's
+single request path records whether a transaction was open at each call."""
+
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from disputes import services
+from disputes.services import _reserve_filing, filings_resume
+from providers.stripe_provider import StripeProvider
+from tests.helpers import settle_runs
+
+from .conftest import Ops, World, contest_ready
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_dispute_flow_calls_the_provider_inside_a_transaction(
+    world: World, ops: Ops, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, bool]] = []
+    real_call = StripeProvider._call
+
+    def spy(self: StripeProvider, request: Any, **kwargs: Any) -> Any:
+        calls.append((str(kwargs.get("idempotency_key")), connection.in_atomic_block))
+        return real_call(self, request, **kwargs)
+
+    monkeypatch.setattr(StripeProvider, "_call", spy)
+    packet = contest_ready(world, ops)  # payment, charge readback, dispute.read
+    packet = services.packet_approve(
+        packet=packet, actor=ops.approver, confirmed_digest=packet.digest
+    )
+    key = services.filing_key_proposal(packet)
+    _reserve_filing(packet=packet, actor=ops.filer, confirmed_digest=packet.digest, key=key)
+    filings_resume(older_than_s=-1)  # dispute.file, as after a crash
+    services.packet_file(  # dispute.file again: the same key, a replay
+        packet=packet, actor=ops.filer, confirmed_digest=packet.digest, idempotency_key=key
+    )
+    settle_runs()  # dispute.read by the stripe.dispute.filed readback
+    filing_calls = [inside for k, inside in calls if k == key]
+    assert len(filing_calls) == 2
+    assert len(calls) >= 6
+    assert not any(inside for _, inside in calls), calls
