@@ -16,7 +16,11 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
+from rest_framework.renderers import JSONRenderer
+
+from core.api.responses import error_body
 from core.exceptions import VouchError
 from core.models import IdempotencyRecord
 
@@ -62,8 +66,16 @@ def body_digest(body: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _lease() -> timedelta:
-    return timedelta(seconds=float(settings.IDEMPOTENCY_LEASE_S))
+def lease_for(*, provider_calls: int) -> timedelta:
+    """How long a running request holds its key before a retry may resume it: Vouch's own work
+    (`IDEMPOTENCY_LEASE_MARGIN_S`) plus the provider adapter's whole retry budget for each provider
+    call it is about to make (`IDEMPOTENCY_PROVIDER_BUDGET` names the function that tells it).
+    A request that makes more calls renews its lease before each (`idempotency_renew`), so a dead
+    process holds the key for at most one call's budget, never a fixed quarter of an hour."""
+    budget = import_string(settings.IDEMPOTENCY_PROVIDER_BUDGET)() if provider_calls else 0.0
+    return timedelta(
+        seconds=float(settings.IDEMPOTENCY_LEASE_MARGIN_S) + provider_calls * float(budget)
+    )
 
 
 @dataclass
@@ -75,9 +87,14 @@ class Claim:
     resumed: bool = False
 
 
-def idempotency_claim(*, user: Any, key: str, operation: str, surface: str, body: Any) -> Claim:
+def idempotency_claim(
+    *, user: Any, key: str, operation: str, surface: str, body: Any, provider_calls: int = 1
+) -> Claim:
+    """Present a key for an operation: a new record to run under (leased for `provider_calls`
+    provider calls), a stored answer to replay, or a record whose process died to resume."""
     digest = body_digest(body)
     now = timezone.now()
+    lease = lease_for(provider_calls=provider_calls)
     for _ in range(2):  # a concurrent first claim: read it on the second pass
         with transaction.atomic():
             record = (
@@ -94,7 +111,7 @@ def idempotency_claim(*, user: Any, key: str, operation: str, surface: str, body
                             operation=operation,
                             surface=surface,
                             request_digest=digest,
-                            lease_until=now + _lease(),
+                            lease_until=now + lease,
                         )
                 except IntegrityError:
                     continue
@@ -108,7 +125,7 @@ def idempotency_claim(*, user: Any, key: str, operation: str, surface: str, body
             if not record.running:
                 return Claim(record, replay=True)
             # The first request's process died: its lease lapsed. Resume what it names.
-            record.lease_until = now + _lease()
+            record.lease_until = now + lease
             record.save(update_fields=["lease_until"])
             return Claim(record, replay=False, resumed=True)
     raise IdempotencyKeyInUse()
@@ -121,11 +138,44 @@ def idempotency_attach(record: IdempotencyRecord, resource: str) -> None:
     record.resource = resource
 
 
+def idempotency_renew(record: IdempotencyRecord | None, *, provider_calls: int = 1) -> None:
+    """A live worker about to call the provider again extends its lease by that call's budget,
+    so a retry never resumes work that is still running."""
+    if record is None:
+        return
+    lease_until = timezone.now() + lease_for(provider_calls=provider_calls)
+    IdempotencyRecord.objects.filter(pk=record.pk, running=True).update(lease_until=lease_until)
+    record.lease_until = lease_until
+
+
+def idempotency_lease_end(record: IdempotencyRecord) -> None:
+    """The server caught an error: no process works on this request any more, so a retry may
+    resume at once instead of waiting for the lease to lapse."""
+    IdempotencyRecord.objects.filter(pk=record.pk, running=True).update(
+        lease_until=timezone.now()
+    )
+
+
 def idempotency_store(record: IdempotencyRecord, *, status: int, body: str) -> None:
     """Keep the answer, rendered, so that a replay is the same bytes."""
     IdempotencyRecord.objects.filter(pk=record.pk).update(
         running=False, response_status=status, response_body=body
     )
+
+
+def render_json(data: Any) -> str:
+    """The bytes DRF's JSON renderer sends for `data`: what a replay must send again."""
+    return JSONRenderer().render(data).decode()
+
+
+def idempotency_store_error(record: IdempotencyRecord | None, error: VouchError) -> None:
+    """Keep a refusal that ends the operation (a declined card) as the request's answer, in the
+    transaction that records it: a retry after a crash replays it even if the resource it named
+    is gone (a declined creation leaves no envelope)."""
+    if record is None or not error.stores_idempotent_response:
+        return
+    body = error_body(error.code, error.message, error.details)
+    idempotency_store(record, status=error.status_code, body=render_json(body))
 
 
 def idempotency_drop(record: IdempotencyRecord) -> None:

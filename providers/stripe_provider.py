@@ -158,6 +158,40 @@ class StripeProvider:
             idempotency_key=idempotency_key,
         )
 
+    def payment_intent_read(self, payment_intent_id: str) -> Outcome:
+        return self._call(
+            lambda options: self._client.v1.payment_intents.retrieve(
+                payment_intent_id, options=options
+            )
+        )
+
+    def payment_intents_with_metadata(self, key: str, value: str) -> Outcome:
+        """The PaymentIntents whose `metadata[key]` is `value` (Stripe's Search API), newest first,
+        every page: accepted with `{"data": [...]}`. For finding a payment whose answer was lost
+        after its idempotency key expired, without ever creating one."""
+        if "'" in key or "'" in value:
+            raise ValueError("metadata search terms may not contain quotes")
+        found: list[dict[str, Any]] = []
+        attempts = 0
+        page_cursor: str | None = None
+        while True:
+            params: Any = {"query": f"metadata['{key}']:'{value}'", "limit": 100}
+            if page_cursor:
+                params["page"] = page_cursor
+
+            def search(options: stripe.RequestOptions, params: Any = params) -> Any:
+                return self._client.v1.payment_intents.search(params=params, options=options)
+
+            page = self._call(search)
+            attempts += page.attempts
+            if not page.accepted:
+                return replace(page, attempts=attempts)
+            answer = page.require()
+            found.extend(answer["data"])
+            page_cursor = answer.get("next_page")
+            if not answer.get("has_more") or not page_cursor:
+                return Outcome(OutcomeKind.ACCEPTED, {"data": found}, attempts=attempts)
+
     def charge_read(self, charge_id: str) -> Outcome:
         return self._call(
             lambda options: self._client.v1.charges.retrieve(charge_id, options=options)
@@ -215,6 +249,18 @@ class StripeProvider:
     def dispute_read(self, dispute_id: str) -> Outcome:
         return self._call(
             lambda options: self._client.v1.disputes.retrieve(dispute_id, options=options)
+        )
+
+    def dispute_submit_manually(self, *, dispute_id: str, idempotency_key: str) -> Outcome:
+        """Tell Stripe that this dispute's evidence is submitted by hand (by Vouch, once a person
+        approved it), so Smart Disputes never submits on its own. Stages nothing, submits nothing
+        (`submit=false`, stated explicitly: Stripe's default is true)."""
+        params: Any = {"intended_submission_method": "manual", "submit": False}
+        return self._call(
+            lambda options: self._client.v1.disputes.update(
+                dispute_id, params=params, options=options
+            ),
+            idempotency_key=idempotency_key,
         )
 
     def dispute_file(
@@ -354,6 +400,11 @@ def provider_from_settings() -> StripeProvider:
     if provider is None:
         provider = _cached[config] = _build(settings)
     return provider
+
+
+def retry_budget_from_settings() -> float:
+    """The configured provider's `retry_budget_s`: what one call can take, retries included."""
+    return provider_from_settings().retry_budget_s
 
 
 def _build(settings: Any) -> StripeProvider:

@@ -52,6 +52,10 @@ class SandboxControl:
     def set_dispute_status(self, dispute: str, status: str) -> dict[str, Any]:
         return self.call("POST", f"disputes/{dispute}/status", {"status": status})
 
+    def smart_submit_dispute(self, dispute: str) -> dict[str, Any]:
+        """Stripe's Smart Disputes submitting on its own (refused for a `manual` dispute)."""
+        return self.call("POST", f"disputes/{dispute}/smart-submit", {})
+
     def set_refund_status(
         self, refund: str, status: str, failure_reason: str | None = None
     ) -> dict[str, Any]:

@@ -108,6 +108,15 @@ def handle(
                 raise _bad(f"No such dispute: {parts[1]}")
             resources.dispute_set_status(state, None, existing, _str(body, "status"))
             return 200, state.render(existing)
+        if route == ("POST", "disputes", "{id}", "smart-submit"):
+            existing = state.world.disputes.get(parts[1])
+            if existing is None:
+                raise _bad(f"No such dispute: {parts[1]}")
+            try:
+                resources.dispute_smart_submit(state, None, existing)
+            except StripeError as exc:
+                raise _bad(exc.message) from exc
+            return 200, state.render(existing)
         if route == ("POST", "refunds", "{id}", "status"):
             refund = state.world.refunds.get(parts[1])
             if refund is None:

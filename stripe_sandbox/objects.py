@@ -384,7 +384,10 @@ def dispute(
             "has_evidence": False,
             "past_due": False,
             "submission_count": 0,
+            "submission_method": "not_submitted",
         },
+        # The account's default: Stripe may submit with Smart Disputes unless told `manual`.
+        "intended_submission_method": None,
         "is_charge_refundable": False,
         "livemode": False,
         "metadata": {},

@@ -5,6 +5,7 @@ object (or raises a StripeError)."""
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -262,6 +263,44 @@ def _confirm(state: State, ctx: RequestContext, pi: dict[str, Any]) -> None:
     state.emit("payment_intent.succeeded", pi, ctx)
     if card.disputes:
         dispute_open(state, ctx, charge, reason="fraudulent", amount=charge["amount"])
+
+
+_SEARCH_CLAUSE = re.compile(r"""^\s*metadata\[(['"])(?P<key>[^'"]+)\1\]\s*:\s*(['"])(?P<value>[^'"]*)\3\s*$""")
+
+
+def payment_intent_search(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
+    """Stripe's Search API over PaymentIntents, for the one query form Vouch sends:
+    `metadata['key']:'value'` clauses joined by AND. Newest first; `limit` 1-100 (default 10),
+    `page` the `next_page` cursor of the page before."""
+    params = Params(data, {"query", "limit", "page", "expand"})
+    query = params.required_string("query")
+    clauses = []
+    for part in re.split(r"\s+AND\s+", query):
+        match = _SEARCH_CLAUSE.match(part)
+        if match is None:
+            raise invalid(
+                "The sandbox searches by metadata['key']:'value' clauses joined by AND only.",
+                param="query",
+            )
+        clauses.append((match["key"], match["value"]))
+    limit = params.integer("limit", minimum=1, maximum=100) or 10
+    page = params.string("page")
+    start = int(page) if page is not None and page.isdigit() else 0
+    hits = [
+        pi
+        for pi in reversed(state.world.payment_intents.values())
+        if state.visible(pi["id"])
+        and all((pi.get("metadata") or {}).get(k) == v for k, v in clauses)
+    ]
+    window = hits[start : start + limit]
+    has_more = len(hits) > start + limit
+    return 200, {
+        "object": "search_result",
+        "data": [state.render(pi) for pi in window],
+        "has_more": has_more,
+        "next_page": str(start + limit) if has_more else None,
+        "url": "/v1/payment_intents/search",
+    }
 
 
 def charge_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
@@ -537,6 +576,7 @@ def dispute_update(
     evidence = params.raw("evidence")
     submit = params.boolean("submit", default=True)
     metadata = params.metadata()
+    method = params.string("intended_submission_method", choices=SUBMISSION_METHODS)
     if evidence is not None and not isinstance(evidence, dict):
         raise invalid("Invalid evidence: must be a hash", param="evidence")
     staged: dict[str, Any] = {}
@@ -577,6 +617,9 @@ def dispute_update(
             )
         raise StripeError(400, message, param="submit" if submit and not staged else "evidence")
     previous: dict[str, Any] = {}
+    if method is not None and method != dispute["intended_submission_method"]:
+        previous["intended_submission_method"] = dispute["intended_submission_method"]
+        dispute["intended_submission_method"] = method
     if staged:
         previous["evidence"] = {k: dispute["evidence"].get(k) for k in staged}
         dispute["evidence"].update(staged)
@@ -590,17 +633,44 @@ def dispute_update(
             previous["metadata"] = dict(dispute["metadata"])
             dispute["metadata"] = merged
     if submit:
-        previous["status"] = dispute["status"]
-        previous.setdefault("evidence_details", {})["submission_count"] = dispute[
-            "evidence_details"
-        ]["submission_count"]
-        dispute["status"] = (
-            "under_review" if dispute["status"] == "needs_response" else "warning_under_review"
-        )
-        dispute["evidence_details"]["submission_count"] += 1
+        _submit(dispute, previous, method="manual")
     if previous:
         state.emit("charge.dispute.updated", dispute, ctx, previous)
     return 200, state.render(dispute)
+
+
+SUBMISSION_METHODS = {"manual", "prefer_manual", "prefer_smart_disputes", "smart_disputes"}
+
+
+def _submit(dispute: dict[str, Any], previous: dict[str, Any], *, method: str) -> None:
+    details = dispute["evidence_details"]
+    previous["status"] = dispute["status"]
+    previous["evidence_details"] = {
+        "submission_count": details["submission_count"],
+        "submission_method": details["submission_method"],
+    }
+    dispute["status"] = (
+        "under_review" if dispute["status"] == "needs_response" else "warning_under_review"
+    )
+    details["submission_count"] += 1
+    details["submission_method"] = method
+
+
+def dispute_smart_submit(state: State, ctx: RequestContext | None, dispute: dict[str, Any]) -> None:
+    """Stripe's Smart Disputes submitting on the account's behalf: refused when the dispute says
+    `intended_submission_method=manual`, or when it is no longer open for a response."""
+    if dispute["intended_submission_method"] == "manual":
+        raise invalid(
+            f"Dispute {dispute['id']} is to be submitted manually; Smart Disputes may not submit.",
+            param="intended_submission_method",
+        )
+    if dispute["status"] not in objects.DISPUTE_RESPONDABLE:
+        raise invalid(f"Dispute {dispute['id']} cannot be submitted ({dispute['status']}).")
+    previous: dict[str, Any] = {}
+    dispute["evidence"]["uncategorized_text"] = "Submitted by Smart Disputes."
+    dispute["evidence_details"]["has_evidence"] = True
+    _submit(dispute, previous, method="smart_disputes")
+    state.emit("charge.dispute.updated", dispute, ctx, previous)
 
 
 def dispute_close(

@@ -29,6 +29,7 @@ from stripe_sandbox.webhooks import Dispatcher
 _ID = r"([A-Za-z0-9_]+)"
 _ROUTE_TABLE: list[tuple[str, str, resources.Handler]] = [
     ("POST", "/v1/payment_intents", resources.payment_intent_create),
+    ("GET", "/v1/payment_intents/search", resources.payment_intent_search),
     ("GET", "/v1/payment_intents/{id}", resources.payment_intent_retrieve),
     ("POST", "/v1/payment_intents/{id}/confirm", resources.payment_intent_confirm),
     ("GET", "/v1/charges", resources.charge_list),

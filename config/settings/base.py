@@ -189,8 +189,12 @@ STRIPE_RETRY_MAX_S = env.float("STRIPE_RETRY_MAX_S", default=8.0)
 
 # --- Idempotency (SPEC §4) ---------------------------------------------------------------------
 
-# A running request's lease: longer than the provider adapter's whole retry budget for every leg.
-IDEMPOTENCY_LEASE_S = env.float("IDEMPOTENCY_LEASE_S", default=900.0)
+# A running request's lease (core.idempotency.lease_for): Vouch's own work around the calls, plus
+# the provider adapter's whole retry budget (the function named here) for each call it is about to
+# make; a worker renews it before each further call. About two minutes for a one-leg refund with
+# the defaults above (3 attempts of 5 + 30 s, and 2 waits of at most 10 s, plus 10 s).
+IDEMPOTENCY_LEASE_MARGIN_S = env.float("IDEMPOTENCY_LEASE_MARGIN_S", default=10.0)
+IDEMPOTENCY_PROVIDER_BUDGET = "providers.stripe_provider.retry_budget_from_settings"
 IDEMPOTENCY_KEEP_DAYS = env.int("IDEMPOTENCY_KEEP_DAYS", default=30)
 
 # --- Verification (SPEC §6) -------------------------------------------------------------------

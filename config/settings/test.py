@@ -33,8 +33,6 @@ STRIPE_RETRY_MAX_S = 0.2
 VERIFICATION_CONTRACT_DIRS = [str(BASE_DIR / "tests" / "verification" / "contracts")]
 # Test-only: the name of a crash point (core.crash) at which the process dies (SPEC §3).
 VOUCH_CRASH_AT = env.str("VOUCH_CRASH_AT", default="")
-# Shorter than in production, still longer than the provider's whole retry budget under test.
-IDEMPOTENCY_LEASE_S = 60.0
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

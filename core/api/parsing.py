@@ -49,11 +49,40 @@ class Strict(serializers.Serializer):
         return attrs
 
 
+def request_body(request: Request) -> Any:
+    """The request's parsed JSON. An absent body is `{}` (DRF parses no body as an empty object);
+    a body that says `null`, `[]`, `0` or `"all"` is what it says, never taken for `{}`."""
+    return request.data
+
+
+def request_object(request: Request) -> dict[str, Any]:
+    """The request's body as a JSON object (an absent body is `{}`), else `validation_error`."""
+    data = request_body(request)
+    if not isinstance(data, dict):
+        raise core_errors.InvalidInput(
+            "The body must be a JSON object (or absent).",
+            details={"body": [f"Expected a JSON object, got {_json_type(data)}."]},
+        )
+    return dict(data)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
 def parse_body(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
     """The request's JSON object (no body is `{}`), validated by `serializer_class`."""
-    data = request.data if request.data not in (None, "") else {}
-    if not isinstance(data, dict):
-        raise core_errors.InvalidInput("The body must be a JSON object.")
+    data = request_object(request)
     serializer = serializer_class(data=data)
     if not serializer.is_valid():
         raise core_errors.InvalidInput(details=serializer.errors)

@@ -245,7 +245,10 @@ class DebitApi(APIView):
             )
 
         return idempotent(
-            request, operation=operation_name("envelope.debit", envelope_id), action=action
+            request,
+            operation=operation_name("envelope.debit", envelope_id),
+            action=action,
+            provider_calls=0,
         )
 
 
