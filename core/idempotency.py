@@ -151,9 +151,7 @@ def idempotency_renew(record: IdempotencyRecord | None, *, provider_calls: int =
 def idempotency_lease_end(record: IdempotencyRecord) -> None:
     """The server caught an error: no process works on this request any more, so a retry may
     resume at once instead of waiting for the lease to lapse."""
-    IdempotencyRecord.objects.filter(pk=record.pk, running=True).update(
-        lease_until=timezone.now()
-    )
+    IdempotencyRecord.objects.filter(pk=record.pk, running=True).update(lease_until=timezone.now())
 
 
 def idempotency_store(record: IdempotencyRecord, *, status: int, body: str) -> None:

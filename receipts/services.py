@@ -28,6 +28,7 @@ from receipts.canonical import canonical_bytes, receipt_id_of
 from receipts.exceptions import ReceiptNotWritable
 from receipts.models import Receipt, ReceiptKind
 from receipts.redaction import redact
+from receipts.signals import receipt_written
 from verification.contracts import Verdict, get_contract
 from verification.models import Observation, VerificationRun
 
@@ -142,6 +143,7 @@ def _write(
     except IntegrityError:  # written concurrently by another caller
         return Receipt.objects.get(kind=body["kind"], provider_object_id=body["provider_object_id"])
     logger.info("receipt %s: %s %s", receipt.id, receipt.kind, receipt.provider_object_id)
+    receipt_written.send(sender=Receipt, receipt=receipt)
     return receipt
 
 

@@ -265,7 +265,9 @@ def _confirm(state: State, ctx: RequestContext, pi: dict[str, Any]) -> None:
         dispute_open(state, ctx, charge, reason="fraudulent", amount=charge["amount"])
 
 
-_SEARCH_CLAUSE = re.compile(r"""^\s*metadata\[(['"])(?P<key>[^'"]+)\1\]\s*:\s*(['"])(?P<value>[^'"]*)\3\s*$""")
+_SEARCH_CLAUSE = re.compile(
+    r"""^\s*metadata\[(['"])(?P<key>[^'"]+)\1\]\s*:\s*(['"])(?P<value>[^'"]*)\3\s*$"""
+)
 
 
 def payment_intent_search(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
