@@ -110,6 +110,19 @@ def _ordered(a: Any, b: Any) -> bool:
     return (_number(a) and _number(b)) or (isinstance(a, str) and isinstance(b, str))
 
 
+def same(a: Any, b: Any) -> bool:
+    """JSON equality: a boolean equals only a boolean (Python's `True == 1` would let a provider's
+    `1` satisfy an expected `true`), numbers compare by value (`1 == 1.0`, one JSON number), lists
+    and objects element by element."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[key], b[key]) for key in a)
+    return bool(a == b)
+
+
 def apply(operator: Operator, actual: Any, expected: Any, *, skew_s: float) -> bool | None:
     """The operator on resolved values; `actual`/`expected` may be _MISSING. None = unknown."""
     if operator is Operator.EXISTS:
@@ -117,13 +130,13 @@ def apply(operator: Operator, actual: Any, expected: Any, *, skew_s: float) -> b
     if missing(actual) or missing(expected):
         return None
     if operator is Operator.EQ:
-        return bool(actual == expected)
+        return same(actual, expected)
     if operator is Operator.NE:
-        return bool(actual != expected)
+        return not same(actual, expected)
     if operator in (Operator.IN, Operator.NOT_IN):
         if not isinstance(expected, list):
             return None
-        inside = actual in expected
+        inside = any(same(actual, item) for item in expected)
         return inside if operator is Operator.IN else not inside
     if operator in (Operator.GT, Operator.GTE, Operator.LT, Operator.LTE):
         if not _ordered(actual, expected):

@@ -37,6 +37,38 @@ def test_operators(
     assert apply(operator, actual, expected, skew_s=SKEW) is result
 
 
+@pytest.mark.parametrize(
+    ("operator", "actual", "expected", "result"),
+    [
+        # JSON has booleans and numbers; Python's True == 1 must not leak into a verdict.
+        (Operator.EQ, True, 1, False),
+        (Operator.EQ, 1, True, False),
+        (Operator.EQ, False, 0, False),
+        (Operator.EQ, 0, False, False),
+        (Operator.EQ, True, True, True),
+        (Operator.EQ, 1, 1.0, True),  # one JSON number
+        (Operator.NE, True, 1, True),
+        (Operator.NE, False, 0, True),
+        (Operator.NE, False, False, False),
+        (Operator.IN, True, [1, 2], False),
+        (Operator.IN, 0, [False], False),
+        (Operator.IN, True, [False, True], True),
+        (Operator.NOT_IN, True, [1], True),
+        (Operator.NOT_IN, False, [0, "x"], True),
+        (Operator.NOT_IN, 1, [True], True),
+        # Also inside lists and objects.
+        (Operator.EQ, [True, 2], [1, 2], False),
+        (Operator.EQ, {"paid": True}, {"paid": 1}, False),
+        (Operator.EQ, {"paid": True, "n": [1]}, {"paid": True, "n": [1.0]}, True),
+        (Operator.IN, [1], [[True]], False),
+    ],
+)
+def test_booleans_are_not_numbers(
+    operator: Operator, actual: object, expected: object, result: bool
+) -> None:
+    assert apply(operator, actual, expected, skew_s=SKEW) is result
+
+
 @pytest.mark.parametrize("operator", [op for op in Operator if op is not Operator.EXISTS])
 def test_an_unresolved_path_is_unknown_for_every_operator_but_exists(operator: Operator) -> None:
     assert apply(operator, MISSING, 1, skew_s=SKEW) is None
