@@ -270,8 +270,13 @@ def _describe(error: ValidationError) -> str:
 
 
 def load_contract(path: Path) -> Contract:
-    """Read and validate one contract file. ImproperlyConfigured names the file, the field and
-    the problem."""
+    """Read and validate one contract file, its shape and what it asks the verifiers to read
+    (provider, verifiers, resources). ImproperlyConfigured names the file, the field and the
+    problem."""
+    # The verifiers build on contracts (their types, expressions) and are the registry of what
+    # can be read; a contract is checked against that registry once both modules exist, here.
+    from verification.verifiers import contract_problems
+
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -286,6 +291,8 @@ def load_contract(path: Path) -> Contract:
         raise ImproperlyConfigured(
             f"contract {path.name}: id {contract.id!r} must match the file name"
         )
+    if problems := contract_problems(contract):
+        raise ImproperlyConfigured(f"contract {path.name}: {'; '.join(problems)}")
     return contract
 
 

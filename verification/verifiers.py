@@ -20,6 +20,11 @@ class Observed:
 class Verifier(Protocol):
     name: ClassVar[str]
 
+    def problems(self, *, contract: Contract, channel: Channel) -> list[str]:
+        """What in the channel this verifier could never read, each `field: problem` with the
+        field relative to the channel (checked at load, so a typo stops startup)."""
+        ...
+
     def observe(
         self, *, contract: Contract, channel: Channel, context: Context, skew_s: float
     ) -> Observed: ...
@@ -31,9 +36,15 @@ class HttpVerifier:
     resolve."""
 
     name: ClassVar[str] = "http"
-    # provider -> resource -> the adapter's read operation.
+    # provider -> resource -> the adapter's read operation: what a contract's `provider` and
+    # `read.resource` may name.
     READERS: ClassVar[dict[str, dict[str, str]]] = {
-        "stripe": {"refund": "refund_read", "dispute": "dispute_read", "charge": "charge_read"},
+        "stripe": {
+            "charge": "charge_read",
+            "dispute": "dispute_read",
+            "payment_intent": "payment_intent_read",
+            "refund": "refund_read",
+        },
     }
 
     def __init__(self, provider: Any = None) -> None:
@@ -44,6 +55,17 @@ class HttpVerifier:
         from providers import provider_from_settings
 
         return self._provider or provider_from_settings()
+
+    def problems(self, *, contract: Contract, channel: Channel) -> list[str]:
+        readable = self.READERS.get(contract.provider)
+        if channel.read is None or readable is None:  # refused elsewhere, with its own message
+            return []
+        if channel.read.resource not in readable:
+            return [
+                f"read.resource: {contract.provider} has no readable resource "
+                f"{channel.read.resource!r} (readable: {', '.join(sorted(readable))})"
+            ]
+        return []
 
     def observe(
         self, *, contract: Contract, channel: Channel, context: Context, skew_s: float
@@ -76,6 +98,9 @@ class WebhookVerifier:
     distinct objects, not deliveries."""
 
     name: ClassVar[str] = "webhook"
+
+    def problems(self, *, contract: Contract, channel: Channel) -> list[str]:
+        return []
 
     def observe(
         self, *, contract: Contract, channel: Channel, context: Context, skew_s: float
@@ -161,6 +186,32 @@ class WebhookVerifier:
 
 
 REGISTRY: dict[str, Verifier] = {"http": HttpVerifier(), "webhook": WebhookVerifier()}
+
+# The providers Vouch can verify against: those it can read back from.
+PROVIDERS: frozenset[str] = frozenset(HttpVerifier.READERS)
+
+
+def contract_problems(contract: Contract) -> list[str]:
+    """Each `field: problem` where the contract names a provider, verifier or resource that no
+    verifier can read. Empty for a contract every attempt can carry out."""
+    if contract.provider not in PROVIDERS:
+        return [
+            f"provider: no provider {contract.provider!r} (known: {', '.join(sorted(PROVIDERS))})"
+        ]
+    problems: list[str] = []
+    for index, channel in enumerate(contract.channels):
+        verifier = REGISTRY.get(channel.verifier)
+        if verifier is None:
+            problems.append(
+                f"channels.{index}.verifier: no verifier {channel.verifier!r} "
+                f"(known: {', '.join(sorted(REGISTRY))})"
+            )
+            continue
+        problems += [
+            f"channels.{index}.{problem}"
+            for problem in verifier.problems(contract=contract, channel=channel)
+        ]
+    return problems
 
 
 def verifier_for(channel: Channel) -> Verifier:

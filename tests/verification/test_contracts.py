@@ -68,6 +68,12 @@ def _broken(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
         (lambda d: d["channels"][0].pop("read"), "needs `read`"),
         (lambda d: d.update(surprise=1), "surprise: Extra inputs are not permitted"),
         (lambda d: d["pre_completion"][0].update(verdict="VERIFIED"), "pre_completion.0.verdict"),
+        (lambda d: d.update(provider="strype"), "provider: no provider 'strype'"),
+        (
+            lambda d: d["channels"][0]["read"].update(resource="refnd"),
+            "channels.0.read.resource: stripe has no readable resource 'refnd'",
+        ),
+        (lambda d: d["channels"][1].update(verifier="carrier_pigeon"), "channels.1.verifier"),
     ],
 )
 def test_an_invalid_contract_names_file_and_field(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
@@ -108,3 +114,36 @@ def test_an_invalid_contract_stops_startup(tmp_path: Path) -> None:
         "contract stripe.refund.created.yaml: channels.0.verifier: no verifier 'carrier_pigeon'"
         in result.stderr
     )
+
+
+def test_an_unreadable_resource_stops_startup(tmp_path: Path) -> None:
+    """A typo in what the http verifier reads fails at startup, not at every attempt forever."""
+    import os
+    import subprocess
+    import sys
+
+    _broken(tmp_path, lambda d: d["channels"][0]["read"].update(resource="refnd"))
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    code = (
+        "import django; from django.conf import settings; "
+        f"settings.VERIFICATION_CONTRACT_DIRS = [{str(tmp_path)!r}]; django.setup()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert (
+        "contract stripe.refund.created.yaml: channels.0.read.resource: stripe has no readable "
+        "resource 'refnd'" in result.stderr
+    )
+
+
+def test_every_readable_resource_is_a_read_of_the_adapter() -> None:
+    """The registry contracts are checked against names only reads the adapter really has."""
+    from providers import StripeProvider
+    from verification.verifiers import HttpVerifier
+
+    assert set(HttpVerifier.READERS) == {"stripe"}
+    for operation in HttpVerifier.READERS["stripe"].values():
+        assert callable(getattr(StripeProvider, operation))
