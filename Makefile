@@ -56,7 +56,7 @@ check-deploy: $(VENV)/.installed-dev
 	ALLOWED_HOSTS=vouch.example.com \
 	DATABASE_URL=postgres://vouch@db.example.com:5432/vouch \
 	CELERY_BROKER_URL=redis://redis.example.com:6379/0 \
-	STRIPE_API_KEY=sk_test_dummy STRIPE_WEBHOOK_SECRET=whsec_dummy \
+	STRIPE_API_KEY=sk_live_dummy STRIPE_WEBHOOK_SECRET=whsec_dummy VOUCH_ENVIRONMENT=production \
 		$(PY) manage.py check --deploy --fail-level WARNING
 
 lock: | $(PY)

@@ -1,8 +1,24 @@
 """Production: every secret and address comes from the environment, or the process refuses to
-start with a message naming the missing variable."""
+start with a message naming the missing variable. The Stripe key's mode must be the deployment's:
+live for `production`, test for `sandbox` (receipts record and check it, SPEC §8)."""
+
+from django.core.exceptions import ImproperlyConfigured
 
 from .base import *
 from .base import env, require
+
+
+def _stripe_key_mode(key: str) -> str:
+    """`live` or `test`, from a Stripe secret (`sk_`) or restricted (`rk_`) key's prefix."""
+    for prefix in ("sk_", "rk_"):
+        for mode in ("live", "test"):
+            if key.startswith(f"{prefix}{mode}_"):
+                return mode
+    raise ImproperlyConfigured(
+        "STRIPE_API_KEY must be a Stripe secret key (sk_live_… or sk_test_…) or restricted key "
+        "(rk_live_… or rk_test_…); set it to the secret key from the Stripe dashboard."
+    )
+
 
 DEBUG = False
 SECRET_KEY = require(
@@ -25,7 +41,32 @@ DATABASES = {
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 CELERY_BROKER_URL = require("CELERY_BROKER_URL", "e.g. redis://host:6379/0.")
-STRIPE_API_KEY = require("STRIPE_API_KEY", "the Stripe secret key (sk_live_… or sk_test_…).")
+# This deployment's environment: `production` moves live money, `sandbox` (a staging deployment)
+# runs on Stripe test mode. Receipts are trusted and checked against it (SPEC §8).
+VOUCH_ENVIRONMENT = env.str("VOUCH_ENVIRONMENT", default="production")
+if VOUCH_ENVIRONMENT not in ("production", "sandbox"):
+    raise ImproperlyConfigured(
+        f"VOUCH_ENVIRONMENT must be production or sandbox, not {VOUCH_ENVIRONMENT!r}: set "
+        "VOUCH_ENVIRONMENT=production against live Stripe, or sandbox against Stripe test mode."
+    )
+STRIPE_API_KEY = require(
+    "STRIPE_API_KEY",
+    "the Stripe secret key: sk_live_… when VOUCH_ENVIRONMENT is production (the default), "
+    "sk_test_… when it is sandbox.",
+)
+_KEY_MODE = _stripe_key_mode(STRIPE_API_KEY)
+if VOUCH_ENVIRONMENT == "production" and _KEY_MODE != "live":
+    raise ImproperlyConfigured(
+        "STRIPE_API_KEY is a test-mode key but VOUCH_ENVIRONMENT is production: set "
+        "STRIPE_API_KEY to the live secret key (sk_live_…), or set VOUCH_ENVIRONMENT=sandbox for "
+        "a deployment against Stripe test mode."
+    )
+if VOUCH_ENVIRONMENT != "production" and _KEY_MODE != "test":
+    raise ImproperlyConfigured(
+        f"STRIPE_API_KEY is a live-mode key but VOUCH_ENVIRONMENT is {VOUCH_ENVIRONMENT}: a "
+        f"{VOUCH_ENVIRONMENT} deployment must not move live money. Set STRIPE_API_KEY to a "
+        "test-mode key (sk_test_…), or set VOUCH_ENVIRONMENT=production."
+    )
 STRIPE_WEBHOOK_SECRET = require(
     "STRIPE_WEBHOOK_SECRET", "the signing secret of the Stripe webhook endpoint (whsec_…)."
 )
@@ -33,7 +74,6 @@ STRIPE_WEBHOOK_SECRETS = [s.strip() for s in STRIPE_WEBHOOK_SECRET.split(",") if
 STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="https://api.stripe.com")
 # Receipts (SPEC §8): a production deployment against live Stripe trusts production keys only.
 # The signing key and the trusted public keys come from the environment (see base.py).
-VOUCH_ENVIRONMENT = env.str("VOUCH_ENVIRONMENT", default="production")
 RECEIPT_SIGNING_ENVIRONMENT = env.str("RECEIPT_SIGNING_ENVIRONMENT", default=VOUCH_ENVIRONMENT)
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -11,13 +11,15 @@ PRODUCTION_ENV = {
     "ALLOWED_HOSTS": "vouch.example.com",
     "DATABASE_URL": "postgres://vouch@db.example.com:5432/vouch",
     "CELERY_BROKER_URL": "redis://redis.example.com:6379/0",
-    "STRIPE_API_KEY": "sk_test_dummy",
+    "STRIPE_API_KEY": "sk_live_dummy",
     "STRIPE_WEBHOOK_SECRET": "whsec_dummy",
 }
 
 
 def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in PRODUCTION_ENV}
+    base = {
+        k: v for k, v in os.environ.items() if k not in PRODUCTION_ENV and k != "VOUCH_ENVIRONMENT"
+    }
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
@@ -40,6 +42,52 @@ def test_production_passes_the_deployment_checklist() -> None:
     result = _manage(PRODUCTION_ENV, "check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+TEST_KEY_IN_PRODUCTION = "STRIPE_API_KEY is a test-mode key but VOUCH_ENVIRONMENT is production"
+LIVE_KEY_IN_SANDBOX = "STRIPE_API_KEY is a live-mode key but VOUCH_ENVIRONMENT is sandbox"
+
+
+@pytest.mark.parametrize(
+    ("environment", "key", "refusal"),
+    [
+        (None, "sk_test_dummy", TEST_KEY_IN_PRODUCTION),
+        ("production", "rk_test_dummy", TEST_KEY_IN_PRODUCTION),
+        ("sandbox", "sk_live_dummy", LIVE_KEY_IN_SANDBOX),
+        ("sandbox", "rk_live_dummy", LIVE_KEY_IN_SANDBOX),
+        ("production", "pk_live_dummy", "STRIPE_API_KEY must be a Stripe secret key"),
+        ("prod", "sk_live_dummy", "VOUCH_ENVIRONMENT must be production or sandbox"),
+    ],
+)
+def test_production_refuses_a_key_of_the_other_mode(
+    environment: str | None, key: str, refusal: str
+) -> None:
+    """A production deployment must not run on test money, a sandbox one must not move live
+    money: receipts would claim the wrong mode."""
+    env = {**PRODUCTION_ENV, "STRIPE_API_KEY": key}
+    if environment:
+        env["VOUCH_ENVIRONMENT"] = environment
+    result = _manage(env, "check")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert refusal in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("environment", "key"),
+    [
+        ("production", "sk_live_dummy"),
+        ("production", "rk_live_dummy"),
+        ("sandbox", "sk_test_dummy"),
+    ],
+)
+def test_production_settings_start_with_a_key_of_the_deployments_mode(
+    environment: str, key: str
+) -> None:
+    result = _manage(
+        {**PRODUCTION_ENV, "VOUCH_ENVIRONMENT": environment, "STRIPE_API_KEY": key}, "check"
+    )
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize(
