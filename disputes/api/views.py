@@ -14,7 +14,14 @@ from rest_framework.views import APIView
 
 from core import exceptions as core_errors
 from core.api.idempotent import idempotent, operation_name
-from core.api.parsing import MicroField, Strict, StrictCharField, page_params, parse_body
+from core.api.parsing import (
+    MicroField,
+    Strict,
+    StrictCharField,
+    page_params,
+    parse_body,
+    request_object,
+)
 from core.api.permissions import caller
 from core.api.responses import error_responses, ok, success_envelope
 from core.idempotency import (
@@ -209,7 +216,7 @@ class EvidenceApi(APIView):
     def post(self, request: Request, dispute_id: str) -> Response | HttpResponse:
         def action(record: IdempotencyRecord | None) -> Response:
             dispute = _dispute(dispute_id)
-            data = request.data if request.data not in (None, "") else {}
+            data = request_object(request)
             evidence, created = services.evidence_admit(
                 dispute=dispute, actor=caller(request), data=data
             )
@@ -253,8 +260,8 @@ class PacketApi(APIView):
     def post(self, request: Request, dispute_id: str) -> Response | HttpResponse:
         def action(record: IdempotencyRecord | None) -> Response:
             dispute = _dispute(dispute_id)
-            data = request.data if request.data not in (None, "") else {}
-            if isinstance(data, dict) and any("receipt" in str(k) for k in data):
+            data = request_object(request)
+            if any("receipt" in str(k) for k in data):
                 raise errors.ReceiptDetailRefused(details={"fields": sorted(map(str, data))})
             parse_body(PacketInput, request)
             packet = services.packet_prepare(dispute=dispute, requested_by=caller(request))

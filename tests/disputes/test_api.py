@@ -143,7 +143,7 @@ def test_list_filters_and_deadline_order(clerk: Api) -> None:
         ({**evidence("doc:1", "other"), "receipt_id": "rcpt_x"}, "receipt_detail_refused"),
         ({**evidence("rcpt_" + "1" * 64, "other")}, "receipt_detail_refused"),
         ({**evidence("doc:1", "delivery"), "ref": 12}, "evidence_refused"),
-        ([evidence("doc:1", "delivery")], "evidence_raw_payload"),
+        ([evidence("doc:1", "delivery")], "validation_error"),  # a body is an object (item 7)
     ],
 )
 def test_evidence_refused_names_the_rule_and_changes_nothing(
@@ -248,3 +248,32 @@ def test_a_dispute_arriving_from_the_provider_is_prepared(world: World) -> None:
     dispute.refresh_from_db()
     assert dispute.provider_status == "warning_needs_response"
     assert dispute.packets.count() == 1
+
+
+def post_raw(api: Api, path: str, raw: str, *, key: str | None = None) -> Any:
+    """A POST whose body is exactly `raw` (JSON text), as a client could send it."""
+    headers = {"HTTP_X_CSRFTOKEN": api.csrf}
+    if key is not None:
+        headers["HTTP_IDEMPOTENCY_KEY"] = key
+    return api.client.generic("POST", path, raw, content_type="application/json", **headers)
+
+
+@pytest.mark.parametrize("raw", ["null", "[]", "0", '"all"'])
+def test_a_body_that_is_not_an_object_is_a_validation_error_on_every_endpoint(
+    clerk: Api, raw: str
+) -> None:
+    """Issue 10 item 7: only an absent body or `{}` is "empty"; `null`, `[]`, `0` and `"all"` are
+    400 `validation_error` everywhere, change nothing and store nothing under the key."""
+    public = enter(clerk).json()["data"]["dispute_id"]
+    before = (Dispute.objects.count(), Evidence.objects.count(), Packet.objects.count())
+    for path in (
+        "/api/v1/disputes",
+        f"/api/v1/disputes/{public}/evidence",
+        f"/api/v1/disputes/{public}/packet",
+    ):
+        response = post_raw(clerk, path, raw, key=f"raw-{raw}")
+        assert response.status_code == 400, (path, response.content)
+        assert response.json()["error"]["code"] == "validation_error", (path, response.content)
+    assert (Dispute.objects.count(), Evidence.objects.count(), Packet.objects.count()) == before
+    # An absent body is `{}`: preparing again takes it.
+    assert post_raw(clerk, f"/api/v1/disputes/{public}/packet", "").status_code == 201
