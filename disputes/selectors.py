@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from core.exceptions import NotFound
 from disputes.models import Dispute, Evidence, Packet
@@ -29,6 +29,16 @@ def disputes_filtered(
 
 def dispute_get(*, public_id: str) -> Dispute:
     dispute = Dispute.objects.filter(public_id=public_id).first()
+    if dispute is None:
+        raise NotFound()
+    return dispute
+
+
+def dispute_named(dispute_id: str) -> Dispute:
+    """A dispute by Vouch's id (`dsp_…`) or the provider's (`dp_…`): one dispute, whichever name."""
+    dispute = Dispute.objects.filter(
+        Q(public_id=dispute_id) | Q(provider_dispute_id=dispute_id)
+    ).first()
     if dispute is None:
         raise NotFound()
     return dispute

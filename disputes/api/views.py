@@ -3,7 +3,6 @@ and filing are not here: they are acts of a person in the admin."""
 
 from typing import Any
 
-from django.db.models import Q
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -34,7 +33,6 @@ from core.models import IdempotencyRecord
 from disputes import exceptions as errors
 from disputes import selectors, services
 from disputes.api import schemas
-from disputes.models import Dispute
 
 AUTH_ERRORS = (
     core_errors.NotAuthenticated,
@@ -79,16 +77,6 @@ class IsStaff(BasePermission):
 
 
 STAFF = [IsAuthenticated, IsStaff]
-
-
-def _dispute(dispute_id: str) -> Dispute:
-    """By Vouch's id (`dsp_…`) or the provider's (`dp_…`)."""
-    dispute = Dispute.objects.filter(
-        Q(public_id=dispute_id) | Q(provider_dispute_id=dispute_id)
-    ).first()
-    if dispute is None:
-        raise core_errors.NotFound()
-    return dispute
 
 
 class DisputeInput(Strict):
@@ -186,7 +174,7 @@ class DisputeDetailApi(APIView):
         },
     )
     def get(self, request: Request, dispute_id: str) -> Response:
-        return ok(selectors.dispute_data(_dispute(dispute_id)))
+        return ok(selectors.dispute_data(selectors.dispute_named(dispute_id)))
 
 
 class EvidenceApi(APIView):
@@ -214,8 +202,11 @@ class EvidenceApi(APIView):
         },
     )
     def post(self, request: Request, dispute_id: str) -> Response | HttpResponse:
+        # One dispute, one operation name, whichever id the path gives (`dsp_…` or `dp_…`). An
+        # unknown dispute is a 404 before any key is claimed: nothing is stored under it.
+        dispute = selectors.dispute_named(dispute_id)
+
         def action(record: IdempotencyRecord | None) -> Response:
-            dispute = _dispute(dispute_id)
             data = request_object(request)
             evidence, created = services.evidence_admit(
                 dispute=dispute, actor=caller(request), data=data
@@ -228,7 +219,9 @@ class EvidenceApi(APIView):
             return ok(body, status=201 if created else 200)
 
         return idempotent(
-            request, operation=operation_name("dispute.evidence", dispute_id), action=action
+            request,
+            operation=operation_name("dispute.evidence", dispute.public_id),
+            action=action,
         )
 
 
@@ -258,8 +251,9 @@ class PacketApi(APIView):
         },
     )
     def post(self, request: Request, dispute_id: str) -> Response | HttpResponse:
+        dispute = selectors.dispute_named(dispute_id)  # the canonical operation name, as above
+
         def action(record: IdempotencyRecord | None) -> Response:
-            dispute = _dispute(dispute_id)
             data = request_object(request)
             if any("receipt" in str(k) for k in data):
                 raise errors.ReceiptDetailRefused(details={"fields": sorted(map(str, data))})
@@ -268,5 +262,7 @@ class PacketApi(APIView):
             return ok(selectors.dispute_data(packet.dispute), status=201)
 
         return idempotent(
-            request, operation=operation_name("dispute.packet", dispute_id), action=action
+            request,
+            operation=operation_name("dispute.packet", dispute.public_id),
+            action=action,
         )

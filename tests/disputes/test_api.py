@@ -277,3 +277,25 @@ def test_a_body_that_is_not_an_object_is_a_validation_error_on_every_endpoint(
     assert (Dispute.objects.count(), Evidence.objects.count(), Packet.objects.count()) == before
     # An absent body is `{}`: preparing again takes it.
     assert post_raw(clerk, f"/api/v1/disputes/{public}/packet", "").status_code == 201
+
+
+def test_one_key_runs_an_operation_once_whichever_id_names_the_dispute(clerk: Api) -> None:
+    """Issue 10 item 13: `dsp_…` and `dp_…` name one dispute, so one operation: the second
+    request with the same key and body replays the first, under either name."""
+    public = enter(clerk).json()["data"]["dispute_id"]
+    names = (public, "dp_manual_1")
+    first = clerk.post(f"/api/v1/disputes/{names[0]}/packet", {}, key="prep-1")
+    assert first.status_code == 201, first.content
+    again = clerk.post(f"/api/v1/disputes/{names[1]}/packet", {}, key="prep-1")
+    assert again.status_code == 201
+    assert again.get("Idempotent-Replayed") == "true"
+    assert again.content == first.content
+    assert Packet.objects.count() == 2  # the entry's version and one more, not two more
+
+    body = evidence("doc:1", "delivery")
+    admitted = clerk.post(f"/api/v1/disputes/{names[1]}/evidence", body, key="ev-1")
+    assert admitted.status_code == 201, admitted.content
+    replayed = clerk.post(f"/api/v1/disputes/{names[0]}/evidence", body, key="ev-1")
+    assert (replayed.status_code, replayed.get("Idempotent-Replayed")) == (201, "true")
+    assert replayed.content == admitted.content
+    assert Evidence.objects.count() == 1
