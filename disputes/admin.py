@@ -88,6 +88,7 @@ STATUS_TONES: dict[str, str] = {
     PacketStatus.INCOMPLETE: "warn",
     PacketStatus.INVALID: "bad",
     PacketStatus.SUPERSEDED: "neutral",
+    PacketStatus.FILED: "good",
 }
 
 

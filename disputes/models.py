@@ -110,6 +110,7 @@ class PacketStatus(models.TextChoices):
     INCOMPLETE = "incomplete", "Incomplete (needs more evidence)"
     INVALID = "invalid", "Failed validation"
     SUPERSEDED = "superseded", "Superseded by a newer version"
+    FILED = "filed", "Filed (readback verified)"  # its filing's readback run is VERIFIED
 
 
 class ApprovalStatus(models.TextChoices):

@@ -556,12 +556,13 @@ def packet_on_verdict(*, run: VerificationRun) -> None:
             return
         if run.verdict == "VERIFIED":
             packet.filing_status = FilingStatus.FILED
+            packet.status = PacketStatus.FILED  # what every page and the API say of it now
             packet.filed_at = timezone.now()
         elif run.verdict != "PENDING":
             packet.filing_status = FilingStatus.READBACK_FAILED
         else:
             return
-        packet.save(update_fields=["filing_status", "filed_at", "updated_at"])
+        packet.save(update_fields=["filing_status", "status", "filed_at", "updated_at"])
         audit_record(
             actor=None,
             action=f"packet.readback_{run.verdict.lower()}",

@@ -49,7 +49,8 @@ class PacketOut(serializers.Serializer):
     packet_id = serializers.CharField()
     version = serializers.IntegerField()
     status = serializers.ChoiceField(
-        choices=["ready_for_review", "incomplete", "invalid", "superseded"]
+        choices=["ready_for_review", "incomplete", "invalid", "superseded", "filed"],
+        help_text="`filed` once the filing's independent readback run is VERIFIED.",
     )
     posture = serializers.ChoiceField(choices=POSTURES)
     summary = serializers.CharField()

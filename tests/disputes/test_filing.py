@@ -283,3 +283,39 @@ def test_a_filing_interrupted_after_the_provider_call_resumes_with_its_key(
     assert submissions(stripe_at_sandbox, packet.dispute.provider_dispute_id) == 1
     settle_runs()
     assert Packet.objects.get(pk=packet.pk).filing_status == "filed"
+
+
+def test_a_packet_whose_readback_is_verified_says_filed_everywhere(
+    world: World, ops: Ops, stripe_at_sandbox: SandboxControl
+) -> None:
+    """Issue 10 item 11: once the readback run is VERIFIED the packet's status is `filed` — in the
+    model, the API's `packet.status`, the review page's header and both versions tables — not
+    `ready_for_review`."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from tests.envelopes.conftest import Api
+
+    packet = approve(contest_ready(world, ops), ops)
+    file(packet, ops)
+    settle_runs()
+    filed = Packet.objects.get(pk=packet.pk)
+    assert filed.filing_status == "filed"
+    assert filed.status == "filed"
+
+    api = Api(ops.approver).get(f"/api/v1/disputes/{packet.dispute.public_id}").json()["data"]
+    assert (api["packet"]["status"], api["packet"]["filing"]["status"]) == ("filed", "filed")
+
+    client = Client()
+    client.force_login(ops.approver)
+    review = client.get(reverse("admin:disputes_packet_review", args=[packet.pk])).content.decode()
+    header = review.split('id="packet-status">', 1)[1].split("<", 1)[0]
+    assert header.startswith("Filed"), header
+    versions = review.split('id="packet-versions"', 1)[1]
+    row = versions.split(packet.public_id, 1)[1].split("</tr>", 1)[0]
+    assert "Filed" in row, row
+    assert "Ready for review" not in row
+    page = client.get(reverse("admin:disputes_dispute_change", args=[packet.dispute.pk]))
+    dispute_row = page.content.decode().split(packet.public_id, 1)[1].split("</tr>", 1)[0]
+    assert "Filed" in dispute_row, dispute_row
+    assert "Ready for review" not in dispute_row
