@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -307,6 +308,20 @@ def _current(packet: Packet) -> None:
         )
 
 
+def _edit_material(packet: Packet, citations: Any) -> tuple[DraftMaterial, list[Evidence]]:
+    """What an edit of `packet` is finalized against: the receipts as they are now, the version's
+    own evidence, and the dispute's other admitted evidence that the edit cites (which joins the
+    version; returned second). Evidence neither held nor cited stays out: an edit cannot lean on
+    material the digest would not bind."""
+    material = material_for(packet.dispute)
+    held = [AdmittedEvidence(**e) for e in packet.evidence_refs]
+    own = {e.ref for e in held}
+    cited = {str(c) for c in citations} if isinstance(citations, list) else set()
+    joined = [e for e in packet.dispute.evidence.all() if e.ref in cited and e.ref not in own]
+    evidence = held + [AdmittedEvidence(e.ref, e.sha256, e.kind, e.summary) for e in joined]
+    return replace(material, evidence=evidence), joined
+
+
 def packet_edit(
     *,
     packet: Packet,
@@ -316,7 +331,9 @@ def packet_edit(
 ) -> Packet:
     """A person's edit of the current version, in place: it goes through finalization again, its
     digest changes (an approval of the old content no longer matches), and the editor becomes a
-    contributor who cannot approve this version."""
+    contributor who cannot approve this version. Evidence admitted to the dispute after this
+    version was prepared, when the edit cites it, joins the version: its evidence refs gain it (so
+    the digest binds its SHA-256 and filing sends it) and its admitter becomes a contributor."""
     allowed = {"posture", "summary", "citations", "open_questions"}
     unknown = sorted(set(changes) - allowed)
     if unknown:
@@ -339,16 +356,25 @@ def packet_edit(
             "filing_options": dict(locked.handoff.get("options") or {}),
             **changes,
         }
-        _apply(locked, draft, material_for(locked.dispute))
+        material, joined = _edit_material(locked, draft["citations"])
+        locked.evidence_refs = [e.as_dict() for e in material.evidence]
+        _apply(locked, draft, material)
         locked.last_edited_by = actor
         locked.save()
-        locked.contributors.add(actor)
+        locked.contributors.add(actor, *{e.admitted_by_id for e in joined if e.admitted_by_id})
+        details: dict[str, Any] = {
+            "fields": sorted(changes),
+            "digest_before": before,
+            "digest": locked.digest,
+        }
+        if joined:
+            details["evidence_joined"] = [e.ref for e in joined]
         audit_record(
             actor=actor,
             action="packet.edit",
             target_type="packet",
             target_id=locked.public_id,
-            details={"fields": sorted(changes), "digest_before": before, "digest": locked.digest},
+            details=details,
         )
     return locked
 

@@ -319,3 +319,34 @@ def test_a_packet_whose_readback_is_verified_says_filed_everywhere(
     dispute_row = page.content.decode().split(packet.public_id, 1)[1].split("</tr>", 1)[0]
     assert "Filed" in dispute_row, dispute_row
     assert "Ready for review" not in dispute_row
+
+
+def test_an_edit_citing_evidence_outside_the_version_brings_it_into_the_version(
+    world: World, ops: Ops, stripe_at_sandbox: SandboxControl
+) -> None:
+    """Issue 10 item 9: evidence admitted after a version was prepared, then cited by an edit of
+    that version, joins it: the version's evidence refs hold it, the digest covers its SHA-256,
+    filing sends it, and whoever admitted it is a contributor who cannot approve."""
+    from disputes.packets import filing_request, packet_content
+    from tests.disputes.conftest import evidence, staff_user
+
+    packet = approve(contest_ready(world, ops), ops)  # approved: no new version on admission
+    late = evidence("doc:2", "communication", "Emails with the customer about the parcel")
+    services.evidence_admit(dispute=packet.dispute, actor=ops.approver, data=late)
+    assert current(packet.dispute).pk == packet.pk
+
+    edited = services.packet_edit(
+        packet=packet, actor=ops.preparer, changes={"citations": [*packet.citations, "doc:2"]}
+    )
+    assert edited.validation == {"ok": True, "errors": []}
+    assert [e["ref"] for e in edited.evidence_refs] == ["doc:1", "doc:2"]
+    assert late["sha256"] in json.dumps(packet_content(edited))
+    assert edited.digest == services.packet_digest(edited)
+    sent = filing_request(edited, digest=edited.digest)["evidence"]["uncategorized_text"]
+    assert f"doc:2 (communication, sha256 {late['sha256']})" in sent
+    assert set(edited.contributors.all()) == {ops.preparer, ops.approver}
+    with pytest.raises(ApproverIsContributor):
+        services.packet_approve(packet=edited, actor=ops.approver, confirmed_digest=edited.digest)
+    other = staff_user("oli", "approve_packet")
+    approved = services.packet_approve(packet=edited, actor=other, confirmed_digest=edited.digest)
+    assert approved.approved_digest == edited.digest
