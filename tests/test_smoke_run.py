@@ -1,5 +1,6 @@
 """Starts Vouch the way `make run` does (embedded defaults, a free port), reads two pages, stops
-it with Ctrl-C's signal, and checks that nothing it started is left running."""
+it with Ctrl-C's signal, and checks that nothing it started is left running. `make_run` starts it
+for the other tests of `make run` too."""
 
 import json
 import os
@@ -11,11 +12,96 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from stripe_sandbox.client import SandboxControl
 from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 120.0
+
+
+@dataclass
+class MakeRun:
+    """A running `manage.py run_local`: its URLs, its environment (to run other commands against
+    the same state) and every process's output so far."""
+
+    pid: int
+    base: str
+    sandbox_url: str
+    env: dict[str, str]
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def sandbox(self) -> SandboxControl:
+        return SandboxControl(self.sandbox_url)
+
+    def log(self) -> str:
+        return "".join(self.output)
+
+
+@contextmanager
+def make_run(var_dir: Path) -> Iterator[MakeRun]:
+    """`manage.py run_local` as `make run` starts it (local settings, embedded defaults), its
+    state in `var_dir`, the web server and the sandbox on free ports, every process's output
+    captured (and left in `make-run.log` beside `var_dir`). Yields once the login page answers;
+    stops it as Ctrl-C does and requires a clean exit."""
+    port, sandbox_port = free_port(), free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "STRIPE_API_KEY"}
+    }
+    env.update(
+        STRIPE_API_BASE=f"http://127.0.0.1:{sandbox_port}",
+        DJANGO_SETTINGS_MODULE="config.settings.local",
+        VOUCH_VAR_DIR=str(var_dir),
+        PYTHONUNBUFFERED="1",
+    )
+    launcher = subprocess.Popen(
+        [sys.executable, "manage.py", "run_local", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    run = MakeRun(
+        pid=launcher.pid,
+        base=f"http://127.0.0.1:{port}",
+        sandbox_url=f"http://127.0.0.1:{sandbox_port}",
+        env=env,
+    )
+    reader = threading.Thread(target=lambda: run.output.extend(launcher.stdout or []), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            assert launcher.poll() is None, "run_local exited early:\n" + run.log()
+            try:
+                if _get(f"{run.base}/accounts/login/") == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "no answer in time:\n" + run.log()
+            time.sleep(0.5)
+        yield run
+    finally:
+        launcher.send_signal(signal.SIGINT)
+        try:
+            launcher.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            raise
+        finally:
+            reader.join(timeout=10)
+            (var_dir.parent / "make-run.log").write_text(run.log())
+    assert launcher.returncode == 0, run.log()
 
 
 def _alive_in_group(pgid: int) -> list[int]:
@@ -39,51 +125,15 @@ def _get(url: str) -> int:
 
 
 def test_make_run_serves_pages_and_stops_cleanly(tmp_path: Path) -> None:
-    port = free_port()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "STRIPE_API_KEY"}
-    }
-    sandbox_port = free_port()
-    env.update(
-        STRIPE_API_BASE=f"http://127.0.0.1:{sandbox_port}",
-        DJANGO_SETTINGS_MODULE="config.settings.local",
-        VOUCH_VAR_DIR=str(tmp_path / "var"),
-        PYTHONUNBUFFERED="1",
-    )
-    launcher = subprocess.Popen(
-        [sys.executable, "manage.py", "run_local", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    output: list[str] = []
-    reader = threading.Thread(target=lambda: output.extend(launcher.stdout or []), daemon=True)
-    reader.start()
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
-            assert launcher.poll() is None, "run_local exited early:\n" + "".join(output)
-            try:
-                if _get(f"{base}/accounts/login/") == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "no answer in 120 s:\n" + "".join(output)
-            time.sleep(0.5)
+    with make_run(tmp_path / "var") as run:
+        base = run.base
         assert _get(f"{base}/api/v1/docs/") == 200
         assert _get(f"{base}/admin/login/") == 200
         assert _get(f"{base}/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css") == 200
-        children = dict(re.findall(r"started (\w+) \(pid (\d+)\)", "".join(output)))
+        children = dict(re.findall(r"started (\w+) \(pid (\d+)\)", run.log()))
         assert set(children) == {"sandbox", "web", "worker", "beat"}
-        sandbox = urllib.request.Request(
-            f"http://127.0.0.1:{sandbox_port}/v1/charges",
+        sandbox = urllib.request.Request(  # noqa: S310 - the sandbox's http URL
+            f"{run.sandbox_url}/v1/charges",
             headers={"Authorization": "Bearer sk_test_vouch_sandbox"},
         )
         with urllib.request.urlopen(sandbox, timeout=5) as response:  # noqa: S310 - our URL
@@ -91,15 +141,7 @@ def test_make_run_serves_pages_and_stops_cleanly(tmp_path: Path) -> None:
         pids = [int(pid) for pid in children.values()]
         for pid in pids:
             assert _alive_in_group(pid), f"pid {pid} is not running"
-        assert "username ops" in "".join(output)
-        assert "username buyer" in "".join(output)
-    finally:
-        launcher.send_signal(signal.SIGINT)
-        try:
-            launcher.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(launcher.pid, signal.SIGKILL)
-            raise
-    assert launcher.returncode == 0, "".join(output)
-    leftovers = {pid: _alive_in_group(pid) for pid in [*pids, launcher.pid]}
+        assert "username ops" in run.log()
+        assert "username buyer" in run.log()
+    leftovers = {pid: _alive_in_group(pid) for pid in [*pids, run.pid]}
     assert not any(leftovers.values()), f"processes left behind: {leftovers}"
