@@ -17,7 +17,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
-
 from rest_framework.renderers import JSONRenderer
 
 from core.api.responses import error_body
@@ -166,14 +165,18 @@ def render_json(data: Any) -> str:
     return JSONRenderer().render(data).decode()
 
 
-def idempotency_store_error(record: IdempotencyRecord | None, error: VouchError) -> None:
-    """Keep a refusal that ends the operation (a declined card) as the request's answer, in the
-    transaction that records it: a retry after a crash replays it even if the resource it named
-    is gone (a declined creation leaves no envelope)."""
-    if record is None or not error.stores_idempotent_response:
-        return
-    body = error_body(error.code, error.message, error.details)
-    idempotency_store(record, status=error.status_code, body=render_json(body))
+def idempotency_settle_error(*, resource: str, error: VouchError) -> int:
+    """Keep a refusal that ends an operation (a declined card) as the answer of every running
+    request that created `resource`, in the transaction that records the refusal — whoever
+    records it (the request itself, the resumption job, a provider event). A retry after a crash
+    then replays the refusal, even though the resource it named is gone (a declined creation
+    leaves no envelope). Returns how many records it settled."""
+    if not resource or not error.stores_idempotent_response:
+        return 0
+    body = render_json(error_body(error.code, error.message, error.details))
+    return IdempotencyRecord.objects.filter(resource=resource, running=True).update(
+        running=False, response_status=error.status_code, response_body=body
+    )
 
 
 def idempotency_drop(record: IdempotencyRecord) -> None:

@@ -53,7 +53,10 @@ class IdempotencyRecord(models.Model):
     running = models.BooleanField(default=True)
     lease_until = models.DateTimeField()
     resource = models.CharField(
-        max_length=100, blank=True, help_text="What the first request created, to resume it."
+        max_length=100,
+        blank=True,
+        db_index=True,
+        help_text="What the first request created, to resume it.",
     )
     response_status = models.PositiveSmallIntegerField(null=True, blank=True)
     response_body = models.TextField(blank=True, help_text="The rendered body, byte for byte.")

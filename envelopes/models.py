@@ -88,6 +88,8 @@ class Envelope(models.Model):
 class FundingStatus(models.TextChoices):
     PENDING = "pending"  # sent, or about to be; the outcome is not known yet
     SUCCEEDED = "succeeded"
+    # The provider holds no payment for it (an adjustment approved under four eyes): no money.
+    ABANDONED = "abandoned"
 
 
 class FundingLeg(models.Model):
@@ -188,6 +190,9 @@ class LegOutcome(models.TextChoices):
     ACCEPTED = "accepted"  # Stripe returned a Refund
     REFUSED = "refused"  # Stripe definitely refused: the money went back to unspent
     UNKNOWN = "unknown"  # no answer we can trust: the money stays reserved
+    # The provider never made it (shown after its key expired), and a person's adjustment,
+    # approved by a second person, gave the money back to unspent.
+    VOID = "void"
 
 
 class RefundLeg(models.Model):
@@ -258,6 +263,9 @@ class JournalEntry(models.Model):
     refund_leg = models.ForeignKey(
         RefundLeg, null=True, blank=True, on_delete=models.PROTECT, related_name="journal"
     )
+    adjustment = models.ForeignKey(
+        "Adjustment", null=True, blank=True, on_delete=models.PROTECT, related_name="journal"
+    )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -270,6 +278,9 @@ class JournalEntry(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["funding_leg"], condition=Q(kind="fund"), name="one_fund_per_leg"
+            ),
+            models.UniqueConstraint(
+                fields=["adjustment"], condition=Q(kind="adjust"), name="one_entry_per_adjustment"
             ),
             models.CheckConstraint(
                 condition=Q(
@@ -284,3 +295,96 @@ class JournalEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.envelope_id}"
+
+
+def _adjustment_id() -> str:
+    return public_id("adj")
+
+
+class AdjustmentKind(models.TextChoices):
+    """What a person may correct (SPEC §15.4), each one journal entry of kind `adjust`."""
+
+    LEG_RELEASE = "leg_release", "Release a refund leg the provider never made (reserved → unspent)"
+    LEG_ACCEPT = "leg_accept", "Accept a refund leg as refunded, naming the provider refund"
+    LEG_REVERSE = "leg_reverse", "Reverse an accepted refund the provider does not hold"
+    FOREIGN_REFUND = "foreign_refund", "Record a refund made outside Vouch (unspent → refunded)"
+    FUNDING_ACCEPT = "funding_accept", "Accept a pending funding leg, naming the PaymentIntent"
+    FUNDING_ABANDON = "funding_abandon", "Abandon a funding leg the provider never charged"
+    CONFIRM = "confirm", "Confirm the ledger as it stands (no money moves)"
+
+
+class AdjustmentStatus(models.TextChoices):
+    PROPOSED = "proposed"
+    APPLIED = "applied"  # approved by a second person and written to the journal
+    REJECTED = "rejected"
+
+
+class Adjustment(models.Model):
+    """A correcting journal entry proposed by one person and approved by another (four eyes):
+    the only way a person changes balances. What the provider showed when it was proposed is kept
+    with it (`provider_object`) and read again when it is approved."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=_adjustment_id, editable=False)
+    envelope = models.ForeignKey(Envelope, on_delete=models.PROTECT, related_name="adjustments")
+    kind = models.CharField(max_length=20, choices=AdjustmentKind.choices)
+    status = models.CharField(
+        max_length=10, choices=AdjustmentStatus.choices, default=AdjustmentStatus.PROPOSED
+    )
+    amount_micro = models.BigIntegerField(help_text="The amount it moves (0: no money moves).")
+    refund_leg = models.ForeignKey(
+        RefundLeg, null=True, blank=True, on_delete=models.PROTECT, related_name="adjustments"
+    )
+    funding_leg = models.ForeignKey(
+        FundingLeg, null=True, blank=True, on_delete=models.PROTECT, related_name="adjustments"
+    )
+    provider_object_id = models.CharField(
+        max_length=100, blank=True, help_text="The provider refund or PaymentIntent it names."
+    )
+    provider_object = models.JSONField(
+        default=dict, blank=True, help_text="That object as the provider showed it."
+    )
+    escalation = models.ForeignKey(
+        "verification.Escalation",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="adjustments",
+    )
+    reason = models.TextField(help_text="Why, as the proposer wrote it.")
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    proposed_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ("status", "-proposed_at", "-id")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(amount_micro__gte=0), name="adjustment_amount_gte_0"
+            ),
+            # One waiting proposal per leg, and one live adjustment per provider object: never
+            # two corrections of one thing waiting, never one provider refund recorded twice.
+            models.UniqueConstraint(
+                fields=["refund_leg"],
+                condition=Q(status="proposed", refund_leg__isnull=False),
+                name="one_proposal_per_refund_leg",
+            ),
+            models.UniqueConstraint(
+                fields=["funding_leg"],
+                condition=Q(status="proposed", refund_leg__isnull=True, funding_leg__isnull=False),
+                name="one_proposal_per_funding_leg",
+            ),
+            models.UniqueConstraint(
+                fields=["provider_object_id"],
+                condition=Q(status__in=["proposed", "applied"]) & ~Q(provider_object_id=""),
+                name="one_live_adjustment_per_provider_object",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.kind} ({self.status})"

@@ -20,9 +20,11 @@ from envelopes.models import (
     RefundOperation,
 )
 from envelopes.money import with_usd
+from verification.subjects import Subject
 
 if TYPE_CHECKING:
     from accounts.models import User
+    from verification.models import VerificationRun
 
 
 def envelope_get_owned(*, user: User, envelope_id: str) -> Envelope:
@@ -252,3 +254,18 @@ def ledger_breaches(envelopes: QuerySet[Envelope] | None = None) -> list[Breach]
                     Breach(envelope.public_id, name, stored, by_journal, from_legs[name])
                 )
     return breaches
+
+
+# --- what a verification run is about ----------------------------------------------------------
+
+
+def subject_of_run(run: VerificationRun) -> Subject | None:
+    """The refund leg a `stripe.refund.created` run verifies, or the funding leg whose charge a
+    `stripe.charge.succeeded` run reads back: both money (registered with verification)."""
+    leg = RefundLeg.objects.filter(verification_run=run).only("public_id").first()
+    if leg is not None:
+        return Subject("refund_leg", leg.public_id, money=True)
+    funding = FundingLeg.objects.filter(idempotency_key=run.operation_id).only("public_id").first()
+    if funding is not None:
+        return Subject("funding_leg", funding.public_id, money=True)
+    return None

@@ -16,7 +16,8 @@ from django.db.models import F, Max, Sum
 from django.utils import timezone
 
 from core.crash import crash_point
-from core.idempotency import idempotency_attach
+from core.exceptions import VouchError
+from core.idempotency import idempotency_attach, idempotency_renew, idempotency_settle_error
 from core.services import audit_record
 from envelopes.exceptions import (
     AmountExceedsUnspent,
@@ -42,7 +43,11 @@ from envelopes.models import (
 )
 from envelopes.money import to_cents
 from envelopes.signals import refund_leg_released
-from providers import Outcome, provider_from_settings
+from providers import Outcome, OutcomeKind, provider_from_settings
+from verification import clock
+from verification.selectors import escalated_subjects
+from verification.services import escalation_open, verification_start
+from verification.subjects import Subject
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -72,12 +77,13 @@ _BALANCE_COLUMNS = {
     "reserved": "reserved_micro",
     "unspent": "unspent_micro",
 }
-_LINKS = ("funding_leg", "debit", "refund_leg")
+_LINKS = ("funding_leg", "debit", "refund_leg", "adjustment")
 
 
 def _move(envelope: Envelope | int, kind: str, *, note: str = "", **links: Any) -> None:
     """Apply one movement to an envelope and journal it. Deltas are keyword arguments `funded`,
-    `debited`, `refunded`, `reserved`, `unspent`; links are `funding_leg`, `debit`, `refund_leg`.
+    `debited`, `refunded`, `reserved`, `unspent`; links are `funding_leg`, `debit`, `refund_leg`,
+    `adjustment`.
     The database checks that the balances still add up and that none goes negative. `envelope`
     is the locked row (its fields follow the movement) or the id of one this transaction has not
     locked yet: the UPDATE then takes the row lock, as the first statement of the transaction
@@ -105,7 +111,8 @@ def _move(envelope: Envelope | int, kind: str, *, note: str = "", **links: Any) 
         cursor.execute(
             f"INSERT INTO {journal_table} (envelope_id, kind, funded_delta, debited_delta, "  # noqa: S608
             "refunded_delta, reserved_delta, unspent_delta, note, funding_leg_id, debit_id, "
-            "refund_leg_id, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "refund_leg_id, adjustment_id, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
                 envelope_id,
                 kind,
@@ -164,6 +171,16 @@ class FundingResult:
         return self.leg.status == FundingStatus.PENDING
 
 
+def _gone(what: str) -> PaymentRefused:
+    """A resumed request whose funding leg is gone: only a definite refusal deletes one, and that
+    refusal is stored as the request's answer in the same transaction, so this is never reached
+    unless rows were removed by hand. Nothing was charged."""
+    return PaymentRefused(
+        f"The provider refused this payment earlier; nothing was charged ({what} is gone).",
+        details={"resource": what},
+    )
+
+
 def envelope_create(
     *,
     owner: User,
@@ -173,10 +190,13 @@ def envelope_create(
     idempotency: IdempotencyRecord | None = None,
 ) -> FundingResult:
     """Create an envelope funded by one charge. A declined card leaves no envelope and no leg
-    (CardDeclined); an unknown outcome leaves a pending leg that a scheduled job resolves."""
-    if idempotency is not None and idempotency.resource:
-        envelope = Envelope.objects.get(public_id=idempotency.resource)
-        return funding_send(leg=envelope.funding_legs.get(sequence=1))
+    (CardDeclined, kept as the request's answer); an unknown outcome leaves a pending leg that a
+    scheduled job, a provider event or a retry resolves — never by a second payment."""
+    if idempotency is not None and idempotency.resource:  # a resumed request: continue it
+        envelope = Envelope.objects.filter(public_id=idempotency.resource).first()
+        if envelope is None:
+            raise _gone(idempotency.resource)
+        return funding_send(leg=envelope.funding_legs.get(sequence=1), idempotency=idempotency)
     amount = _check_funding(amount_micro, currency)
     with transaction.atomic():
         envelope = Envelope.objects.create(owner=owner)
@@ -190,7 +210,8 @@ def envelope_create(
         )
         if idempotency is not None:
             idempotency_attach(idempotency, envelope.public_id)
-    return funding_send(leg=leg)
+    crash_point("funding_after_reserve")
+    return funding_send(leg=leg, idempotency=idempotency)
 
 
 def envelope_top_up(
@@ -201,18 +222,22 @@ def envelope_top_up(
     currency: str | None = None,
     idempotency: IdempotencyRecord | None = None,
 ) -> FundingResult:
-    if idempotency is not None and idempotency.resource:
-        return funding_send(leg=FundingLeg.objects.get(public_id=idempotency.resource))
+    """Another funding charge on an envelope, under the same rules as its creation."""
+    if idempotency is not None and idempotency.resource:  # a resumed request: continue it
+        leg = FundingLeg.objects.filter(public_id=idempotency.resource).first()
+        if leg is None:
+            raise _gone(idempotency.resource)
+        return funding_send(leg=leg, idempotency=idempotency)
     amount = _check_funding(amount_micro, currency)
     with transaction.atomic():
         locked = lock_envelope(envelope.pk)
-        legs = locked.funding_legs.all()
+        legs = locked.funding_legs.exclude(status=FundingStatus.ABANDONED)
         committed = legs.aggregate(total=Sum("amount_micro"))["total"] or 0  # pending ones too
         if committed + amount > MAX_ENVELOPE_MICRO:
             raise InvalidAmount(
                 "An envelope's total funding is at most 5,000,000,000 micro ($5,000.00)."
             )
-        sequence = (legs.aggregate(last=Max("sequence"))["last"] or 0) + 1
+        sequence = (locked.funding_legs.aggregate(last=Max("sequence"))["last"] or 0) + 1
         leg = FundingLeg.objects.create(
             envelope=locked,
             kind=FundingLeg.Kind.TOP_UP,
@@ -223,114 +248,328 @@ def envelope_top_up(
         )
         if idempotency is not None:
             idempotency_attach(idempotency, leg.public_id)
-    return funding_send(leg=leg)
+    crash_point("funding_after_reserve")
+    return funding_send(leg=leg, idempotency=idempotency)
 
 
-def funding_send(*, leg: FundingLeg) -> FundingResult:
-    """Call the provider for a pending funding leg (again: the key makes it safe) and record."""
+def _funding_metadata(leg: FundingLeg) -> dict[str, str]:
+    return {"vouch_envelope": leg.envelope.public_id, "vouch_funding": leg.public_id}
+
+
+def funding_send(*, leg: FundingLeg, idempotency: IdempotencyRecord | None = None) -> FundingResult:
+    """Call the provider for a pending funding leg (again: the key makes it safe) and record. Once
+    the provider may have forgotten the key (PROVIDER_KEY_TTL after the leg was made), sending it
+    again could charge the buyer a second time: the PaymentIntent is looked up instead."""
     if leg.status == FundingStatus.SUCCEEDED:
         return FundingResult(leg.envelope, leg)
+    if leg.status == FundingStatus.ABANDONED:
+        raise PaymentRefused(
+            "No payment was made for this funding charge: the provider holds none, as a person "
+            "confirmed.",
+            details={"funding_id": leg.public_id},
+        )
+    if clock.now() - leg.created_at > PROVIDER_KEY_TTL:
+        return funding_leg_find(leg=leg)
+    idempotency_renew(idempotency)
     outcome = _provider().payment_create(
         amount_cents=to_cents(leg.amount_micro),
         currency="usd",
         payment_method=leg.payment_method,
         idempotency_key=leg.idempotency_key,
-        metadata={"vouch_envelope": leg.envelope.public_id, "vouch_funding": leg.public_id},
+        metadata=_funding_metadata(leg),
     )
     crash_point("funding_after_provider_call")
     return funding_record(leg=leg, outcome=outcome)
 
 
-def funding_record(*, leg: FundingLeg, outcome: Outcome) -> FundingResult:
-    """Record a funding charge's answer. Succeeded: the leg becomes funded money (one journal
-    entry) and, in the same transaction, a `stripe.charge.succeeded` verification run starts, so
-    the charge is proven by a readback rather than believed from the PaymentIntent's answer."""
-    from verification.services import verification_start
+def _intent_is_the_legs(leg: FundingLeg, intent: dict[str, Any]) -> bool:
+    """A PaymentIntent found by a lookup or named by an event is this leg's only if it says so
+    (Vouch's metadata) and asks for the leg's amount and currency."""
+    metadata = intent.get("metadata") or {}
+    return (
+        metadata.get("vouch_funding") == leg.public_id
+        and intent.get("amount") == to_cents(leg.amount_micro)
+        and str(intent.get("currency") or "").lower() == "usd"
+    )
 
-    if outcome.accepted and outcome.require().get("status") == "succeeded":
+
+def funding_leg_find(*, leg: FundingLeg) -> FundingResult:
+    """After the provider has forgotten the key: read the PaymentIntent (by its id if known, else
+    by Vouch's metadata) and record what it shows. Never creates one. Nothing found: one
+    escalation (with its notification) for a person; the leg stays pending (not funded money)."""
+    provider = _provider()
+    if leg.payment_intent_id:
+        read = provider.payment_intent_read(leg.payment_intent_id)
+        if read.refused:
+            intents: list[dict[str, Any]] = []
+        elif not read.accepted:
+            return FundingResult(leg.envelope, leg)  # unknown: look again on the next tick
+        else:
+            intents = [read.require()]
+    else:
+        found = provider.payment_intents_with_metadata("vouch_funding", leg.public_id)
+        if not found.accepted:
+            return FundingResult(leg.envelope, leg)
+        intents = list(found.require()["data"])
+    intents = [intent for intent in intents if _intent_is_the_legs(leg, intent)]
+    succeeded = [intent for intent in intents if intent.get("status") == "succeeded"]
+    if len(succeeded) > 1:  # charged more than once (by code older than this lookup)
+        escalation_open(
+            verdict="CONTRADICTED",
+            verdict_class="duplicate side effect",
+            reason=f"The provider holds {len(succeeded)} succeeded PaymentIntents for funding leg "
+            f"{leg.public_id}: {', '.join(str(i['id']) for i in succeeded)}. The oldest is "
+            "recorded; refund the others.",
+            subject=Subject("funding_leg", leg.public_id, money=True),
+        )
+    if intents:
+        chosen = min(succeeded or intents, key=lambda intent: int(intent.get("created") or 0))
+        return funding_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, chosen))
+    escalation_open(
+        verdict="UNVERIFIABLE",
+        verdict_class="not at the provider",
+        reason=f"Funding leg {leg.public_id} ({leg.amount_micro:,} micro) is pending, its "
+        "idempotency key has expired at the provider, and the provider holds no PaymentIntent "
+        "for it (looked up by "
+        + (f"id {leg.payment_intent_id}" if leg.payment_intent_id else "Vouch's metadata")
+        + "). Nothing is counted as funded. Check the Stripe Dashboard, then propose an "
+        "adjustment: abandon the leg, or accept it naming the PaymentIntent.",
+        subject=Subject("funding_leg", leg.public_id, money=True),
+    )
+    return FundingResult(leg.envelope, leg)
+
+
+def _refusal_of(intent: dict[str, Any]) -> Outcome | None:
+    """A PaymentIntent that shows its payment failed (a decline, or canceled) as the refusal it
+    is; None for one still on its way (processing, requires_action)."""
+    status = intent.get("status")
+    if status not in ("requires_payment_method", "canceled"):
+        return None
+    error = intent.get("last_payment_error") or {}
+    if status == "requires_payment_method" and not error:
+        return None  # never confirmed: not a refusal yet
+    card = error.get("type") == "card_error"
+    return Outcome(
+        OutcomeKind.REFUSED,
+        error_code=str(error.get("code") or ("card_declined" if card else status)),
+        error_message=str(error.get("message") or "The payment failed."),
+        http_status=402 if card else 400,
+        error_detail=dict(error),
+    )
+
+
+def _funding_refusal(outcome: Outcome) -> VouchError:
+    if outcome.http_status == 402:
+        return CardDeclined(
+            outcome.error_code or "card_declined",
+            outcome.error_message,
+            details={"decline_code": outcome.error_detail.get("decline_code")},
+        )
+    if outcome.error_detail.get("param") == "payment_method":
+        return InvalidPaymentMethod(details={"provider_code": outcome.error_code})
+    if outcome.http_status in (401, 403):  # our credentials: nothing could be attempted
+        return ProviderUnavailable()
+    return PaymentRefused(details={"provider_code": outcome.error_code})
+
+
+def funding_record(*, leg: FundingLeg, outcome: Outcome) -> FundingResult:
+    """Record a funding charge's answer, once, whoever brings it (the request, the resumption
+    job, a provider event). Succeeded: the leg becomes funded money (one journal entry) and, in
+    the same transaction, a `stripe.charge.succeeded` verification run starts, so the charge is
+    proven by a readback rather than believed from the PaymentIntent's answer. A definite
+    refusal (or a PaymentIntent that shows one) removes the pending leg — and the envelope of a
+    declined creation — and is kept as the answer of the request that made it. Anything else
+    stays pending, with the PaymentIntent's id when known (for the lookup by id)."""
+    if outcome.accepted:
         intent = outcome.require()
-        latest = intent.get("latest_charge")
-        charge_id = str((latest.get("id") if isinstance(latest, dict) else latest) or "")
-        with transaction.atomic():
-            envelope = lock_envelope(leg.envelope_id)
-            fresh = FundingLeg.objects.select_for_update(of=("self",)).get(pk=leg.pk)
-            if fresh.status != FundingStatus.SUCCEEDED:
-                fresh.status = FundingStatus.SUCCEEDED
-                fresh.payment_intent_id = intent["id"]
-                fresh.charge_id = charge_id
-                fresh.funded_at = timezone.now()
-                fresh.save(update_fields=["status", "payment_intent_id", "charge_id", "funded_at"])
-                _move(
-                    envelope,
-                    JournalEntry.Kind.FUND,
-                    funded=fresh.amount_micro,
-                    unspent=fresh.amount_micro,
-                    funding_leg=fresh,
-                )
-                if charge_id:  # without a charge id there is nothing to read back
-                    verification_start(
-                        contract_id=CHARGE_CONTRACT,
-                        operation_id=fresh.idempotency_key,
-                        operation_created_at=fresh.created_at,
-                        input={"charge": charge_id, "amount": to_cents(fresh.amount_micro)},
-                        # The action's own claim (E1): the charge as the PaymentIntent names it.
-                        action_result={
-                            "id": charge_id,
-                            "object": "charge",
-                            "payment_intent": intent["id"],
-                            "amount": intent.get("amount"),
-                            "currency": intent.get("currency"),
-                        },
-                    )
-                else:
-                    logger.warning("funding leg %s succeeded without a charge id", fresh.public_id)
-            return FundingResult(envelope, fresh)
+        if intent.get("status") == "succeeded":
+            return _funding_succeeded(leg, intent)
+        refusal = _refusal_of(intent)
+        if refusal is None:
+            FundingLeg.objects.filter(pk=leg.pk, status=FundingStatus.PENDING).update(
+                payment_intent_id=str(intent.get("id") or "")[:100]
+            )
+            leg.refresh_from_db()
+            return FundingResult(leg.envelope, leg)
+        outcome = refusal
     if outcome.refused:
+        error = _funding_refusal(outcome)
         with transaction.atomic():
             envelope = lock_envelope(leg.envelope_id)
             FundingLeg.objects.filter(pk=leg.pk, status=FundingStatus.PENDING).delete()
+            idempotency_settle_error(resource=leg.public_id, error=error)
             if leg.sequence == 1 and not envelope.funding_legs.exists():
+                idempotency_settle_error(resource=envelope.public_id, error=error)
                 envelope.delete()  # a declined creation leaves nothing behind
-        if outcome.http_status == 402:
-            raise CardDeclined(
-                outcome.error_code or "card_declined",
-                outcome.error_message,
-                details={"decline_code": outcome.error_detail.get("decline_code")},
-            )
-        if outcome.error_detail.get("param") == "payment_method":
-            raise InvalidPaymentMethod(details={"provider_code": outcome.error_code})
-        if outcome.http_status in (401, 403):  # our credentials: nothing could be attempted
-            raise ProviderUnavailable()
-        raise PaymentRefused(details={"provider_code": outcome.error_code})
-    # Unknown (or accepted but not succeeded): a pending leg, not funded money.
+        crash_point("funding_after_record")
+        raise error
+    # Unknown: a pending leg, not funded money.
     leg.refresh_from_db()
     return FundingResult(leg.envelope, leg)
+
+
+def _funding_succeeded(leg: FundingLeg, intent: dict[str, Any]) -> FundingResult:
+    latest = intent.get("latest_charge")
+    charge_id = str((latest.get("id") if isinstance(latest, dict) else latest) or "")
+    with transaction.atomic():
+        envelope = lock_envelope(leg.envelope_id)
+        fresh = FundingLeg.objects.select_for_update(of=("self",)).get(pk=leg.pk)
+        if fresh.status == FundingStatus.PENDING:
+            fresh.status = FundingStatus.SUCCEEDED
+            fresh.payment_intent_id = intent["id"]
+            fresh.charge_id = charge_id
+            fresh.funded_at = timezone.now()
+            fresh.save(update_fields=["status", "payment_intent_id", "charge_id", "funded_at"])
+            _move(
+                envelope,
+                JournalEntry.Kind.FUND,
+                funded=fresh.amount_micro,
+                unspent=fresh.amount_micro,
+                funding_leg=fresh,
+            )
+            charge_run_start(leg=fresh, intent=intent)
+    crash_point("funding_after_record")
+    return FundingResult(envelope, fresh)
+
+
+def charge_run_start(*, leg: FundingLeg, intent: dict[str, Any]) -> None:
+    """Start the `stripe.charge.succeeded` run of a funding leg just counted as funded, in the
+    caller's transaction: the charge is proven by a readback, not believed."""
+    if not leg.charge_id:  # without a charge id there is nothing to read back
+        logger.warning("funding leg %s succeeded without a charge id", leg.public_id)
+        return
+    verification_start(
+        contract_id=CHARGE_CONTRACT,
+        operation_id=leg.idempotency_key,
+        operation_created_at=leg.created_at,
+        input={"charge": leg.charge_id, "amount": to_cents(leg.amount_micro)},
+        # The action's own claim (E1): the charge as the PaymentIntent names it.
+        action_result={
+            "id": leg.charge_id,
+            "object": "charge",
+            "payment_intent": intent["id"],
+            "amount": intent.get("amount"),
+            "currency": intent.get("currency"),
+        },
+    )
+
+
+FUNDING_REFUSALS = (CardDeclined, InvalidPaymentMethod, PaymentRefused, ProviderUnavailable)
+
+
+def funding_on_provider_event(*, event: dict[str, Any]) -> None:
+    """`payment_intent.succeeded` / `payment_intent.payment_failed`: a pending leg settles without
+    waiting for the job. The PaymentIntent is read again (events may be stale or out of order)
+    and recorded as the request would have; a PaymentIntent Vouch did not make changes nothing."""
+    obj = (event.get("data") or {}).get("object") or {}
+    if not isinstance(obj, dict) or obj.get("object") != "payment_intent":
+        return
+    funding_id = str((obj.get("metadata") or {}).get("vouch_funding") or "")
+    leg = FundingLeg.objects.select_related("envelope").filter(public_id=funding_id).first()
+    if leg is None or leg.status != FundingStatus.PENDING:
+        return
+    read = _provider().payment_intent_read(str(obj.get("id") or ""))
+    if not read.accepted:
+        if read.refused:
+            return  # no such PaymentIntent: the event lied or was forged; the job looks later
+        raise RuntimeError(f"PaymentIntent {obj.get('id')} could not be read: {read.error_code}")
+    if not _intent_is_the_legs(leg, read.require()):
+        return
+    with contextlib.suppress(*FUNDING_REFUSALS):
+        funding_record(leg=leg, outcome=read)
+
+
+def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
+    """`charge.refunded`: read the charge again (events may be stale) and compare what the
+    provider has refunded on it with what Vouch's refund legs hold. A refund Vouch has not seen
+    go back (failed or canceled) is released through the one release service; more refunded at
+    the provider than Vouch holds or has in flight is a refund made elsewhere (the Dashboard):
+    recorded as an audit event — no money moves by itself (a person, or reconciliation, acts)."""
+    obj = (event.get("data") or {}).get("object") or {}
+    charge_id = str(obj.get("id") or "") if isinstance(obj, dict) else ""
+    funding = FundingLeg.objects.filter(charge_id=charge_id).first() if charge_id else None
+    if funding is None:
+        return
+    read = _provider().charge_read(charge_id)
+    if not read.accepted:
+        if read.refused:
+            return
+        raise RuntimeError(f"charge {charge_id} could not be read: {read.error_code}")
+    charge = read.require()
+    embedded = (charge.get("refunds") or {}).get("data") or []
+    for refund in embedded:
+        if refund.get("status") in ("failed", "canceled"):
+            leg = RefundLeg.objects.filter(provider_refund_id=str(refund.get("id"))).first()
+            if leg is not None:
+                refund_leg_release(
+                    leg=leg, reason=f"provider reports {refund['status']}", provider_refund=refund
+                )
+    funding.refresh_from_db()
+    provider_micro = int(charge.get("amount_refunded") or 0) * MICRO_PER_CENT
+    if provider_micro > funding.refunded_micro + funding.reserved_micro:
+        audit_record(
+            actor=None,
+            action="charge.refunded_elsewhere",
+            target_type="funding_leg",
+            target_id=funding.public_id,
+            details={
+                "charge": charge_id,
+                "provider_amount_refunded": charge.get("amount_refunded"),
+                "vouch_refunded_micro": funding.refunded_micro,
+                "vouch_reserved_micro": funding.reserved_micro,
+                "event": event.get("id"),
+            },
+        )
 
 
 # --- debits --------------------------------------------------------------------------------------
 
 
-@transaction.atomic
-def debit_add(*, envelope: Envelope, amount_micro: Any, reference: str, actor: User) -> Debit:
-    """Commit unspent money to delivered work. Never refundable afterwards."""
+def debit_add(
+    *,
+    envelope: Envelope,
+    amount_micro: Any,
+    reference: str,
+    actor: User,
+    idempotency: IdempotencyRecord | None = None,
+) -> Debit:
+    """Commit unspent money to delivered work. Never refundable afterwards. The debit is attached
+    to the request's idempotency record in the transaction that makes it: a resumed request
+    returns that debit and never debits again."""
+    if idempotency is not None and idempotency.resource:  # a resumed request: it debited already
+        return Debit.objects.get(public_id=idempotency.resource, envelope=envelope)
     if not isinstance(amount_micro, int) or isinstance(amount_micro, bool) or amount_micro <= 0:
         raise InvalidAmount("amount_micro must be a positive integer number of micro-dollars.")
-    locked = lock_envelope(envelope.pk)
-    if amount_micro > locked.unspent_micro:
-        raise AmountExceedsUnspent(
-            details={"unspent_micro": locked.unspent_micro, "amount_micro": amount_micro}
+    with transaction.atomic():
+        locked = lock_envelope(envelope.pk)
+        if amount_micro > locked.unspent_micro:
+            raise AmountExceedsUnspent(
+                details={"unspent_micro": locked.unspent_micro, "amount_micro": amount_micro}
+            )
+        debit = Debit.objects.create(
+            envelope=locked, amount_micro=amount_micro, reference=reference, created_by=actor
         )
-    debit = Debit.objects.create(
-        envelope=locked, amount_micro=amount_micro, reference=reference, created_by=actor
-    )
-    _move(locked, JournalEntry.Kind.DEBIT, debited=amount_micro, unspent=-amount_micro, debit=debit)
-    audit_record(
-        actor=actor,
-        action="envelope.debit",
-        target_type="envelope",
-        target_id=locked.public_id,
-        details={"debit": debit.public_id, "amount_micro": amount_micro, "reference": reference},
-    )
+        _move(
+            locked,
+            JournalEntry.Kind.DEBIT,
+            debited=amount_micro,
+            unspent=-amount_micro,
+            debit=debit,
+        )
+        if idempotency is not None:
+            idempotency_attach(idempotency, debit.public_id)
+        audit_record(
+            actor=actor,
+            action="envelope.debit",
+            target_type="envelope",
+            target_id=locked.public_id,
+            details={
+                "debit": debit.public_id,
+                "amount_micro": amount_micro,
+                "reference": reference,
+            },
+        )
+    crash_point("debit_after_commit")
     return debit
 
 
@@ -363,9 +602,9 @@ def envelope_refund(
     """Return unspent money to the funding cards (SPEC §3). Phase 1 reserves the legs and commits
     (the recovery point); phase 2 calls the provider per leg outside any transaction; phase 3
     records each outcome."""
-    if idempotency is not None and idempotency.resource:
+    if idempotency is not None and idempotency.resource:  # a resumed request: continue it
         operation = RefundOperation.objects.get(public_id=idempotency.resource)
-        return refund_send(operation=operation)
+        return refund_send(operation=operation, idempotency=idempotency)
     if amount_micro is not None and (
         not isinstance(amount_micro, int) or isinstance(amount_micro, bool) or amount_micro <= 0
     ):
@@ -416,32 +655,39 @@ def envelope_refund(
         if idempotency is not None:
             idempotency_attach(idempotency, operation.public_id)
     crash_point("refund_after_reserve")
-    refund_send(operation=operation, legs=reserved)
+    refund_send(operation=operation, legs=reserved, idempotency=idempotency)
     operation.recorded_legs = reserved  # each recorded in place by refund_leg_record
     return operation
 
 
 def refund_send(
-    *, operation: RefundOperation, legs: list[RefundLeg] | None = None
+    *,
+    operation: RefundOperation,
+    legs: list[RefundLeg] | None = None,
+    idempotency: IdempotencyRecord | None = None,
 ) -> RefundOperation:
     """Send every leg not yet answered (reserved or unknown) with its own idempotency key, and
     record each answer. Safe to call again at any time: the key makes the provider replay.
-    `legs`: the legs just reserved, when the caller has them at hand."""
+    `legs`: the legs just reserved, when the caller has them at hand. The request's lease is
+    renewed before each leg's call, so it covers as many calls as there are legs."""
     if legs is None:
         legs = list(
-            operation.legs.select_related("funding_leg", "operation__envelope").filter(
-                outcome__in=[LegOutcome.RESERVED, LegOutcome.UNKNOWN]
-            )
+            operation.legs.select_related("funding_leg", "operation__envelope")
+            .filter(outcome__in=_OPEN)
+            .order_by("sequence")
         )
     for leg in legs:
-        refund_leg_send(leg=leg)
+        refund_leg_send(leg=leg, idempotency=idempotency)
     crash_point("refund_after_record")
     return operation
 
 
-def refund_leg_send(*, leg: RefundLeg) -> RefundLeg:
-    if timezone.now() - leg.reserved_at > PROVIDER_KEY_TTL:
+def refund_leg_send(*, leg: RefundLeg, idempotency: IdempotencyRecord | None = None) -> RefundLeg:
+    """Send one leg (again: the key makes it safe) and record the answer. Once the provider may
+    have forgotten the key, sending again could refund twice: the refund is looked up instead."""
+    if clock.now() - leg.reserved_at > PROVIDER_KEY_TTL:
         return refund_leg_find(leg=leg)
+    idempotency_renew(idempotency)
     envelope = leg.operation.envelope
     outcome = _provider().refund_create(
         charge=leg.funding_leg.charge_id,
@@ -469,8 +715,6 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
     refused (reserved -> unspent), unknown (stays reserved). The envelope's row lock serializes
     every change to its legs; the leg's transition is a conditional update, so a second recorder
     (a retry and the resume job both answered) changes nothing."""
-    from verification.services import verification_start
-
     now = timezone.now()
     amount = leg.amount_micro
     open_leg = RefundLeg.objects.filter(pk=leg.pk, outcome__in=_OPEN)
@@ -507,23 +751,17 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
                 _funding_move(leg.funding_leg_id, reserved=-amount, refunded=amount)
             elif outcome.refused:
                 code = outcome.error_code or "refused"
-                _move(
-                    envelope_id,
-                    JournalEntry.Kind.RELEASE,
-                    reserved=-amount,
-                    unspent=amount,
-                    refund_leg=leg,
-                    note=f"refused: {code}",
-                )
+                lock_envelope(envelope_id)  # the lock order: envelope, then leg
                 changed = {
                     "outcome": LegOutcome.REFUSED,
                     "error_code": code,
                     "decided_at": now,
-                    "released": True,
                 }
                 if not open_leg.update(attempts=F("attempts") + 1, **changed):
                     raise _AlreadyRecorded
-                _funding_move(leg.funding_leg_id, reserved=-amount)
+                # The money goes back through the one release service, like every release.
+                refund_leg_release(leg=leg, reason=f"refused: {code}")
+                changed["released"] = True
             else:
                 # No money moves: the conditional update alone decides (no envelope lock needed).
                 changed = {
@@ -543,21 +781,25 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
 
 def refund_leg_find(*, leg: RefundLeg) -> RefundLeg:
     """After the provider has forgotten the key: look the refund up by our metadata among the
-    charge's refunds. Found: accepted. Not found: a person must look (an audit event says so)."""
-    from providers import OutcomeKind
-
+    charge's refunds. Found: accepted. Not found: the provider never made it (or shows no trace
+    of it): one escalation, with its notification, which a person resolves by an adjustment under
+    four eyes (release the money, or accept the leg naming the provider refund). The money stays
+    reserved until then: never assumed either way."""
     listing = _provider().refunds_of_charge(leg.funding_leg.charge_id)
     if not listing.accepted:
         return leg
     for refund in listing.require()["data"]:
         if (refund.get("metadata") or {}).get("vouch_leg") == leg.public_id:
             return refund_leg_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, refund))
-    audit_record(
-        actor=None,
-        action="refund_leg.not_found",
-        target_type="refund_leg",
-        target_id=leg.public_id,
-        details={"charge": leg.funding_leg.charge_id, "amount_micro": leg.amount_micro},
+    escalation_open(
+        verdict="UNVERIFIABLE",
+        verdict_class="not at the provider",
+        reason=f"Refund leg {leg.public_id} ({leg.amount_micro:,} micro on charge "
+        f"{leg.funding_leg.charge_id}) has no answer, its idempotency key has expired at the "
+        "provider, and none of the charge's refunds carries its metadata. The money stays "
+        "reserved. Check the Stripe Dashboard, then propose an adjustment: release the money "
+        "(the provider never made the refund), or accept the leg naming the provider refund.",
+        subject=Subject("refund_leg", leg.public_id, money=True),
     )
     return leg
 
@@ -565,25 +807,35 @@ def refund_leg_find(*, leg: RefundLeg) -> RefundLeg:
 def refund_leg_release(
     *, leg: RefundLeg, reason: str, provider_refund: dict[str, Any] | None = None
 ) -> bool:
-    """Give a leg's money back to unspent, once: a refused leg, a FAILED verdict, a cancel or a
-    later refund.failed all come through here. The unique release entry per leg makes a second
-    caller a no-op. Returns whether this call released it. `refund_leg_released` is sent in the
-    same transaction, with `provider_refund` (the provider's Refund as read back) when known."""
+    """The one release service (SPEC §2): give a leg's money back to unspent, once. A refused
+    leg (reserved -> unspent), a FAILED verdict, a cancel, a later refund.failed, a
+    `charge.refunded` that shows it failed (refunded -> unspent) all come through here, as
+    reconciliation will. The unique release entry per leg makes a second caller a no-op. Returns
+    whether this call released it. `refund_leg_released` is sent in the same transaction, with
+    `provider_refund` (the provider's Refund as read back) when known."""
     with transaction.atomic():
         envelope = lock_envelope(leg.operation.envelope_id)
         fresh = lock_leg(leg.pk)
-        if fresh.released or fresh.outcome != LegOutcome.ACCEPTED:
+        if fresh.released:
             return False
-        _funding_move(fresh.funding_leg_id, refunded=-fresh.amount_micro)
+        amount = fresh.amount_micro
+        if fresh.outcome == LegOutcome.ACCEPTED:  # the provider made it, then it failed
+            _funding_move(fresh.funding_leg_id, refunded=-amount)
+            deltas = {"refunded": -amount}
+        elif fresh.outcome == LegOutcome.REFUSED:  # the provider definitely never made it
+            _funding_move(fresh.funding_leg_id, reserved=-amount)
+            deltas = {"reserved": -amount}
+        else:  # reserved or unknown: never released on a guess
+            return False
         fresh.released = True
         fresh.save(update_fields=["released"])
         _move(
             envelope,
             JournalEntry.Kind.RELEASE,
-            refunded=-fresh.amount_micro,
-            unspent=fresh.amount_micro,
+            unspent=amount,
             refund_leg=fresh,
             note=reason[:200],
+            **deltas,
         )
         refund_leg_released.send(
             sender=RefundLeg, leg=fresh, reason=reason, provider_refund=provider_refund
@@ -622,22 +874,37 @@ def refund_leg_on_provider_event(*, event: dict[str, Any]) -> None:
 
 def stranded_resume(*, older_than_s: float = 60.0, limit: int = 100) -> int:
     """The scheduled job: resume funding legs and refund legs left without an answer (a crash, a
-    timeout). Each resumption repeats the provider call with the same key, never a new one."""
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    timeout), oldest first. Each resumption repeats the provider call with the same key (or,
+    past the key's life, looks the object up), never a new one. A leg a person is already
+    looking at (an open escalation) is left to them; a leg whose resumption fails is logged and
+    the others go on, so one leg can never starve the rest."""
+    cutoff = clock.now() - timedelta(seconds=older_than_s)
+    escalated = escalated_subjects()
     done = 0
-    for funding in FundingLeg.objects.filter(status=FundingStatus.PENDING, created_at__lt=cutoff)[
-        :limit
-    ]:
-        # A decline is recorded (the pending leg is gone): nothing else to do here.
-        with contextlib.suppress(
-            CardDeclined, InvalidPaymentMethod, PaymentRefused, ProviderUnavailable
-        ):
-            funding_send(leg=funding)
+    fundings = (
+        FundingLeg.objects.select_related("envelope")
+        .filter(status=FundingStatus.PENDING, created_at__lt=cutoff)
+        .exclude(public_id__in=escalated.get("funding_leg", []))
+        .order_by("created_at", "id")
+    )
+    for funding in fundings[:limit]:
+        try:
+            # A decline is recorded (the pending leg is gone): nothing else to do here.
+            with contextlib.suppress(*FUNDING_REFUSALS):
+                funding_send(leg=funding)
+        except Exception:
+            logger.exception("resuming funding leg %s failed", funding.public_id)
         done += 1
-    legs = RefundLeg.objects.select_related("funding_leg", "operation__envelope").filter(
-        outcome__in=[LegOutcome.RESERVED, LegOutcome.UNKNOWN], reserved_at__lt=cutoff
+    legs = (
+        RefundLeg.objects.select_related("funding_leg", "operation__envelope")
+        .filter(outcome__in=_OPEN, reserved_at__lt=cutoff)
+        .exclude(public_id__in=escalated.get("refund_leg", []))
+        .order_by("reserved_at", "id")
     )
     for leg in legs[:limit]:
-        refund_leg_send(leg=leg)
+        try:
+            refund_leg_send(leg=leg)
+        except Exception:
+            logger.exception("resuming refund leg %s failed", leg.public_id)
         done += 1
     return done

@@ -52,6 +52,12 @@ class VerificationRun(models.Model):
     event_pending = models.BooleanField(
         default=False, help_text="An event arrived while the run was leased: attempt again after."
     )
+    monitor_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="After a verdict: a contradiction held by the stale-read window is looked at "
+        "again at this time.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -67,6 +73,9 @@ class VerificationRun(models.Model):
                 fields=["next_attempt_at"],
                 name="run_due_pending",
                 condition=Q(verdict="PENDING"),
+            ),
+            models.Index(
+                fields=["monitor_at"], name="run_monitor_due", condition=Q(monitor_at__isnull=False)
             ),
         ]
 
@@ -144,8 +153,32 @@ class EscalationStatus(models.TextChoices):
     RESOLVED = "resolved"
 
 
+class Resolution(models.TextChoices):
+    NONE = "", "Not resolved"
+    NOTE = "note", "With a note (no money involved)"
+    ADJUSTED = "adjusted", "By an adjustment under four eyes"
+
+
 class Escalation(models.Model):
-    run = models.ForeignKey(VerificationRun, on_delete=models.PROTECT, related_name="escalations")
+    """Something a person must look at: a verification run's bad verdict, or a subject (a funding
+    or refund leg) whose outcome the provider cannot show. One open escalation per subject and
+    class. An escalation about money (`money`) is resolved only by an adjustment approved by a
+    second person (SPEC §15.4); the others with a note."""
+
+    run = models.ForeignKey(
+        VerificationRun,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="escalations",
+    )
+    subject_type = models.CharField(
+        max_length=40, blank=True, help_text="What it is about, e.g. refund_leg, funding_leg."
+    )
+    subject_id = models.CharField(max_length=100, blank=True, help_text="Its public id.")
+    money = models.BooleanField(
+        default=False, help_text="It concerns money: only an approved adjustment resolves it."
+    )
     verdict = models.CharField(max_length=16, choices=Verdict.choices)
     verdict_class = models.CharField(max_length=100, blank=True)
     reason = models.TextField()
@@ -157,17 +190,30 @@ class Escalation(models.Model):
     resolved_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    resolution = models.CharField(
+        max_length=10, choices=Resolution.choices, default=Resolution.NONE, blank=True
+    )
     resolution_note = models.TextField(blank=True)
 
     class Meta:
         # Open first (“open” sorts before “resolved”), oldest first.
         ordering = ("status", "created_at", "id")
         permissions = [("resolve_escalation", "Can resolve verification escalations")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subject_type", "subject_id", "verdict_class"],
+                condition=Q(status="open") & ~Q(subject_id=""),
+                name="one_open_escalation_per_subject",
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.verdict} {self.verdict_class or ''} on {self.run.public_id}".replace(
-            "  ", " "
-        )
+        about = self.run.public_id if self.run_id else f"{self.subject_type} {self.subject_id}"
+        return f"{self.verdict} {self.verdict_class or ''} on {about}".replace("  ", " ")
+
+    @property
+    def subject_label(self) -> str:
+        return f"{self.subject_type} {self.subject_id}".strip()
 
 
 class Notification(models.Model):

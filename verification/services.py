@@ -29,11 +29,13 @@ from verification.models import (
     Notification,
     Observation,
     ProviderEvent,
+    Resolution,
     RunKey,
     Trigger,
     VerificationRun,
 )
 from verification.signals import run_decided
+from verification.subjects import Subject, subject_of
 from verification.verifiers import dig, verifier_for
 
 logger = logging.getLogger("vouch.verification")
@@ -278,9 +280,19 @@ def _retrigger(run_id: int, enqueue: Callable[[int, str, str], None]) -> None:
 
 def _monitor_outcome(run: VerificationRun, decision: Decision) -> None:
     """After VERIFIED a later contradiction (a duplicate refund) does not change the verdict: it
-    opens an escalation, once per class."""
+    opens an escalation, once per class. Inside the stale-read window a contradiction is held, as
+    it is before a verdict (reads may not show everything yet): the run is looked at again when
+    the window ends (`monitor_at`, claimed by the poll), and only then may escalate."""
     hits = [c for c in decision.conditions if c.kind == "contradicted" and c.result is True]
     contract = get_contract(run.contract_id)
+    if hits and decision.held is not None:
+        window_ends = run.operation_created_at + timedelta(
+            milliseconds=contract.timing.stale_read_window_ms, seconds=_skew()
+        )
+        if run.monitor_at is None or run.monitor_at < window_ends:
+            run.monitor_at = window_ends
+            run.save(update_fields=["monitor_at"])
+        return
     for hit in hits:
         spec = next(c for c in contract.contradicted if c.name == hit.name)
         if not run.escalations.filter(verdict_class=spec.class_).exists():
@@ -292,42 +304,107 @@ def _monitor_outcome(run: VerificationRun, decision: Decision) -> None:
             )
 
 
+def runs_claim_monitor_due(*, limit: int = 100, now: datetime | None = None) -> list[int]:
+    """Decided runs whose held monitoring is due again (`monitor_at` passed): taken once (the mark
+    is cleared in the claiming transaction, SKIP LOCKED), for a monitoring attempt each."""
+    now = now or clock.now()
+    with transaction.atomic():
+        ids = list(
+            VerificationRun.objects.select_for_update(skip_locked=True)
+            .filter(monitor_at__lte=now)
+            .order_by("monitor_at")
+            .values_list("id", flat=True)[:limit]
+        )
+        if ids:
+            VerificationRun.objects.filter(id__in=ids).update(monitor_at=None)
+    return ids
+
+
 # --- escalations ------------------------------------------------------------------------------
 
 
+class EscalationNeedsAdjustment(ValueError):
+    """A money escalation is resolved by an adjustment a second person approves, not by a note."""
+
+
 def escalation_open(
-    *, run: VerificationRun, verdict: str, verdict_class: str | None, reason: str
+    *,
+    run: VerificationRun | None = None,
+    verdict: str,
+    verdict_class: str | None,
+    reason: str,
+    subject: Subject | None = None,
 ) -> Escalation:
     """Open an escalation for a person, with a notification record and an email to the ops group
-    (sent after commit), and an audit event."""
-    escalation = Escalation.objects.create(
-        run=run, verdict=verdict, verdict_class=verdict_class or "", reason=reason
-    )
+    (sent after commit), and an audit event. Its subject is given, or told by the app that started
+    the run (`verification.subjects`). One open escalation per subject and class: opening it again
+    returns the open one, with no second notification."""
+    if subject is None and run is not None:
+        subject = subject_of(run)
+    fields = {
+        "subject_type": subject.type if subject else "",
+        "subject_id": subject.id if subject else "",
+        "money": bool(subject and subject.money),
+    }
+    if subject is not None:
+        existing = Escalation.objects.filter(
+            status=EscalationStatus.OPEN,
+            subject_type=subject.type,
+            subject_id=subject.id,
+            verdict_class=verdict_class or "",
+        ).first()
+        if existing is not None:
+            return existing
+    try:
+        with transaction.atomic():
+            escalation = Escalation.objects.create(
+                run=run, verdict=verdict, verdict_class=verdict_class or "", reason=reason, **fields
+            )
+    except IntegrityError:  # opened concurrently by another observer of the same subject
+        return Escalation.objects.get(
+            status=EscalationStatus.OPEN,
+            subject_type=fields["subject_type"],
+            subject_id=fields["subject_id"],
+            verdict_class=verdict_class or "",
+        )
     recipients = sorted(
         User.objects.filter(groups__name=OPS_GROUP, is_active=True)
         .exclude(email="")
         .values_list("email", flat=True)
         .distinct()
     )
-    subject = (
-        f"[Vouch] {verdict} {verdict_class or ''}: {run.contract_id} {run.operation_id}".replace(
-            "  ", " "
+    labelled = f"{verdict}{f' ({verdict_class})' if verdict_class else ''}"
+    if run is not None:
+        title = f"{run.contract_id} {run.operation_id}"
+        opening = (
+            f"Run {run.public_id} ({run.contract_id} v{run.contract_version}) on operation "
+            f"{run.operation_id} is {labelled}."
         )
-    )
-    body = (
-        f"Run {run.public_id} ({run.contract_id} v{run.contract_version}) on operation "
-        f"{run.operation_id} is {verdict}{f' ({verdict_class})' if verdict_class else ''}.\n\n"
-        f"{reason}\n\nOpen the escalation queue in the admin to resolve it."
-    )
+    else:
+        title = escalation.subject_label
+        opening = f"{escalation.subject_label} is {labelled}."
+    if escalation.money:
+        opening += " It concerns money: resolve it by an adjustment that a second person approves."
+    body = f"{opening}\n\n{reason}\n\nOpen the escalation queue in the admin to resolve it."
     notification = Notification.objects.create(
-        escalation=escalation, recipients=recipients, subject=subject[:200], body=body
+        escalation=escalation,
+        recipients=recipients,
+        subject=f"[Vouch] {verdict} {verdict_class or ''}: {title}".replace("  ", " ")[:200],
+        body=body,
     )
     audit_record(
         actor=None,
         action="escalation.open",
-        target_type="verification_run",
-        target_id=run.public_id,
-        details={"verdict": verdict, "class": verdict_class or "", "reason": reason},
+        target_type="verification_run" if run is not None else escalation.subject_type,
+        target_id=run.public_id if run is not None else escalation.subject_id,
+        details={
+            "escalation": escalation.pk,
+            "verdict": verdict,
+            "class": verdict_class or "",
+            "reason": reason,
+            "subject": escalation.subject_label,
+            "money": escalation.money,
+        },
     )
     if recipients:
         transaction.on_commit(lambda: _send(notification.pk))
@@ -341,10 +418,15 @@ def _send(notification_id: int) -> None:
 
 
 @transaction.atomic
-def escalation_resolve(*, escalation: Escalation, actor: User, note: str) -> Escalation:
-    """A person's resolution, with a note. Refused if already resolved, if the note is empty or if
-    the person lacks `verification.resolve_escalation`."""
-    if not actor.has_perm("verification.resolve_escalation"):
+def escalation_resolve(
+    *, escalation: Escalation, actor: User, note: str, adjustment: str | None = None
+) -> Escalation:
+    """A person's resolution. With a note only, for an escalation that concerns no money: refused
+    if already resolved, if the note is empty, if the person lacks
+    `verification.resolve_escalation`, or if it concerns money (EscalationNeedsAdjustment). With
+    `adjustment` (the public id of the approved adjustment that corrected the ledger, called by
+    the adjustment service in its own transaction): resolved as `adjusted` by its approver."""
+    if adjustment is None and not actor.has_perm("verification.resolve_escalation"):
         raise PermissionError("resolving an escalation needs verification.resolve_escalation")
     note = note.strip()
     if not note:
@@ -352,17 +434,32 @@ def escalation_resolve(*, escalation: Escalation, actor: User, note: str) -> Esc
     locked = Escalation.objects.select_for_update().get(pk=escalation.pk)
     if locked.status != EscalationStatus.OPEN:
         raise ValueError("this escalation is already resolved")
+    if locked.money and adjustment is None:
+        raise EscalationNeedsAdjustment(
+            "this escalation concerns money: propose an adjustment, which a second person with "
+            "reconciliation.approve_adjustment approves"
+        )
     locked.status = EscalationStatus.RESOLVED
     locked.resolved_at = clock.now()
     locked.resolved_by = actor
+    locked.resolution = Resolution.ADJUSTED if adjustment else Resolution.NOTE
     locked.resolution_note = note
-    locked.save(update_fields=["status", "resolved_at", "resolved_by", "resolution_note"])
+    locked.save(
+        update_fields=["status", "resolved_at", "resolved_by", "resolution", "resolution_note"]
+    )
     audit_record(
         actor=actor,
         action="escalation.resolve",
         target_type="escalation",
         target_id=str(locked.pk),
-        details={"run": locked.run.public_id, "verdict": locked.verdict, "note": note},
+        details={
+            "run": locked.run.public_id if locked.run_id else None,
+            "subject": locked.subject_label,
+            "verdict": locked.verdict,
+            "resolution": locked.resolution,
+            "adjustment": adjustment,
+            "note": note,
+        },
     )
     return locked
 

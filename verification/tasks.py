@@ -16,7 +16,10 @@ def poll() -> int:
     claimed = services.runs_claim_due(limit=settings.VERIFICATION_BATCH_SIZE)
     for run_id, token in claimed:
         attempt.delay(run_id, token, "poll")
-    return len(claimed)
+    monitored = services.runs_claim_monitor_due(limit=settings.VERIFICATION_BATCH_SIZE)
+    for run_id in monitored:
+        attempt.delay(run_id, "", "monitor")
+    return len(claimed) + len(monitored)
 
 
 @shared_task(name="verification.attempt")

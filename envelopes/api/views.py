@@ -234,7 +234,9 @@ class DebitApi(APIView):
             if envelope is None:
                 raise core_errors.NotFound()
             data = _parse(DebitInput, request)
-            debit = services.debit_add(envelope=envelope, actor=caller(request), **data)
+            debit = services.debit_add(
+                envelope=envelope, actor=caller(request), idempotency=record, **data
+            )
             envelope.refresh_from_db()
             return ok(
                 {

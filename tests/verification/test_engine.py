@@ -19,6 +19,7 @@ from verification.services import (
     run_attempt,
     run_claim_for_event,
     runs_claim_due,
+    runs_claim_monitor_due,
     verification_start,
 )
 
@@ -202,7 +203,18 @@ def test_duplicate_after_verified_escalates_without_changing_the_verdict(
     assert newest is not None
     assert provider_event_process(event_pk=newest.pk, enqueue=enqueue) == [run.pk]
     assert enqueued == [(run.pk, "", "monitor")]
+    # Inside the stale-read window the duplicate is held, as it would be before a verdict.
     run_attempt(run_id=run.pk, token="", trigger="monitor")
+    run.refresh_from_db()
+    assert run.verdict == "VERIFIED"
+    assert not Escalation.objects.exists()
+    assert run.monitor_at is not None  # looked at again when the window ends
+    assert runs_claim_monitor_due() == []  # not yet
+    # After the window the poll takes the run again, and the same observation escalates.
+    with time_machine.travel(timezone.now() + timedelta(seconds=AFTER_WINDOW), tick=True):
+        assert runs_claim_monitor_due() == [run.pk]
+        assert runs_claim_monitor_due() == []  # taken once
+        run_attempt(run_id=run.pk, token="", trigger="monitor")
     run.refresh_from_db()
     assert run.verdict == "VERIFIED"
     escalation = Escalation.objects.get(run=run)
