@@ -12,6 +12,24 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'vouch.sqlite3'}")}
+# SQLite (the default) is shared by the web server's threads, the worker's processes, beat and
+# the webhooks the sandbox delivers while a request is running. A transaction that reads and then
+# writes (a lock, then an update) cannot wait for another writer in SQLite's default DEFERRED
+# mode: it fails at once with `database is locked`, whatever the timeout. So every transaction
+# takes the write lock when it begins (IMMEDIATE) and waits for it (`timeout`, seconds), and the
+# write-ahead log lets readers go on while one writes. No transaction calls the provider, so each
+# holds the lock for milliseconds; the timeout is generous for a loaded two-core laptop.
+SQLITE_BUSY_TIMEOUT_S = env.float("SQLITE_BUSY_TIMEOUT_S", default=30.0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": SQLITE_BUSY_TIMEOUT_S,
+            # WAL is a property of the file (kept once set); NORMAL is the safe pairing with it
+            # (a commit can be lost only to a power cut, never corrupt the file).
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 
 # The embedded broker: kombu's filesystem transport keeps messages as files under var/, so the
 # worker and beat need no service. CI and production point CELERY_BROKER_URL at Redis.
@@ -26,6 +44,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_out": str(_queue_dir),
         "processed_folder": str(_processed_dir),
         "store_processed": False,
+        # The transport polls the folder, and waits this long whenever the worker's prefetch is
+        # full, too: at the default (1 s) the worker takes two tasks a second, far fewer than
+        # the webhook events a few fundings bring. A listing of a small folder is cheap.
+        "polling_interval": 0.1,
     }
 
 # Stripe: the sandbox (started by `make run`) unless STRIPE_API_KEY names a real test-mode key,
