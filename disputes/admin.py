@@ -36,6 +36,7 @@ from core import exceptions as core_errors
 from core.admin_base import ReadOnlyAdmin
 from disputes.forms import ApproveForm, EditForm, FileForm, short_digest
 from disputes.models import (
+    FILING_HOLDS,
     ApprovalStatus,
     Dispute,
     Evidence,
@@ -68,7 +69,12 @@ FILING_LABELS: dict[str, str] = {
     FilingStatus.SUBMITTING: "submitting (the provider is being called, or its answer is unknown)",
     FilingStatus.AWAITING_READBACK: "awaiting readback (the provider answered; not yet proven)",
     FilingStatus.FILED: "filed (readback verified)",
-    FilingStatus.READBACK_FAILED: "readback failed (not proven filed)",
+    FilingStatus.READBACK_FAILED: (
+        "readback failed (not proven filed; the provider shows a submission: a person resolves it)"
+    ),
+    FilingStatus.NOT_SUBMITTED: (
+        "not submitted (the readback shows nothing submitted: prepare and approve a new version)"
+    ),
 }
 FILING_TONES: dict[str, str] = {
     FilingStatus.NOT_FILED: "neutral",
@@ -76,6 +82,7 @@ FILING_TONES: dict[str, str] = {
     FilingStatus.AWAITING_READBACK: "warn",
     FilingStatus.FILED: "good",
     FilingStatus.READBACK_FAILED: "bad",
+    FilingStatus.NOT_SUBMITTED: "bad",
 }
 PROVIDER_LABELS: dict[str, str] = {
     ProviderStatus.NOT_CALLED: "not called",
@@ -163,7 +170,7 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
     dispute = packet.dispute
     current = packet_current(dispute)
     versions = list(dispute.packets.order_by("-version"))
-    not_filing = not any(v.filing_status != FilingStatus.NOT_FILED for v in versions)
+    not_filing = not any(v.filing_status in FILING_HOLDS for v in versions)
     approved = packet.approval_status == ApprovalStatus.APPROVED
     drifted = approved and packet.approved_digest != packet.digest
     live = packet.status != PacketStatus.SUPERSEDED and packet.filing_status == (

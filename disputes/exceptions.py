@@ -127,3 +127,27 @@ class DisputeAlreadyRecorded(VouchError):
     code = "dispute_already_recorded"
     status_code = 409
     default_message = "This provider dispute is already recorded; prepare its packet again instead."
+
+
+class PacketFilingUnderway(VouchError):
+    code = "packet_filing_underway"
+    status_code = 409
+    default_message = "A filing of this dispute's packet is under way: its readback decides."
+
+
+class PacketReadbackFailed(VouchError):
+    code = "packet_readback_failed"
+    status_code = 409
+    default_message = (
+        "The readback of this dispute's filing did not prove it filed, and the provider shows "
+        "evidence submitted: a person must resolve it before anything else is filed."
+    )
+
+
+class PacketNotSubmitted(VouchError):
+    code = "packet_not_submitted"
+    status_code = 409
+    default_message = (
+        "This version's filing did not reach the provider (its readback shows nothing "
+        "submitted): prepare a new version, have it approved and file that."
+    )

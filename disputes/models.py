@@ -123,7 +123,19 @@ class FilingStatus(models.TextChoices):
     SUBMITTING = "submitting"  # the provider is being called (or was, and the answer is unknown)
     AWAITING_READBACK = "awaiting_readback"  # the provider answered; the readback decides
     FILED = "filed"  # the independent readback run is VERIFIED
-    READBACK_FAILED = "readback_failed"  # the readback contradicted or could not prove it
+    READBACK_FAILED = "readback_failed"  # not proven, and the provider shows a submission
+    NOT_SUBMITTED = "not_submitted"  # not proven, and the readback shows nothing submitted
+
+
+# A filing in these states holds the dispute: it takes one submission at the provider, so no other
+# version is prepared or filed meanwhile. A filing whose readback showed nothing submitted
+# (`not_submitted`) holds nothing: a new version may be approved and filed.
+FILING_HOLDS = (
+    FilingStatus.SUBMITTING,
+    FilingStatus.AWAITING_READBACK,
+    FilingStatus.FILED,
+    FilingStatus.READBACK_FAILED,
+)
 
 
 class ProviderStatus(models.TextChoices):
@@ -215,7 +227,7 @@ class Packet(models.Model):
             # One filing per dispute: a dispute takes one submission at the provider.
             models.UniqueConstraint(
                 fields=["dispute"],
-                condition=~Q(filing_status="not_filed"),
+                condition=Q(filing_status__in=FILING_HOLDS),
                 name="packet_one_filing_per_dispute",
             ),
         ]

@@ -15,7 +15,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from core.crash import crash_point
-from core.exceptions import InvalidInput, PermissionDenied
+from core.exceptions import InvalidInput, PermissionDenied, VouchError
 from core.services import audit_record
 from disputes import exceptions as errors
 from disputes.drafting import Draft, DraftMaterial, ReceiptFact, drafter_from_settings
@@ -23,6 +23,7 @@ from disputes.evidence import AdmittedEvidence, evidence_parse
 from disputes.finalization import finalize
 from disputes.models import (
     FILEABLE_POSTURES,
+    FILING_HOLDS,
     ApprovalStatus,
     Dispute,
     DisputeSource,
@@ -53,6 +54,8 @@ MICRO_PER_CENT = 10_000
 PERM_APPROVE = "disputes.approve_packet"
 PERM_FILE = "disputes.file_packet"
 _UNDERWAY = (FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK)
+# The channel of the `stripe.dispute.filed` contract that reads the dispute back.
+READBACK_CHANNEL = "dispute_readback"
 
 
 # --- disputes ------------------------------------------------------------------------------------
@@ -252,8 +255,84 @@ def _apply(packet: Packet, draft: Draft | Mapping[str, Any], material: DraftMate
 
 
 def _refuse_if_filing(dispute: Dispute) -> None:
-    if dispute.packets.exclude(filing_status=FilingStatus.NOT_FILED).exists():
-        raise errors.PacketAlreadyFiled()
+    """A filing that holds the dispute (one submission per dispute at the provider) refuses any
+    other version, saying which filing holds it and what is known of it."""
+    holding = dispute.packets.filter(filing_status__in=FILING_HOLDS).select_related("filing_run")
+    for packet in holding[:1]:
+        raise _filing_refusal(packet)
+
+
+def _readback_shows(packet: Packet) -> dict[str, Any] | None:
+    """The dispute as the filing's readback last saw it at the provider (its evidence details),
+    or None when no readback could read it."""
+    from verification.models import Observation
+
+    if packet.filing_run_id is None:
+        return None
+    seen = (
+        Observation.objects.filter(attempt__run_id=packet.filing_run_id, channel=READBACK_CHANNEL)
+        .order_by("-observed_at", "-id")
+        .values_list("data", flat=True)
+        .first()
+    )
+    if not isinstance(seen, dict) or not isinstance(seen.get("evidence_details"), dict):
+        return None
+    return seen
+
+
+def _nothing_submitted(seen: Mapping[str, Any] | None) -> bool:
+    return seen is not None and seen["evidence_details"].get("submission_count") == 0
+
+
+def _filing_refusal(packet: Packet) -> VouchError:
+    """The refusal a version's filing state gives to any act on it (or, if it holds the dispute,
+    on the dispute), naming the version, the filing and what its readback showed."""
+    which = f"Version {packet.version} ({packet.public_id})"
+    run = packet.filing_run
+    details: dict[str, Any] = {
+        "packet": packet.public_id,
+        "version": packet.version,
+        "filing_status": packet.filing_status,
+        "filing_key": packet.filing_key or None,
+        "verification_run": run.public_id if run else None,
+        "verification_verdict": run.verdict if run else None,
+    }
+    if packet.filing_status == FilingStatus.FILED:
+        return errors.PacketAlreadyFiled(
+            f"{which} is filed: its readback run {run.public_id if run else ''} is VERIFIED. "
+            "Nothing more is filed for this dispute.",
+            details=details,
+        )
+    if packet.filing_status in _UNDERWAY:
+        return errors.PacketFilingUnderway(
+            f"{which} is being filed ({packet.filing_status.replace('_', ' ')}, key "
+            f"{packet.filing_key}): its readback decides whether it is filed; nothing else is "
+            "prepared or filed for this dispute meanwhile.",
+            details=details,
+        )
+    seen = _readback_shows(packet)
+    shown = (
+        "no readback could read the dispute"
+        if seen is None
+        else f"the provider shows {seen['evidence_details'].get('submission_count')} "
+        f"submission(s), method {seen['evidence_details'].get('submission_method') or 'unknown'}, "
+        f"status {seen.get('status') or 'unknown'}"
+    )
+    verdict = f"{run.verdict} ({run.verdict_reason})" if run else "no readback run"
+    if packet.filing_status == FilingStatus.NOT_SUBMITTED:
+        return errors.PacketNotSubmitted(
+            f"{which}'s filing was not proven (readback {verdict}) and {shown}: nothing "
+            "submitted. This version is done: prepare a new version, have it approved and file "
+            "that.",
+            details=details,
+        )
+    return errors.PacketReadbackFailed(
+        f"{which}'s filing was not proven: its readback ended {verdict}, and {shown}, so it "
+        "cannot be shown that nothing was submitted. Nothing else is prepared or filed for this "
+        f"dispute until a person resolves the escalation of run "
+        f"{run.public_id if run else '(none)'}.",
+        details=details,
+    )
 
 
 def packet_prepare(*, dispute: Dispute, requested_by: User | None) -> Packet:
@@ -344,7 +423,7 @@ def packet_edit(
         locked = _lock_packet(packet)
         _current(locked)
         if locked.filing_status != FilingStatus.NOT_FILED:
-            raise errors.PacketAlreadyFiled()
+            raise _filing_refusal(locked)
         if confirmed_digest is not None:  # the edit applies to the content the editor saw
             _check_confirmed(locked, confirmed_digest)
         before = locked.digest
@@ -406,7 +485,7 @@ def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Pac
         locked = _lock_packet(packet)
         _current(locked)
         if locked.filing_status != FilingStatus.NOT_FILED:
-            raise errors.PacketAlreadyFiled()
+            raise _filing_refusal(locked)
         _check_confirmed(locked, confirmed_digest)
         _check_fileable_content(locked)
         if locked.contributors.filter(pk=actor.pk).exists():
@@ -443,14 +522,12 @@ def _reserve_filing(*, packet: Packet, actor: User, confirmed_digest: str, key: 
     """Phase 1: every refusal, then bind the key to this filing and commit (the recovery point)."""
     with transaction.atomic():
         locked = _lock_packet(packet)
-        if locked.filing_status == FilingStatus.FILED:
-            raise errors.PacketAlreadyFiled()
         if locked.filing_status in _UNDERWAY and locked.filing_key == key:
             return locked  # a retry of this filing: the same key, the provider replays
+        if locked.filing_status in _UNDERWAY:
+            raise errors.FilingKeyConflict(details={"filing_key": locked.filing_key})
         if locked.filing_status != FilingStatus.NOT_FILED:
-            if locked.filing_status in _UNDERWAY:
-                raise errors.FilingKeyConflict(details={"filing_key": locked.filing_key})
-            raise errors.PacketAlreadyFiled()
+            raise _filing_refusal(locked)
         _current(locked)
         if locked.approval_status != ApprovalStatus.APPROVED:
             raise errors.PacketNotApproved()
@@ -574,8 +651,9 @@ def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
 
 
 def packet_on_verdict(*, run: VerificationRun) -> None:
-    """The readback decided: VERIFIED makes the packet `filed`; any other verdict leaves it not
-    filed (the engine escalates it to a person)."""
+    """The readback decided: VERIFIED makes the packet `filed`. Any other verdict leaves it not
+    filed (the engine escalates it to a person): `not_submitted` when the readback shows nothing
+    submitted (the dispute is free for a new version), else `readback_failed` (it stays held)."""
     with transaction.atomic():
         packet = Packet.objects.select_for_update(of=("self",)).filter(filing_run_id=run.pk).first()
         if packet is None or packet.filing_status not in _UNDERWAY:
@@ -585,7 +663,14 @@ def packet_on_verdict(*, run: VerificationRun) -> None:
             packet.status = PacketStatus.FILED  # what every page and the API say of it now
             packet.filed_at = timezone.now()
         elif run.verdict != "PENDING":
-            packet.filing_status = FilingStatus.READBACK_FAILED
+            # Not proven. If the readback shows nothing submitted, this filing did not happen and
+            # the dispute is free for a new approved version; otherwise something was submitted
+            # that is not shown to be this packet, and the dispute stays held for a person.
+            packet.filing_status = (
+                FilingStatus.NOT_SUBMITTED
+                if _nothing_submitted(_readback_shows(packet))
+                else FilingStatus.READBACK_FAILED
+            )
         else:
             return
         packet.save(update_fields=["filing_status", "status", "filed_at", "updated_at"])
@@ -594,7 +679,11 @@ def packet_on_verdict(*, run: VerificationRun) -> None:
             action=f"packet.readback_{run.verdict.lower()}",
             target_type="packet",
             target_id=packet.public_id,
-            details={"run": run.pk, "reason": run.verdict_reason},
+            details={
+                "run": run.pk,
+                "reason": run.verdict_reason,
+                "filing_status": packet.filing_status,
+            },
         )
 
 

@@ -27,9 +27,18 @@ class ApprovalOut(serializers.Serializer):
 
 class FilingOut(serializers.Serializer):
     status = serializers.ChoiceField(
-        choices=["not_filed", "submitting", "awaiting_readback", "filed", "readback_failed"],
+        choices=[
+            "not_filed",
+            "submitting",
+            "awaiting_readback",
+            "filed",
+            "readback_failed",
+            "not_submitted",
+        ],
         help_text="`filed` only once an independent readback (stripe.dispute.filed) is VERIFIED. "
-        "A filed response is not a won, closed or settled dispute.",
+        "A filed response is not a won, closed or settled dispute. `not_submitted`: the readback "
+        "proved nothing and shows nothing submitted (a new version may be filed); "
+        "`readback_failed`: it proved nothing and the provider shows a submission.",
     )
     provider_status = serializers.ChoiceField(
         choices=["not_called", "answered", "refused", "unknown"],

@@ -242,6 +242,8 @@ class PacketApi(APIView):
             **error_responses(
                 errors.ReceiptDetailRefused,
                 errors.PacketAlreadyFiled,
+                errors.PacketFilingUnderway,
+                errors.PacketReadbackFailed,
                 core_errors.InvalidInput,
                 core_errors.NotFound,
                 core_errors.CsrfFailed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ from disputes.exceptions import (
     PacketIncomplete,
     PacketInvalid,
     PacketNotApproved,
+    PacketNotSubmitted,
+    PacketReadbackFailed,
 )
 from disputes.models import Packet
 from stripe_sandbox.client import SandboxControl
@@ -350,3 +353,85 @@ def test_an_edit_citing_evidence_outside_the_version_brings_it_into_the_version(
     other = staff_user("oli", "approve_packet")
     approved = services.packet_approve(packet=edited, actor=other, confirmed_digest=edited.digest)
     assert approved.approved_digest == edited.digest
+
+
+def _past_the_stale_read_window() -> Any:
+    import time_machine
+    from django.utils import timezone
+
+    return time_machine.travel(timezone.now() + timedelta(minutes=1), tick=True)
+
+
+def _file_and_lose_the_call(packet: Packet, ops: Ops, sandbox: SandboxControl) -> Packet:
+    """File while the provider answers 5xx to every try: the outcome is unknown, nothing is
+    submitted, the readback decides."""
+    dispute_id = packet.dispute.provider_dispute_id
+    sandbox.add_fault(f"/v1/disputes/{dispute_id}", "server_error", method="POST")
+    sent = file(packet, ops)
+    sandbox.clear_faults()
+    assert (sent.provider_status, sent.filing_status) == ("unknown", "awaiting_readback")
+    assert submissions(sandbox, dispute_id) == 0
+    return sent
+
+
+def test_a_readback_showing_nothing_submitted_frees_the_dispute_for_a_new_version(
+    world: World, ops: Ops, stripe_at_sandbox: SandboxControl
+) -> None:
+    """Issue 10 item 12: a filing whose readback ends without proof, and shows nothing submitted,
+    does not lock the dispute: the version is `not_submitted` (refused with a code saying so), a
+    new version can be prepared, approved and filed, and it is filed."""
+    packet = approve(contest_ready(world, ops), ops)
+    sent = _file_and_lose_the_call(packet, ops, stripe_at_sandbox)
+    with _past_the_stale_read_window():
+        verdicts = settle_runs(max_rounds=45)
+    assert sent.filing_run is not None
+    assert verdicts[sent.filing_run.pk] not in ("PENDING", "VERIFIED")
+    failed = Packet.objects.get(pk=packet.pk)
+    assert failed.filing_status == "not_submitted"
+    with pytest.raises(PacketNotSubmitted) as refused:
+        file(failed, ops, "another-key")
+    assert "nothing submitted" in refused.value.message
+    assert f"Version {failed.version}" in refused.value.message
+
+    fresh = services.packet_prepare(dispute=packet.dispute, requested_by=None)
+    assert fresh.version == failed.version + 1
+    assert Packet.objects.get(pk=packet.pk).status == "superseded"
+    sent_again = file(approve(fresh, ops), ops)
+    assert sent_again.provider_status == "answered"
+    settle_runs()
+    assert Packet.objects.get(pk=fresh.pk).filing_status == "filed"
+    assert submissions(stripe_at_sandbox, packet.dispute.provider_dispute_id) == 1
+
+
+def test_a_readback_showing_another_submission_locks_the_dispute_and_says_so(
+    world: World, ops: Ops, stripe_at_sandbox: SandboxControl
+) -> None:
+    """Issue 10 item 12, the other side: when the readback shows evidence submitted that is not
+    the approved packet, the dispute stays locked, and every refusal says what is true (the
+    version, the verdict, the submission the provider shows) with its own code."""
+    packet = approve(contest_ready(world, ops), ops)
+    sent = _file_and_lose_the_call(packet, ops, stripe_at_sandbox)
+    dispute_id = packet.dispute.provider_dispute_id
+    client = stripe.StripeClient(
+        "sk_test_vouch_tests", base_addresses={"api": stripe_at_sandbox.url}
+    )
+    client.v1.disputes.update(  # someone else submits other evidence at the provider
+        dispute_id,
+        params={"evidence": {"uncategorized_text": "x"}, "metadata": {"vouch_packet_digest": "z"}},
+    )
+    with _past_the_stale_read_window():
+        verdicts = settle_runs(max_rounds=45)
+    assert sent.filing_run is not None
+    assert verdicts[sent.filing_run.pk] == "CONTRADICTED"
+    failed = Packet.objects.get(pk=packet.pk)
+    assert failed.filing_status == "readback_failed"
+    with pytest.raises(PacketReadbackFailed) as refused:
+        services.packet_prepare(dispute=packet.dispute, requested_by=ops.preparer)
+    message = refused.value.message
+    assert f"Version {failed.version}" in message
+    assert "CONTRADICTED" in message
+    assert "submitted" in message
+    assert refused.value.code == "packet_readback_failed"
+    with pytest.raises(PacketReadbackFailed):
+        file(failed, ops, "another-key")
+    assert Packet.objects.filter(dispute=packet.dispute).count() == failed.version
