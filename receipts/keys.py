@@ -12,6 +12,10 @@ Settings:
 - `RECEIPT_SIGNING_ENVIRONMENT`: `production`, `sandbox` or `local-development`
 - `RECEIPT_TRUSTED_KEYS`: {key_id: {"public_key": base64 of the raw 32 bytes, "environment": …}}
 - `VOUCH_ENVIRONMENT`: this deployment's environment (`production` or `sandbox`)
+
+A production deployment reads live provider objects, any other test-mode ones: a receipt records
+the provider object's `livemode` and is trusted only when it is the deployment's
+(`deployment_livemode`, checked by receipts.selectors.receipt_verify).
 """
 
 from __future__ import annotations
@@ -164,6 +168,12 @@ def key_generate(environment: str) -> dict[str, str]:
 
 def deployment_environment() -> str:
     return str(getattr(settings, "VOUCH_ENVIRONMENT", Environment.PRODUCTION))
+
+
+def deployment_livemode() -> bool:
+    """The provider's `livemode` this deployment's objects carry: true in production (live
+    Stripe), false anywhere else (Stripe test mode or the sandbox)."""
+    return deployment_environment() == Environment.PRODUCTION
 
 
 def signing_key_configured() -> bool:

@@ -3,7 +3,8 @@
 A receipt is verified against THIS deployment's configuration every time it is read: its stored
 canonical text must be the canonical form of its body and hash to its id, its columns must say
 what its body says, its signature must verify with a configured trusted key of this deployment's
-environment, and it must carry redacted native detail."""
+environment, it must carry redacted native detail, and the provider's `livemode` it records must
+be this deployment's (live objects in production, test-mode ones anywhere else)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from receipts.canonical import canonical_bytes, receipt_id_of
-from receipts.keys import TrustCode, signature_verify
+from receipts.keys import TrustCode, deployment_livemode, signature_verify
 from receipts.models import Receipt, ReceiptKind
 
 DETAIL_MISSING = "detail_missing"
+LIVEMODE_MISSING = "livemode_missing"
+LIVEMODE_MISMATCH = "livemode_mismatch"
 DIGEST_MISMATCH = TrustCode.DIGEST_MISMATCH.value
 
 
@@ -23,9 +26,11 @@ class ReceiptCheck:
     """One receipt, verified now."""
 
     receipt: Receipt
-    ok: bool  # digest matches, signature verifies against a trusted key, detail present
+    # digest matches, signature verifies against a trusted key, detail present, livemode the
+    # deployment's
+    ok: bool
     # None or one code: digest_mismatch, bad_signature, unknown_key, environment_mismatch,
-    # local_development_key, detail_missing
+    # local_development_key, detail_missing, livemode_missing, livemode_mismatch
     problem: str | None
 
 
@@ -99,15 +104,41 @@ def _columns_match(receipt: Receipt, body: dict[str, Any]) -> bool:
     )
 
 
+def recorded_livemode(receipt: Receipt) -> bool | None:
+    """The provider's `livemode` a receipt records, or None if it records none.
+
+    From body version 2 it is the body's own field. A version-1 body (written before the field
+    existed) has only its native detail's, which the allow-list kept from a charge; a Stripe
+    refund carries none, and a refund is in the mode of the charge it refunds, so a version-1
+    refund or reversal takes its parent's. The parent is bound by content: the signed body names
+    its id, the SHA-256 of its canonical body, so its mode is used only if that still holds."""
+    body = receipt.body if isinstance(receipt.body, dict) else {}
+    version = body.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version >= 2:
+        mode = body.get("livemode")
+    else:
+        detail = body.get("detail")
+        mode = detail.get("livemode") if isinstance(detail, dict) else None
+        parent = receipt.parent
+        if mode is None and parent is not None and _addressed_by_content(parent):
+            return recorded_livemode(parent)
+    return mode if isinstance(mode, bool) else None
+
+
+def _addressed_by_content(receipt: Receipt) -> bool:
+    body = receipt.body if isinstance(receipt.body, dict) else {}
+    try:
+        canonical = canonical_bytes(body)
+    except Exception:  # a body that has no canonical form was not written by us
+        return False
+    return canonical == receipt.canonical.encode("utf-8") and receipt_id_of(canonical) == receipt.id
+
+
 def receipt_verify(receipt: Receipt) -> ReceiptCheck:
     """Verify one receipt now, against this deployment's trusted keys."""
     canonical = receipt.canonical.encode("utf-8")
     body = receipt.body if isinstance(receipt.body, dict) else {}
-    try:
-        same_body = canonical_bytes(body) == canonical
-    except Exception:  # a body that has no canonical form was not written by us
-        same_body = False
-    if not (same_body and receipt_id_of(canonical) == receipt.id and _columns_match(receipt, body)):
+    if not (_addressed_by_content(receipt) and _columns_match(receipt, body)):
         return ReceiptCheck(receipt, False, DIGEST_MISMATCH)
     trust = signature_verify(message=canonical, signature=receipt.signature, key_id=receipt.key_id)
     if not trust.ok:
@@ -115,6 +146,12 @@ def receipt_verify(receipt: Receipt) -> ReceiptCheck:
     detail = body.get("detail")
     if not isinstance(detail, dict) or detail.get("id") != receipt.provider_object_id:
         return ReceiptCheck(receipt, False, DETAIL_MISSING)
+    livemode = recorded_livemode(receipt)
+    if livemode is None:
+        return ReceiptCheck(receipt, False, LIVEMODE_MISSING)
+    native = detail.get("livemode")
+    if livemode != deployment_livemode() or (isinstance(native, bool) and native != livemode):
+        return ReceiptCheck(receipt, False, LIVEMODE_MISMATCH)
     return ReceiptCheck(receipt, True, None)
 
 

@@ -9,7 +9,12 @@ native detail is what the deciding attempt read back (or what the releasing call
 - A verified refund whose leg is later released (the provider says failed or canceled) gives a
   `refund_reversal` receipt whose parent is the refund's receipt.
 
-Every write is idempotent: one receipt per (kind, provider object); a second call returns it."""
+Every write is idempotent: one receipt per (kind, provider object); a second call returns it.
+
+Body version 2 records `livemode` (which money moved: live or test mode): the provider object's
+own, or, for an object that carries none (a Stripe Refund), its parent receipt's, since a refund
+is in the mode of the charge it refunds. Version-1 receipts, written before, are judged by their
+native detail or their parent (receipts.selectors.recorded_livemode)."""
 
 from __future__ import annotations
 
@@ -28,13 +33,14 @@ from receipts.canonical import canonical_bytes, receipt_id_of
 from receipts.exceptions import ReceiptNotWritable
 from receipts.models import Receipt, ReceiptKind
 from receipts.redaction import redact
+from receipts.selectors import recorded_livemode
 from receipts.signals import receipt_written
 from verification.contracts import Verdict, get_contract
 from verification.models import Observation, VerificationRun
 
 logger = logging.getLogger("vouch.receipts")
 
-BODY_VERSION = 1
+BODY_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -69,10 +75,24 @@ def epoch_to_datetime(created: Any) -> datetime:
     return datetime.fromtimestamp(created, UTC)
 
 
+def livemode_of(obj: dict[str, Any] | None, parent: Receipt | None, what: str) -> bool:
+    """The provider object's `livemode`, or the parent receipt's when the object carries none
+    (Stripe's Refund has no `livemode`; a refund is in its charge's mode). A receipt that cannot
+    say which money moved is not written."""
+    livemode = obj.get("livemode") if obj is not None else None
+    if isinstance(livemode, bool):
+        return livemode
+    inherited = recorded_livemode(parent) if parent is not None else None
+    if inherited is None:
+        raise ReceiptNotWritable(f"{what}: no `livemode` in the provider object or its parent")
+    return inherited
+
+
 def receipt_body(
     *,
     kind: str,
     provider: str,
+    livemode: bool,
     provider_object_id: str,
     amount_micro: int,
     currency: str,
@@ -89,6 +109,7 @@ def receipt_body(
         "version": BODY_VERSION,
         "kind": kind,
         "provider": provider,
+        "livemode": livemode,
         "provider_object_id": provider_object_id,
         "amount_micro": amount_micro,
         "currency": currency,
@@ -200,6 +221,7 @@ def receipt_for_run(*, run: VerificationRun) -> Receipt | None:
     body = receipt_body(
         kind=source.kind,
         provider=get_contract(run.contract_id).provider,
+        livemode=livemode_of(obj, parent, f"run {run.public_id}"),
         provider_object_id=str(obj["id"]),
         amount_micro=amount * MICRO_PER_CENT,  # the cents Stripe reports, times 10,000
         currency=str(obj.get("currency") or ""),
@@ -289,7 +311,9 @@ def receipt_reversal_write(
         return None
     detail: dict[str, Any] = {}
     amount_micro = refund_receipt.amount_micro
+    readback = None
     if provider_refund is not None and provider_refund.get("id") == leg.provider_refund_id:
+        readback = provider_refund
         detail = redact("refund", provider_refund)
         amount = provider_refund.get("amount")
         if isinstance(amount, int) and not isinstance(amount, bool):
@@ -298,6 +322,7 @@ def receipt_reversal_write(
     body = receipt_body(
         kind=ReceiptKind.REFUND_REVERSAL,
         provider=refund_receipt.provider,
+        livemode=livemode_of(readback, refund_receipt, f"the release of {leg.public_id}"),
         provider_object_id=refund_receipt.provider_object_id,
         amount_micro=amount_micro,
         currency=refund_receipt.currency,

@@ -13,17 +13,18 @@ CANONICAL = (
     '{"amount_micro":2500000,"charge_id":"ch_9","currency":"usd",'
     '"detail":{"amount":250,"id":"re_123","metadata":{"vouch_leg":"rfl_1"},'
     '"object":"refund","status":"succeeded"},'
-    f'"kind":"refund","parent":"{PARENT}","provider":"stripe","provider_object_id":"re_123",'
-    '"time":"2026-01-02T03:04:05Z","verification":{"run":"vrun_abc","verdict":"VERIFIED"},'
-    '"version":1}'
+    f'"kind":"refund","livemode":false,"parent":"{PARENT}","provider":"stripe",'
+    '"provider_object_id":"re_123","time":"2026-01-02T03:04:05Z",'
+    '"verification":{"run":"vrun_abc","verdict":"VERIFIED"},"version":2}'
 )
-KNOWN_ID = "rcpt_697cf90b39146d458943e28274b9301254d09ac40a97b3a1437b0071367d3222"
+KNOWN_ID = "rcpt_f638266d85bdcd19584aab056f85a975855a779596e44dfa6b45e02a6575ced3"
 
 
 def _body(**changes: object) -> dict[str, object]:
     values: dict[str, object] = {
         "kind": "refund",
         "provider": "stripe",
+        "livemode": False,
         "provider_object_id": "re_123",
         "amount_micro": 2_500_000,
         "currency": "usd",
@@ -59,6 +60,7 @@ def test_the_id_is_stable_and_any_change_gives_another_id() -> None:
     assert receipt_id_of(canonical_bytes(dict(reversed(list(_body().items()))))) == first
     changed = _body(amount_micro=2_500_001)
     assert receipt_id_of(canonical_bytes(changed)) != first
+    assert receipt_id_of(canonical_bytes(_body(livemode=True))) != first
     utc = _body(occurred_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
     assert receipt_id_of(canonical_bytes(utc)) == first  # the same instant: the same receipt
 

@@ -65,8 +65,9 @@ def test_a_trusted_key_of_another_environment_is_untrusted(shop: Shop, settings:
     receipt = charge_receipt(charge_id)
     assert receipt_verify(receipt).problem == "environment_mismatch"  # a sandbox deployment
     assert not receipt_tree(charge_id=charge_id).complete
-    settings.VOUCH_ENVIRONMENT = "production"  # the same receipt, read by a production deployment
-    assert receipt_verify(receipt).ok
+    settings.VOUCH_ENVIRONMENT = "production"  # the same receipt, read by a production deployment:
+    # the key is trusted now, but the receipt is of a test-mode object (test_livemode).
+    assert receipt_verify(receipt).problem == "livemode_mismatch"
 
 
 def test_a_key_configured_under_another_environment_than_it_claims(
