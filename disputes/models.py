@@ -38,6 +38,9 @@ class Dispute(models.Model):
     reason = models.CharField(max_length=60)
     response_deadline = models.DateTimeField(null=True, blank=True)
     provider_status = models.CharField(max_length=40, blank=True)
+    # What the provider last said of how evidence is to be submitted: Vouch sets `manual` when a
+    # dispute arrives, so Stripe's Smart Disputes never submits a packet nobody approved.
+    intended_submission_method = models.CharField(max_length=30, blank=True)
     source = models.CharField(max_length=10, choices=DisputeSource.choices)
     entered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

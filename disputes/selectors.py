@@ -111,6 +111,7 @@ def dispute_data(dispute: Dispute, *, detail: bool = True) -> dict[str, Any]:
         "reason": dispute.reason,
         "response_deadline": _iso(dispute.response_deadline),
         "provider_status": dispute.provider_status or None,
+        "intended_submission_method": dispute.intended_submission_method or None,
         "source": dispute.source,
         "created_at": _iso(dispute.created_at),
     }

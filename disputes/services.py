@@ -42,6 +42,7 @@ from disputes.packets import (
     packet_digest,
 )
 from providers import provider_from_settings
+from providers.outcomes import Outcome
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -54,6 +55,8 @@ MICRO_PER_CENT = 10_000
 PERM_APPROVE = "disputes.approve_packet"
 PERM_FILE = "disputes.file_packet"
 _UNDERWAY = (FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK)
+MANUAL = "manual"
+RESPONDABLE = ("needs_response", "warning_needs_response")  # the provider awaits evidence
 # The channel of the `stripe.dispute.filed` contract that reads the dispute back.
 READBACK_CHANNEL = "dispute_readback"
 
@@ -83,6 +86,7 @@ def dispute_normalize(obj: Mapping[str, Any]) -> dict[str, Any]:
         "reason": str(obj.get("reason") or "general"),
         "response_deadline": _deadline(details.get("due_by")),
         "provider_status": str(obj.get("status") or ""),
+        "intended_submission_method": str(obj.get("intended_submission_method") or ""),
     }
 
 
@@ -128,7 +132,8 @@ def dispute_record(
 
 
 def dispute_enter(*, actor: User, data: Mapping[str, Any]) -> Packet:
-    """A dispute entered by staff: recorded and prepared at once (the person asked for it)."""
+    """A dispute entered by staff: recorded and prepared at once (the person asked for it), then,
+    if the provider holds it, set to be submitted manually (never by Smart Disputes)."""
     deadline = data.get("response_deadline")
     fields = {
         "provider_dispute_id": data["dispute_id"],
@@ -144,13 +149,18 @@ def dispute_enter(*, actor: User, data: Mapping[str, Any]) -> Packet:
     dispute, created = dispute_record(fields=fields, source=DisputeSource.STAFF, entered_by=actor)
     if not created:
         raise errors.DisputeAlreadyRecorded(details={"dispute_id": dispute.public_id})
-    return packet_prepare(dispute=dispute, requested_by=actor)
+    packet = packet_prepare(dispute=dispute, requested_by=actor)
+    dispute_submit_manually(dispute=dispute)  # if the provider holds it; after the commits
+    packet.dispute = dispute  # as it is now
+    return packet
 
 
 def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
     """`charge.dispute.*`: re-read the dispute (events may be stale or out of order), record it,
-    and prepare a packet when it is new. Raises if the provider cannot be read, so the event stays
-    unprocessed and the retry job comes back to it."""
+    prepare a packet when it is new, and, while it awaits a response and the provider does not
+    say `manual` yet, set its submission method to manual. Raises if the provider cannot be read
+    or does not answer the update, so the event stays unprocessed and the retry job comes back
+    to it (each step is idempotent)."""
     obj = (event.get("data") or {}).get("object") or {}
     dispute_id = str(obj.get("id") or "")
     if not dispute_id:
@@ -163,6 +173,48 @@ def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
     )
     if created:
         packet_prepare(dispute=dispute, requested_by=None)
+    if dispute.provider_status in RESPONDABLE:
+        outcome = dispute_submit_manually(dispute=dispute)
+        if outcome is not None and outcome.unknown:
+            raise RuntimeError(
+                f"dispute {dispute_id}: setting the submission method got no answer "
+                f"({outcome.error_code}); the event is retried"
+            )
+
+
+def dispute_submit_manually(*, dispute: Dispute) -> Outcome | None:
+    """Tell the provider that this dispute's evidence is submitted by hand — by Vouch, once a
+    person approved it — so Stripe's Smart Disputes never submits on its own. Called outside any
+    transaction or lock, with a key derived from the dispute's row; records what the provider
+    then says. Returns the provider's outcome, or None when it already says `manual`. A refusal
+    (the provider does not hold the dispute, say) changes nothing here."""
+    if dispute.intended_submission_method == MANUAL:
+        return None
+    outcome = provider_from_settings().dispute_submit_manually(
+        dispute_id=dispute.provider_dispute_id, idempotency_key=f"{dispute.public_id}:manual"
+    )
+    if not outcome.accepted:
+        logger.warning(
+            "dispute %s: intended_submission_method not set (%s %s)",
+            dispute.public_id,
+            outcome.kind,
+            outcome.error_code,
+        )
+        return outcome
+    method = str(outcome.require().get("intended_submission_method") or "")[:30]
+    with transaction.atomic():
+        Dispute.objects.filter(pk=dispute.pk).update(
+            intended_submission_method=method, updated_at=timezone.now()
+        )
+        audit_record(
+            actor=None,
+            action="dispute.submission_method",
+            target_type="dispute",
+            target_id=dispute.public_id,
+            details={"dispute_id": dispute.provider_dispute_id, "intended": method},
+        )
+    dispute.intended_submission_method = method
+    return outcome
 
 
 # --- evidence ------------------------------------------------------------------------------------

@@ -88,6 +88,11 @@ _DISPUTE_FIELDS = {
     "reason": serializers.CharField(),
     "response_deadline": serializers.DateTimeField(allow_null=True),
     "provider_status": serializers.CharField(allow_null=True),
+    "intended_submission_method": serializers.CharField(
+        allow_null=True,
+        help_text="What the provider says of how evidence is submitted: `manual` once Vouch set "
+        "it (Smart Disputes never submits); null if the provider does not hold the dispute.",
+    ),
     "source": serializers.ChoiceField(choices=["provider", "staff"]),
     "created_at": serializers.DateTimeField(),
 }

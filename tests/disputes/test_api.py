@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from accounts.models import User
 from accounts.services import api_token_issue
 from disputes.models import Dispute, Evidence, Packet
+from stripe_sandbox.client import SandboxControl
 from tests.envelopes.conftest import Api
 
 from .conftest import Ops, World, evidence, staff_user
@@ -20,7 +21,9 @@ SHA = hashlib.sha256(b"doc").hexdigest()
 
 
 @pytest.fixture
-def clerk(db: None) -> Api:
+def clerk(db: None, stripe_at_sandbox: SandboxControl) -> Api:
+    """Staff, with the provider at the sandbox (entering a dispute tells the provider, if it
+    holds the dispute, to take its evidence manually)."""
     return Api(staff_user("clerk"))
 
 
