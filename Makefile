@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
-APPS := config core accounts envelopes disputes verification receipts providers stripe_sandbox
+APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox
 
 .DEFAULT_GOAL := help
 .PHONY: help run test lint typecheck check-migrations check-deploy lock clean

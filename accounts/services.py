@@ -52,7 +52,14 @@ def api_token_authenticate(*, raw: str) -> ApiToken | None:
 
 OPS_GROUP = "ops"
 # Ops staff hold every permission of these apps (later issues add their models' permissions).
-_OPS_APPS = ("core", "envelopes", "verification", "disputes", "django_celery_beat")
+_OPS_APPS = (
+    "core",
+    "envelopes",
+    "verification",
+    "disputes",
+    "reconciliation",
+    "django_celery_beat",
+)
 
 
 @transaction.atomic

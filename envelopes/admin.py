@@ -38,7 +38,13 @@ BALANCE_LABELS = (
     ("unspent_micro", "Unspent"),
 )
 DELTAS = ("funded_delta", "debited_delta", "refunded_delta", "reserved_delta", "unspent_delta")
-OUTCOME_TONES = {"accepted": "good", "refused": "bad", "unknown": "warn", "reserved": "neutral"}
+OUTCOME_TONES = {
+    "accepted": "good",
+    "refused": "bad",
+    "void": "bad",
+    "unknown": "warn",
+    "reserved": "neutral",
+}
 
 
 def dollars(micro: int) -> str:

@@ -61,3 +61,50 @@ class ProviderUnavailable(VouchError):
     code = "provider_unavailable"
     status_code = 502
     default_message = "The payment provider could not be reached; nothing was attempted."
+
+
+# --- adjustments (SPEC §15.4) --------------------------------------------------------------------
+
+
+class AdjustmentNotApplicable(VouchError):
+    """The correction does not fit what the ledger holds now (the leg moved on, the escalation is
+    resolved, the envelope's unspent money cannot absorb it)."""
+
+    code = "adjustment_not_applicable"
+    status_code = 409
+    default_message = "This adjustment does not apply to the ledger as it stands."
+
+
+class AdjustmentProviderMismatch(VouchError):
+    """What the provider shows does not support the correction (no such object, another charge,
+    another amount, a failed or canceled refund, an object recorded already)."""
+
+    code = "adjustment_provider_mismatch"
+    status_code = 422
+    default_message = "The provider's object does not match this correction."
+
+
+class AdjustmentProviderUnreadable(VouchError):
+    code = "adjustment_provider_unreadable"
+    status_code = 502
+    default_message = "The provider could not be read; nothing was changed. Try again."
+
+
+class AdjustmentSelfApproval(VouchError):
+    code = "adjustment_self_approval"
+    status_code = 403
+    default_message = (
+        "An adjustment is approved by a second person, not by the one who proposed it."
+    )
+
+
+class AdjustmentAmountMismatch(VouchError):
+    code = "adjustment_amount_mismatch"
+    status_code = 422
+    default_message = "The amount confirmed is not the adjustment's amount: look at it again."
+
+
+class AdjustmentAlreadyDecided(VouchError):
+    code = "adjustment_already_decided"
+    status_code = 409
+    default_message = "This adjustment was approved or rejected already."

@@ -10,6 +10,9 @@ from django.db.models import Q, QuerySet, Sum
 from core.exceptions import NotFound
 from envelopes.models import (
     BALANCES,
+    Adjustment,
+    AdjustmentKind,
+    AdjustmentStatus,
     Debit,
     Envelope,
     FundingLeg,
@@ -111,7 +114,11 @@ def _leg(leg: RefundLeg) -> dict[str, Any]:
 
 
 def refund_status(legs: list[RefundLeg]) -> str:
-    outcomes = {leg.outcome for leg in legs}
+    """The provider's answers: a void leg (never made, released by an approved correction) counts
+    as refused — its money is back."""
+    outcomes = {
+        LegOutcome.REFUSED if leg.outcome == LegOutcome.VOID else leg.outcome for leg in legs
+    }
     if outcomes & {LegOutcome.RESERVED, LegOutcome.UNKNOWN}:
         return "pending"
     if outcomes == {LegOutcome.ACCEPTED}:
@@ -122,7 +129,8 @@ def refund_status(legs: list[RefundLeg]) -> str:
 
 
 def verification_status(legs: list[RefundLeg]) -> str:
-    """pending until every accepted leg is decided; then verified, or attention."""
+    """pending until every accepted leg is decided; then verified, or attention; not_applicable
+    when no leg was accepted (nothing reached the provider to be proven)."""
     accepted = [leg for leg in legs if leg.outcome == LegOutcome.ACCEPTED]
     verdicts = [
         leg.verification_run.verdict if leg.verification_run else "PENDING" for leg in accepted
@@ -132,6 +140,8 @@ def verification_status(legs: list[RefundLeg]) -> str:
         or "PENDING" in verdicts
     ):
         return "pending"
+    if not accepted:
+        return "not_applicable"
     return "verified" if all(v == "VERIFIED" for v in verdicts) else "attention"
 
 
@@ -231,6 +241,13 @@ def ledger_breaches(envelopes: QuerySet[Envelope] | None = None) -> list[Breach]
             legs.filter(outcome=LegOutcome.ACCEPTED, released=False).aggregate(
                 s=Sum("amount_micro")
             )["s"]
+            or 0
+        ) + (  # refunds made outside Vouch, recorded by an approved adjustment
+            Adjustment.objects.filter(
+                envelope=envelope,
+                kind=AdjustmentKind.FOREIGN_REFUND,
+                status=AdjustmentStatus.APPLIED,
+            ).aggregate(s=Sum("amount_micro"))["s"]
             or 0
         )
         reserved = (

@@ -21,7 +21,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
@@ -41,6 +41,8 @@ from verification.models import (
 )
 from verification.services import escalation_resolve
 
+PROPOSE_ADJUSTMENT_PERMISSION = "envelopes.add_adjustment"
+PROPOSE_ADJUSTMENT_PERMISSION = "envelopes.add_adjustment"
 RESOLVE_PERMISSION = "verification.resolve_escalation"
 
 LEVEL_MEANINGS = {
@@ -262,18 +264,22 @@ class EscalationAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "status",
+        "money",
         "verdict",
         "verdict_class",
         "short_reason",
-        "run_link",
+        "about",
         "created_at",
         "resolved_by",
     )
-    list_filter = ("status", "verdict")
+    list_filter = ("status", "money", "verdict")
     list_select_related = ("run", "resolved_by")
-    search_fields = ("run__public_id", "run__operation_id")
+    search_fields = ("run__public_id", "run__operation_id", "subject_id")
     fields = (
         "run_link",
+        "subject_type",
+        "subject_id",
+        "money",
         "verdict",
         "verdict_class",
         "reason",
@@ -281,6 +287,7 @@ class EscalationAdmin(ReadOnlyAdmin):
         "created_at",
         "resolved_at",
         "resolved_by",
+        "resolution",
         "resolution_note",
     )
     readonly_fields = fields
@@ -293,8 +300,14 @@ class EscalationAdmin(ReadOnlyAdmin):
         return Truncator(obj.reason).chars(80)
 
     @admin.display(description="run", ordering="run__public_id")
-    def run_link(self, obj: Escalation) -> SafeString:
-        return _run_link(obj.run)
+    def run_link(self, obj: Escalation) -> SafeString | str:
+        return _run_link(obj.run) if obj.run is not None else "—"
+
+    @admin.display(description="about")
+    def about(self, obj: Escalation) -> SafeString | str:
+        if obj.run is not None:
+            return _run_link(obj.run)
+        return obj.subject_label or "—"
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
@@ -308,10 +321,20 @@ class EscalationAdmin(ReadOnlyAdmin):
         ]
 
     def page_context(self, request: HttpRequest, obj: Escalation | None) -> dict[str, Any]:
+        is_open = obj is not None and obj.status == EscalationStatus.OPEN
+        money = obj is not None and obj.money
+        try:  # the adjustments queue lives in `reconciliation`, above this app
+            propose_url = reverse("admin:reconciliation_adjustment_propose")
+        except NoReverseMatch:
+            propose_url = ""
         return {
-            "can_resolve": obj is not None
-            and obj.status == EscalationStatus.OPEN
-            and request.user.has_perm(RESOLVE_PERMISSION)
+            "can_resolve": is_open and not money and request.user.has_perm(RESOLVE_PERMISSION),
+            "can_propose": is_open
+            and money
+            and bool(propose_url)
+            and request.user.has_perm(PROPOSE_ADJUSTMENT_PERMISSION),
+            "propose_url": propose_url,
+            "adjustments": list(obj.adjustments.select_related("proposed_by")) if obj else [],
         }
 
     def resolve_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -335,7 +358,8 @@ class EscalationAdmin(ReadOnlyAdmin):
             else:
                 self.message_user(
                     request,
-                    f"Escalation #{escalation.pk} on run {escalation.run.public_id} is resolved.",
+                    f"Escalation #{escalation.pk} on {escalation.run or escalation.subject_label} "
+                    "is resolved.",
                     messages.SUCCESS,
                 )
                 return HttpResponseRedirect(

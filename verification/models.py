@@ -208,7 +208,7 @@ class Escalation(models.Model):
         ]
 
     def __str__(self) -> str:
-        about = self.run.public_id if self.run_id else f"{self.subject_type} {self.subject_id}"
+        about = self.run.public_id if self.run is not None else self.subject_label
         return f"{self.verdict} {self.verdict_class or ''} on {about}".replace("  ", " ")
 
     @property

@@ -453,7 +453,7 @@ def escalation_resolve(
         target_type="escalation",
         target_id=str(locked.pk),
         details={
-            "run": locked.run.public_id if locked.run_id else None,
+            "run": locked.run.public_id if locked.run is not None else None,
             "subject": locked.subject_label,
             "verdict": locked.verdict,
             "resolution": locked.resolution,

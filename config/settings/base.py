@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "verification",
     "receipts",
     "disputes",
+    "reconciliation",
 ]
 
 MIDDLEWARE = [

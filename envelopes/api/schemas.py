@@ -31,8 +31,9 @@ FundingLegOut = money_serializer(
         "kind": serializers.ChoiceField(choices=["original", "top_up"]),
         "sequence": serializers.IntegerField(),
         "status": serializers.ChoiceField(
-            choices=["pending", "succeeded"],
-            help_text="pending: the provider's answer is not known yet",
+            choices=["pending", "succeeded", "abandoned"],
+            help_text="pending: the provider's answer is not known yet; abandoned: the provider "
+            "holds no payment for it, as two people confirmed (no money)",
         ),
         "charge": serializers.CharField(allow_null=True),
         "payment_intent": serializers.CharField(allow_null=True),
@@ -99,10 +100,11 @@ RefundLegOut = money_serializer(
         "charge": serializers.CharField(),
         "provider_refund_id": serializers.CharField(allow_null=True),
         "outcome": serializers.ChoiceField(
-            choices=["reserved", "accepted", "refused", "unknown"],
+            choices=["reserved", "accepted", "refused", "unknown", "void"],
             help_text="accepted: Stripe returned a Refund (not proof: see the verdict); "
             "refused: Stripe definitely refused, the money is back; "
-            "unknown: no trusted answer yet, the money stays reserved.",
+            "unknown: no trusted answer yet, the money stays reserved; "
+            "void: Stripe never made it, the money is back (a correction two people approved).",
         ),
         "error_code": serializers.CharField(allow_null=True),
         "released": serializers.BooleanField(
@@ -125,7 +127,9 @@ RefundOut = money_serializer(
         ),
         "legs": RefundLegOut(many=True),
         "verification_status": serializers.ChoiceField(
-            choices=["pending", "verified", "attention"]
+            choices=["pending", "verified", "attention", "not_applicable"],
+            help_text="pending until every accepted leg is decided; then verified or attention. "
+            "not_applicable: no leg was accepted, so nothing is there to verify.",
         ),
         "balances": BalancesOut(),
         "created_at": serializers.DateTimeField(),
