@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.apps import AppConfig
+from django.db import transaction
 
 
 class DisputesConfig(AppConfig):
@@ -9,13 +10,24 @@ class DisputesConfig(AppConfig):
 
     def ready(self) -> None:
         from disputes import services
+        from receipts.signals import receipt_written
         from verification import events
         from verification.signals import run_decided
 
         def on_decided(sender: Any, run: Any, **kwargs: Any) -> None:
             services.packet_on_verdict(run=run)
 
+        def on_receipt(sender: Any, receipt: Any, **kwargs: Any) -> None:
+            # Sent inside the transaction that writes the receipt (itself inside a verdict's):
+            # the packets catch up after it commits, and a failure there is logged, never raised
+            # into whoever committed it.
+            charge_id = str(receipt.charge_id)
+            transaction.on_commit(
+                lambda: services.packets_catch_up(charge_id=charge_id), robust=True
+            )
+
         run_decided.connect(on_decided, dispatch_uid="disputes.packet_on_verdict", weak=False)
+        receipt_written.connect(on_receipt, dispatch_uid="disputes.packets_catch_up", weak=False)
         for event_type in (
             "charge.dispute.created",
             "charge.dispute.updated",

@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from core.crash import crash_point
@@ -222,10 +221,12 @@ def dispute_submit_manually(*, dispute: Dispute) -> Outcome | None:
 
 def evidence_admit(*, dispute: Dispute, actor: User, data: Any) -> tuple[Evidence, bool]:
     """Admit one evidence item after every rule of SPEC §9 step 4. The same item twice is the
-    same admission; the same ref with other content is refused. Returns (evidence, created)."""
+    same admission; the same ref with other content is refused. A new admission, in its own
+    transaction, also gives the dispute a new packet version holding it when the current one is
+    neither approved nor filed (the admitter contributes to it). Returns (evidence, created)."""
     item = evidence_parse(data)
     with transaction.atomic():
-        Dispute.objects.select_for_update().get(pk=dispute.pk)
+        locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
         existing = Evidence.objects.filter(dispute=dispute, ref=item.ref).first()
         if existing is not None:
             if (existing.sha256, existing.kind, existing.summary) != (
@@ -243,6 +244,8 @@ def evidence_admit(*, dispute: Dispute, actor: User, data: Any) -> tuple[Evidenc
             target_id=dispute.public_id,
             details={"ref": item.ref, "kind": item.kind, "sha256": item.sha256},
         )
+        if _catches_up(locked):  # the packet catches up, its admitter contributing
+            _version_save(_version_draft(locked, requested_by=None), "evidence")
     return evidence, True
 
 
@@ -390,39 +393,91 @@ def _filing_refusal(packet: Packet) -> VouchError:
 def packet_prepare(*, dispute: Dispute, requested_by: User | None) -> Packet:
     """Prepare a new version (SPEC §9 steps 1-7) with the configured drafter, its output finalized.
     Earlier versions are superseded. Its contributors: whoever asked for it and whoever admitted
-    the evidence it holds; a version the system prepared on its own has none."""
-    drafter = drafter_from_settings()
+    the evidence it holds; a version the system prepared on its own from receipts alone has none.
+    Refused while a filing holds the dispute."""
     with transaction.atomic():
         locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
         _refuse_if_filing(locked)
-        material = material_for(locked)
-        draft = drafter.draft(material)
-        version = (locked.packets.aggregate(v=Max("version"))["v"] or 0) + 1
-        packet = Packet(
-            dispute=locked,
-            version=version,
-            drafter=getattr(drafter, "name", type(drafter).__name__),
-            evidence_refs=[e.as_dict() for e in material.evidence],
-            requested_by=requested_by,
-        )
-        _apply(packet, draft, material)
-        locked.packets.exclude(status=PacketStatus.SUPERSEDED).update(
-            status=PacketStatus.SUPERSEDED
-        )
-        packet.save()
-        contributors = {e.admitted_by_id for e in locked.evidence.all() if e.admitted_by_id}
-        if requested_by is not None:
-            contributors.add(requested_by.pk)
-        if contributors:
-            packet.contributors.add(*contributors)
-        audit_record(
-            actor=requested_by,
-            action="packet.prepare",
-            target_type="packet",
-            target_id=packet.public_id,
-            details={"version": version, "posture": packet.posture, "digest": packet.digest},
-        )
+        packet = _version_save(_version_draft(locked, requested_by=requested_by), "request")
     return packet
+
+
+def _version_draft(locked: Dispute, *, requested_by: User | None) -> Packet:
+    """The next version of a locked dispute's packet, drafted and finalized, not yet saved."""
+    drafter = drafter_from_settings()
+    material = material_for(locked)
+    draft = drafter.draft(material)
+    newest = locked.packets.order_by("-version").first()
+    packet = Packet(
+        dispute=locked,
+        version=(newest.version if newest is not None else 0) + 1,
+        drafter=getattr(drafter, "name", type(drafter).__name__),
+        evidence_refs=[e.as_dict() for e in material.evidence],
+        requested_by=requested_by,
+    )
+    _apply(packet, draft, material)
+    return packet
+
+
+def _version_save(packet: Packet, trigger: str) -> Packet:
+    """Keep a drafted version (in the caller's transaction, under the dispute's lock): earlier
+    versions are superseded, its contributors recorded, the preparation audited."""
+    dispute = packet.dispute
+    dispute.packets.exclude(status=PacketStatus.SUPERSEDED).update(status=PacketStatus.SUPERSEDED)
+    packet.save()
+    contributors = {e.admitted_by_id for e in dispute.evidence.all() if e.admitted_by_id}
+    if packet.requested_by_id is not None:
+        contributors.add(packet.requested_by_id)
+    if contributors:
+        packet.contributors.add(*contributors)
+    audit_record(
+        actor=packet.requested_by,
+        action="packet.prepare",
+        target_type="packet",
+        target_id=packet.public_id,
+        details={
+            "version": packet.version,
+            "posture": packet.posture,
+            "digest": packet.digest,
+            "trigger": trigger,
+        },
+    )
+    return packet
+
+
+def _catches_up(dispute: Dispute) -> bool:
+    """A dispute whose current version is neither approved nor filed (nor being filed) takes a new
+    version by itself when its material changes; an approved one waits for a person (a new
+    version would silently drop the approval)."""
+    if dispute.packets.filter(filing_status__in=FILING_HOLDS).exists():
+        return False
+    newest = dispute.packets.order_by("-version").first()
+    return newest is None or newest.approval_status != ApprovalStatus.APPROVED
+
+
+def packets_catch_up(*, charge_id: str) -> list[Packet]:
+    """A receipt for `charge_id` was written (and committed): every dispute on that charge whose
+    current version may be replaced gets a new version from the receipts as they are now, if it
+    says anything new. Nobody asked for it: the receipt adds no contributor. Each dispute in its
+    own transaction, so one that fails leaves the others caught up."""
+    prepared = []
+    for dispute_pk in Dispute.objects.filter(charge_id=charge_id).values_list("pk", flat=True):
+        try:
+            with transaction.atomic():
+                locked = Dispute.objects.select_for_update().get(pk=dispute_pk)
+                if not _catches_up(locked):
+                    continue
+                packet = _version_draft(locked, requested_by=None)
+                newest = locked.packets.order_by("-version").first()
+                if newest is not None and (newest.digest, newest.receipt_ids) == (
+                    packet.digest,
+                    packet.receipt_ids,
+                ):
+                    continue  # the receipt changes nothing the packet says
+                prepared.append(_version_save(packet, "receipt"))
+        except Exception:  # one dispute's failure must not keep the others behind
+            logger.exception("dispute %s: catching up on charge %s failed", dispute_pk, charge_id)
+    return prepared
 
 
 def _lock_packet(packet: Packet) -> Packet:

@@ -97,12 +97,14 @@ def evidence(ref: str, kind: str, summary: str = "Signed delivery confirmation")
 
 
 def contest_ready(world: World, ops: Ops, *, reason: str = "product_not_received") -> Packet:
-    """A funded charge, a dispute, delivery/consent evidence admitted and the packet prepared
-    again by the preparer: a ready `contest` packet."""
+    """A funded charge, a dispute, and delivery/consent evidence admitted by the preparer, which
+    gives the dispute a new version by itself (issue 10 item 10), the preparer contributing: a
+    ready `contest` packet."""
     world.fund()
     dispute = world.dispute(reason=reason)
     kind = "delivery" if reason == "product_not_received" else "consent"
     services.evidence_admit(dispute=dispute, actor=ops.preparer, data=evidence("doc:1", kind))
-    packet = services.packet_prepare(dispute=dispute, requested_by=ops.preparer)
+    packet = current(dispute)
+    assert packet.version == 2
     assert (packet.posture, packet.status) == ("contest", "ready_for_review"), packet.validation
     return packet

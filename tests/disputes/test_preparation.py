@@ -68,12 +68,13 @@ def test_delivery_evidence_on_product_not_received_gives_contest(world: World, o
     services.evidence_admit(
         dispute=dispute, actor=ops.preparer, data=evidence("track:1Z999", "delivery")
     )
-    packet = services.packet_prepare(dispute=dispute, requested_by=ops.preparer)
+    assert current(dispute).posture == "contest"  # caught up by itself (issue 10 item 10)
+    packet = services.packet_prepare(dispute=dispute, requested_by=ops.approver)
     assert packet.posture == "contest"
     assert "track:1Z999" in packet.citations
-    assert packet.version == 2
-    assert list(packet.contributors.all()) == [ops.preparer]
-    assert dispute.packets.get(version=1).status == "superseded"
+    assert packet.version == 3
+    assert set(packet.contributors.all()) == {ops.preparer, ops.approver}  # admitter, requester
+    assert dispute.packets.filter(version__lt=3, status="superseded").count() == 2
 
 
 def test_local_development_receipt_needs_more_evidence(world: World, settings: Any) -> None:
