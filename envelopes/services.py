@@ -395,17 +395,22 @@ def funding_record(*, leg: FundingLeg, outcome: Outcome) -> FundingResult:
     if outcome.refused:
         error = _funding_refusal(outcome)
         with transaction.atomic():
-            envelope = lock_envelope(leg.envelope_id)
-            FundingLeg.objects.filter(pk=leg.pk, status=FundingStatus.PENDING).delete()
-            idempotency_settle_error(resource=leg.public_id, error=error)
-            if leg.sequence == 1 and not envelope.funding_legs.exists():
-                idempotency_settle_error(resource=envelope.public_id, error=error)
-                envelope.delete()  # a declined creation leaves nothing behind
+            envelope = (
+                Envelope.objects.select_for_update(of=("self",)).filter(pk=leg.envelope_id).first()
+            )
+            if envelope is not None:  # else a provider event recorded this refusal first
+                FundingLeg.objects.filter(pk=leg.pk, status=FundingStatus.PENDING).delete()
+                idempotency_settle_error(resource=leg.public_id, error=error)
+                if leg.sequence == 1 and not envelope.funding_legs.exists():
+                    idempotency_settle_error(resource=envelope.public_id, error=error)
+                    envelope.delete()  # a declined creation leaves nothing behind
         crash_point("funding_after_record")
         raise error
     # Unknown: a pending leg, not funded money.
-    leg.refresh_from_db()
-    return FundingResult(leg.envelope, leg)
+    fresh = FundingLeg.objects.select_related("envelope").filter(pk=leg.pk).first()
+    if fresh is None:  # a provider event recorded a refusal meanwhile
+        raise _gone(leg.public_id)
+    return FundingResult(fresh.envelope, fresh)
 
 
 def _funding_succeeded(leg: FundingLeg, intent: dict[str, Any]) -> FundingResult:

@@ -49,17 +49,17 @@ def idempotent(
         provider_calls=provider_calls,
     )
     if claim.replay:
-        record = claim.record
-        replay = HttpResponse(
-            record.response_body.encode(),
-            status=record.response_status,
-            content_type="application/json",
-        )
+        replay = _stored_response(claim.record)
         replay["Idempotent-Replayed"] = "true"
         return replay
     try:
         response = action(claim.record)
     except VouchError as exc:
+        settled = IdempotencyRecord.objects.filter(pk=claim.record.pk, running=False).first()
+        if settled is not None and settled.response_status is not None:
+            # Another observer (a provider event, the resumption job) recorded how this very
+            # operation ended, and kept it as this request's answer: that answer is the truth.
+            return _stored_response(settled)
         if exc.stores_idempotent_response:
             rendered = render_json(error_body(exc.code, exc.message, exc.details))
             idempotency_store(claim.record, status=exc.status_code, body=rendered)
@@ -75,6 +75,14 @@ def idempotent(
     crash_point("idempotent_before_store")
     idempotency_store(claim.record, status=response.status_code, body=render_json(response.data))
     return response
+
+
+def _stored_response(record: IdempotencyRecord) -> HttpResponse:
+    return HttpResponse(
+        record.response_body.encode(),
+        status=record.response_status,
+        content_type="application/json",
+    )
 
 
 def _digestible(body: Any) -> dict[str, Any]:

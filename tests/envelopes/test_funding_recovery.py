@@ -290,3 +290,34 @@ def sandbox_intents(sandbox: SandboxControl) -> list[dict[str, Any]]:
 
 def sandbox_intent(sandbox: SandboxControl, intent_id: str) -> dict[str, Any]:
     return dict(_client(sandbox).v1.payment_intents.retrieve(intent_id).to_dict())
+
+
+def test_a_decline_recorded_by_an_event_is_the_answer_of_the_request_that_made_it(
+    alice: Api, sandbox: SandboxControl, sdk: stripe.StripeClient
+) -> None:
+    """The request's own answer was lost (its process died); the `payment_intent.payment_failed`
+    event records the decline. The client's retry gets that decline (402), never a 500 about a
+    leg that is gone, and nothing is charged again."""
+    envelope_id = alice.create(5_000_000)["envelope_id"]
+    envelope = Envelope.objects.get(public_id=envelope_id)
+    declined = {"amount_micro": 2_000_000, "payment_method": "pm_card_chargeDeclined"}
+    claim = idempotency_claim(
+        user=alice.user,
+        key="declined-top-up",
+        operation=operation_name("envelope.top_up", envelope_id),
+        surface="rest",
+        body=declined,
+    )
+    sandbox.add_fault("/v1/payment_intents", "apply_then_drop", method="POST", times=1)
+    sandbox.add_fault("/v1/payment_intents", "server_error", method="POST")
+    assert services.envelope_top_up(envelope=envelope, idempotency=claim.record, **declined).pending
+    sandbox.clear_faults()
+    (event,) = _events(sdk, "payment_intent.payment_failed")
+    _deliver(event)
+    retry = alice.post(
+        f"/api/v1/escrow/envelopes/{envelope_id}/top-ups", declined, key="declined-top-up"
+    )
+    assert retry.status_code == 402, retry.content
+    assert retry.json()["error"]["code"] == "card_declined"
+    assert counts(sandbox)["payment_intents"] == 2
+    assert FundingLeg.objects.count() == 1

@@ -1,0 +1,121 @@
+"""The adjustments queue in the admin, used as ops would (issue 10, item 5): a money escalation's
+page offers "Propose an adjustment…" (not a note); one person proposes; the proposer cannot
+approve; a second person confirms the amount and approves; refusals are messages that say what
+is true, and change nothing."""
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import time_machine
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import User
+from envelopes import services
+from envelopes.models import Adjustment, Envelope, LegOutcome, RefundLeg
+from envelopes.selectors import ledger_breaches
+from stripe_sandbox.client import SandboxControl
+from tests.envelopes.conftest import Api
+from verification.models import Escalation
+
+pytestmark = pytest.mark.django_db
+
+VIEW = [
+    ("verification", "view_escalation"),
+    ("reconciliation", "view_adjustment"),
+    ("envelopes", "view_envelope"),
+]
+
+
+def staff(username: str, *perms: tuple[str, str]) -> User:
+    user = User.objects.create_user(
+        username, f"{username}@example.com", "pw-123-abc", is_staff=True
+    )
+    for app, codename in (*VIEW, *perms):
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app, codename=codename)
+        )
+    return user
+
+
+def as_(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def messages_of(response: Any) -> list[str]:
+    return [str(m) for m in response.context["messages"]] if response.context else []
+
+
+def test_ops_propose_and_a_second_person_approves_in_the_admin(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    proposer = staff("pia", ("envelopes", "add_adjustment"), ("verification", "resolve_escalation"))
+    approver = staff("aron", ("reconciliation", "approve_adjustment"))
+    envelope_id = alice.create(5_000_000)["envelope_id"]
+    sandbox.add_fault("/v1/refunds", "server_error", method="POST")
+    alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 2_000_000})
+    sandbox.clear_faults()
+    with time_machine.travel(timezone.now() + timedelta(hours=25), tick=True):
+        services.stranded_resume(older_than_s=60)
+        escalation = Escalation.objects.get()
+        page = as_(proposer).get(
+            reverse("admin:verification_escalation_change", args=[escalation.pk])
+        )
+        html = page.content.decode()
+        assert "Propose an adjustment" in html
+        assert "concerns money" in html
+        assert reverse("admin:verification_escalation_resolve", args=[escalation.pk]) not in html
+        propose = (
+            reverse("admin:reconciliation_adjustment_propose") + f"?escalation={escalation.pk}"
+        )
+        form = as_(proposer).get(propose)
+        assert form.status_code == 200
+        assert "Release a refund leg the provider never made" in form.content.decode()
+        empty = as_(proposer).post(propose, {"kind": "leg_release", "reason": ""}, follow=True)
+        assert any("needs a reason" in m for m in messages_of(empty))
+        assert not Adjustment.objects.exists()
+        done = as_(proposer).post(
+            propose, {"kind": "leg_release", "reason": "No refund in the Dashboard."}, follow=True
+        )
+        adjustment = Adjustment.objects.get()
+        assert any("is proposed" in m for m in messages_of(done))
+        page_url = reverse("admin:reconciliation_adjustment_change", args=[adjustment.pk])
+        decide = reverse("admin:reconciliation_adjustment_decide", args=[adjustment.pk])
+        own = as_(proposer).get(page_url).content.decode()
+        assert "You proposed this adjustment" in own
+        assert "Approve and write" not in own
+        refused = as_(proposer).post(
+            decide, {"approve": "1", "confirmed_amount_micro": "2000000"}, follow=True
+        )
+        assert any("adjustment_self_approval" in m for m in messages_of(refused))
+        theirs = as_(approver).get(page_url).content.decode()
+        assert "Approve and write" in theirs
+        assert "2000000" in theirs
+        wrong = as_(approver).post(
+            decide, {"approve": "1", "confirmed_amount_micro": "200"}, follow=True
+        )
+        assert any("adjustment_amount_mismatch" in m for m in messages_of(wrong))
+        assert Envelope.objects.get().reserved_micro == 2_000_000
+        right = as_(approver).post(
+            decide, {"approve": "1", "confirmed_amount_micro": "2000000"}, follow=True
+        )
+        assert any("approved and written" in m for m in messages_of(right))
+    envelope = Envelope.objects.get()
+    assert (envelope.reserved_micro, envelope.unspent_micro) == (0, 5_000_000)
+    assert RefundLeg.objects.get().outcome == LegOutcome.VOID
+    escalation.refresh_from_db()
+    assert escalation.resolution == "adjusted"
+    assert ledger_breaches() == []
+    queue = as_(approver).get(reverse("admin:reconciliation_adjustment_changelist"))
+    assert adjustment.public_id in queue.content.decode()
+
+
+def test_proposing_needs_the_permission(alice: Api, sandbox: SandboxControl) -> None:
+    viewer = staff("vic")
+    response = as_(viewer).get(reverse("admin:reconciliation_adjustment_propose") + "?escalation=1")
+    assert response.status_code == 403
