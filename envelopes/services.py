@@ -268,9 +268,9 @@ def funding_send(*, leg: FundingLeg, idempotency: IdempotencyRecord | None = Non
             "confirmed.",
             details={"funding_id": leg.public_id},
         )
+    idempotency_renew(idempotency)
     if clock.now() - leg.created_at > PROVIDER_KEY_TTL:
         return funding_leg_find(leg=leg)
-    idempotency_renew(idempotency)
     outcome = _provider().payment_create(
         amount_cents=to_cents(leg.amount_micro),
         currency="usd",
@@ -690,9 +690,9 @@ def refund_send(
 def refund_leg_send(*, leg: RefundLeg, idempotency: IdempotencyRecord | None = None) -> RefundLeg:
     """Send one leg (again: the key makes it safe) and record the answer. Once the provider may
     have forgotten the key, sending again could refund twice: the refund is looked up instead."""
+    idempotency_renew(idempotency)
     if clock.now() - leg.reserved_at > PROVIDER_KEY_TTL:
         return refund_leg_find(leg=leg)
-    idempotency_renew(idempotency)
     envelope = leg.operation.envelope
     outcome = _provider().refund_create(
         charge=leg.funding_leg.charge_id,
