@@ -20,6 +20,10 @@ def _packet_public_id() -> str:
     return f"pkt_{secrets.token_hex(12)}"
 
 
+def _evidence_public_id() -> str:
+    return f"evd_{secrets.token_hex(12)}"
+
+
 class DisputeSource(models.TextChoices):
     PROVIDER = "provider", "Provider event"
     STAFF = "staff", "Entered by staff"
@@ -76,6 +80,7 @@ class EvidenceKind(models.TextChoices):
 class Evidence(models.Model):
     """External evidence, admitted only as a bounded reference: {ref, sha256, kind, summary}."""
 
+    public_id = models.CharField(max_length=40, unique=True, default=_evidence_public_id)
     dispute = models.ForeignKey(Dispute, on_delete=models.CASCADE, related_name="evidence")
     ref = models.CharField(max_length=200)
     sha256 = models.CharField(max_length=64)

@@ -50,6 +50,7 @@ def packet_current(dispute: Dispute) -> Packet | None:
 
 def evidence_data(evidence: Evidence) -> dict[str, Any]:
     return {
+        "evidence_id": evidence.public_id,
         "ref": evidence.ref,
         "sha256": evidence.sha256,
         "kind": evidence.kind,

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from core.crash import crash_point
 from core.exceptions import InvalidInput, PermissionDenied, VouchError
+from core.idempotency import idempotency_attach
 from core.services import audit_record
 from disputes import exceptions as errors
 from disputes.drafting import Draft, DraftMaterial, ReceiptFact, drafter_from_settings
@@ -45,6 +46,7 @@ from providers.outcomes import Outcome
 
 if TYPE_CHECKING:
     from accounts.models import User
+    from core.models import IdempotencyRecord
     from verification.models import VerificationRun
 
 logger = logging.getLogger("vouch.disputes")
@@ -90,9 +92,14 @@ def dispute_normalize(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def dispute_record(
-    *, fields: Mapping[str, Any], source: str, entered_by: User | None = None
+    *,
+    fields: Mapping[str, Any],
+    source: str,
+    entered_by: User | None = None,
+    idempotency: IdempotencyRecord | None = None,
 ) -> tuple[Dispute, bool]:
     """Create the dispute once (unique provider id), or refresh what the provider says of it.
+    A request's idempotency record names the dispute it created, in the creating transaction.
     Returns (dispute, created)."""
     if fields.get("currency", "usd") != "usd":
         raise errors.UnsupportedCurrency()
@@ -119,6 +126,8 @@ def dispute_record(
                 )
         except IntegrityError:  # created by a concurrent delivery
             return Dispute.objects.get(provider="stripe", provider_dispute_id=key), False
+        if idempotency is not None:
+            idempotency_attach(idempotency, dispute.public_id)
         if entered_by is not None:
             audit_record(
                 actor=entered_by,
@@ -130,36 +139,58 @@ def dispute_record(
     return dispute, True
 
 
-def dispute_enter(*, actor: User, data: Mapping[str, Any]) -> Packet:
-    """A dispute entered by staff: recorded and prepared at once (the person asked for it), then,
-    if the provider holds it, set to be submitted manually (never by Smart Disputes)."""
-    deadline = data.get("response_deadline")
-    fields = {
-        "provider_dispute_id": data["dispute_id"],
-        "charge_id": data["charge_id"],
-        "amount_micro": data["amount_micro"],
-        "currency": data.get("currency") or "usd",
-        "reason": data["reason"],
-        "response_deadline": deadline,
-        "provider_status": "",
-    }
-    if fields["amount_micro"] <= 0 or fields["amount_micro"] % MICRO_PER_CENT:
-        raise InvalidInput("amount_micro must be a positive whole number of cents in micro.")
-    dispute, created = dispute_record(fields=fields, source=DisputeSource.STAFF, entered_by=actor)
-    if not created:
-        raise errors.DisputeAlreadyRecorded(details={"dispute_id": dispute.public_id})
-    packet = packet_prepare(dispute=dispute, requested_by=actor)
+def dispute_enter(
+    *, actor: User, data: Mapping[str, Any], idempotency: IdempotencyRecord | None = None
+) -> Packet:
+    """A dispute entered by staff: recorded (the request's idempotency record naming it), its
+    first version prepared (the person asked for it), then, if the provider holds it, set to be
+    submitted manually (never by Smart Disputes). Three commits, the provider called after the
+    last: a resumed request continues with the dispute its record names, from where it stopped,
+    and never records another. Returns the entry's version."""
+    if idempotency is not None and idempotency.resource:
+        dispute = Dispute.objects.get(public_id=idempotency.resource)
+    else:
+        fields = {
+            "provider_dispute_id": data["dispute_id"],
+            "charge_id": data["charge_id"],
+            "amount_micro": data["amount_micro"],
+            "currency": data.get("currency") or "usd",
+            "reason": data["reason"],
+            "response_deadline": data.get("response_deadline"),
+            "provider_status": "",
+        }
+        if fields["amount_micro"] <= 0 or fields["amount_micro"] % MICRO_PER_CENT:
+            raise InvalidInput("amount_micro must be a positive whole number of cents in micro.")
+        dispute, created = dispute_record(
+            fields=fields, source=DisputeSource.STAFF, entered_by=actor, idempotency=idempotency
+        )
+        if not created:
+            raise errors.DisputeAlreadyRecorded(details={"dispute_id": dispute.public_id})
+        crash_point("dispute_entry_after_record")
+    packet = _packet_first(dispute=dispute, requested_by=actor, trigger="entry")
+    crash_point("dispute_entry_after_prepare")
     dispute_submit_manually(dispute=dispute)  # if the provider holds it; after the commits
     packet.dispute = dispute  # as it is now
     return packet
 
 
+def _packet_first(*, dispute: Dispute, requested_by: User | None, trigger: str) -> Packet:
+    """The dispute's first version: the one prepared already (a resumed entry, an event delivered
+    again after a crash), or prepared now."""
+    with transaction.atomic():
+        locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
+        first = locked.packets.order_by("version").first()
+        if first is not None:
+            return first
+        return _version_save(_version_draft(locked, requested_by=requested_by), trigger)
+
+
 def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
     """`charge.dispute.*`: re-read the dispute (events may be stale or out of order), record it,
-    prepare a packet when it is new, and, while it awaits a response and the provider does not
-    say `manual` yet, set its submission method to manual. Raises if the provider cannot be read
-    or does not answer the update, so the event stays unprocessed and the retry job comes back
-    to it (each step is idempotent)."""
+    prepare its first version if it has none, and, while it awaits a response and the provider
+    does not say `manual` yet, set its submission method to manual. Raises if the provider cannot
+    be read or does not answer the update, so the event stays unprocessed and the retry job comes
+    back to it (each step is idempotent)."""
     obj = (event.get("data") or {}).get("object") or {}
     dispute_id = str(obj.get("id") or "")
     if not dispute_id:
@@ -167,11 +198,10 @@ def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
     read = provider_from_settings().dispute_read(dispute_id)
     if not read.accepted:
         raise RuntimeError(f"dispute {dispute_id} could not be read: {read.error_code}")
-    dispute, created = dispute_record(
+    dispute, _ = dispute_record(
         fields=dispute_normalize(read.require()), source=DisputeSource.PROVIDER
     )
-    if created:
-        packet_prepare(dispute=dispute, requested_by=None)
+    _packet_first(dispute=dispute, requested_by=None, trigger="provider_event")
     if dispute.provider_status in RESPONDABLE:
         outcome = dispute_submit_manually(dispute=dispute)
         if outcome is not None and outcome.unknown:
@@ -219,11 +249,17 @@ def dispute_submit_manually(*, dispute: Dispute) -> Outcome | None:
 # --- evidence ------------------------------------------------------------------------------------
 
 
-def evidence_admit(*, dispute: Dispute, actor: User, data: Any) -> tuple[Evidence, bool]:
+def evidence_admit(
+    *, dispute: Dispute, actor: User, data: Any, idempotency: IdempotencyRecord | None = None
+) -> tuple[Evidence, bool]:
     """Admit one evidence item after every rule of SPEC §9 step 4. The same item twice is the
     same admission; the same ref with other content is refused. A new admission, in its own
     transaction, also gives the dispute a new packet version holding it when the current one is
-    neither approved nor filed (the admitter contributes to it). Returns (evidence, created)."""
+    neither approved nor filed (the admitter contributes to it). The request's idempotency record
+    names the admission in that transaction; a resumed request replays it. Returns (evidence,
+    created)."""
+    if idempotency is not None and idempotency.resource:
+        return Evidence.objects.get(public_id=idempotency.resource), True
     item = evidence_parse(data)
     with transaction.atomic():
         locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
@@ -237,6 +273,8 @@ def evidence_admit(*, dispute: Dispute, actor: User, data: Any) -> tuple[Evidenc
                 raise errors.EvidenceRefConflict(details={"ref": item.ref})
             return existing, False
         evidence = Evidence.objects.create(dispute=dispute, admitted_by=actor, **item.as_dict())
+        if idempotency is not None:
+            idempotency_attach(idempotency, evidence.public_id)
         audit_record(
             actor=actor,
             action="dispute.evidence_admit",
@@ -390,15 +428,25 @@ def _filing_refusal(packet: Packet) -> VouchError:
     )
 
 
-def packet_prepare(*, dispute: Dispute, requested_by: User | None) -> Packet:
+def packet_prepare(
+    *,
+    dispute: Dispute,
+    requested_by: User | None,
+    idempotency: IdempotencyRecord | None = None,
+) -> Packet:
     """Prepare a new version (SPEC §9 steps 1-7) with the configured drafter, its output finalized.
     Earlier versions are superseded. Its contributors: whoever asked for it and whoever admitted
     the evidence it holds; a version the system prepared on its own from receipts alone has none.
-    Refused while a filing holds the dispute."""
+    Refused while a filing holds the dispute. The request's idempotency record names the version
+    in the transaction that saves it; a resumed request returns that version, never a new one."""
+    if idempotency is not None and idempotency.resource:
+        return Packet.objects.select_related("dispute").get(public_id=idempotency.resource)
     with transaction.atomic():
         locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
         _refuse_if_filing(locked)
         packet = _version_save(_version_draft(locked, requested_by=requested_by), "request")
+        if idempotency is not None:
+            idempotency_attach(idempotency, packet.public_id)
     return packet
 
 

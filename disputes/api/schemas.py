@@ -8,6 +8,9 @@ POSTURES = ["accept", "contest", "refund_already_sent", "needs_more_evidence", "
 
 
 class EvidenceOut(serializers.Serializer):
+    evidence_id = serializers.CharField(
+        required=False, help_text="The admission's id (evd_…); not in a packet's evidence refs."
+    )
     ref = serializers.CharField()
     sha256 = serializers.CharField()
     kind = serializers.ChoiceField(

@@ -156,10 +156,15 @@ class DisputeListApi(APIView):
     def post(self, request: Request) -> Response | HttpResponse:
         def action(record: IdempotencyRecord | None) -> Response:
             data = parse_body(DisputeInput, request)
-            packet = services.dispute_enter(actor=caller(request), data=data)
+            packet = services.dispute_enter(actor=caller(request), data=data, idempotency=record)
             return ok(selectors.dispute_data(packet.dispute), status=201)
 
-        return idempotent(request, operation=operation_name("dispute.enter"), action=action)
+        return idempotent(
+            request,
+            operation=operation_name("dispute.enter"),
+            action=action,
+            provider_calls=1,  # intended_submission_method=manual, if the provider holds it
+        )
 
 
 class DisputeDetailApi(APIView):
@@ -209,7 +214,7 @@ class EvidenceApi(APIView):
         def action(record: IdempotencyRecord | None) -> Response:
             data = request_object(request)
             evidence, created = services.evidence_admit(
-                dispute=dispute, actor=caller(request), data=data
+                dispute=dispute, actor=caller(request), data=data, idempotency=record
             )
             body = {
                 "evidence": selectors.evidence_data(evidence),
@@ -222,6 +227,7 @@ class EvidenceApi(APIView):
             request,
             operation=operation_name("dispute.evidence", dispute.public_id),
             action=action,
+            provider_calls=0,
         )
 
 
@@ -260,11 +266,14 @@ class PacketApi(APIView):
             if any("receipt" in str(k) for k in data):
                 raise errors.ReceiptDetailRefused(details={"fields": sorted(map(str, data))})
             parse_body(PacketInput, request)
-            packet = services.packet_prepare(dispute=dispute, requested_by=caller(request))
+            packet = services.packet_prepare(
+                dispute=dispute, requested_by=caller(request), idempotency=record
+            )
             return ok(selectors.dispute_data(packet.dispute), status=201)
 
         return idempotent(
             request,
             operation=operation_name("dispute.packet", dispute.public_id),
             action=action,
+            provider_calls=0,
         )
