@@ -145,7 +145,8 @@ def _summary(answers: list[Answer]) -> str:
 
 def test_make_run_serves_concurrent_fundings_declines_and_refunds(tmp_path: Path) -> None:
     var_dir = tmp_path / "var"
-    with make_run(var_dir) as run:
+    # Without the reloader: an edit elsewhere in the checkout must not drop requests in flight.
+    with make_run(var_dir, noreload=True) as run:
         buyers = [Buyer(run.base, n) for n in range(CLIENTS)]
         for b in buyers:
             b.login()

@@ -44,11 +44,12 @@ class MakeRun:
 
 
 @contextmanager
-def make_run(var_dir: Path) -> Iterator[MakeRun]:
+def make_run(var_dir: Path, *, noreload: bool = False) -> Iterator[MakeRun]:
     """`manage.py run_local` as `make run` starts it (local settings, embedded defaults), its
     state in `var_dir`, the web server and the sandbox on free ports, every process's output
     captured (and left in `make-run.log` beside `var_dir`). Yields once the login page answers;
-    stops it as Ctrl-C does and requires a clean exit."""
+    stops it as Ctrl-C does and requires a clean exit. `noreload`: the web server does not restart
+    (dropping the requests in flight) when someone edits a source file meanwhile."""
     port, sandbox_port = free_port(), free_port()
     env = {
         k: v
@@ -62,8 +63,9 @@ def make_run(var_dir: Path) -> Iterator[MakeRun]:
         VOUCH_VAR_DIR=str(var_dir),
         PYTHONUNBUFFERED="1",
     )
+    command = [sys.executable, "manage.py", "run_local", "--port", str(port)]
     launcher = subprocess.Popen(
-        [sys.executable, "manage.py", "run_local", "--port", str(port)],
+        [*command, "--noreload"] if noreload else command,
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -60,8 +60,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--noreload",
+            action="store_true",
+            help="Do not restart the web server when a source file changes (the worker and beat "
+            "never restart): for tests that must not lose requests to an edit nearby.",
+        )
 
-    def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+    def handle(
+        self, *args: Any, host: str, port: int, noreload: bool = False, **options: Any
+    ) -> None:
         self.stdout.write("==> Preparing the database")
         call_command("migrate", interactive=False, verbosity=1)
         call_command("setup_periodic_tasks")
@@ -80,7 +88,10 @@ class Command(BaseCommand):
                 "--webhook-secret", settings.STRIPE_WEBHOOK_SECRETS[0],
             ]  # fmt: skip
         commands |= {
-            "web": [python, "manage.py", "runserver", f"{host}:{port}"],
+            "web": [
+                python, "manage.py", "runserver", f"{host}:{port}",
+                *(["--noreload"] if noreload else []),
+            ],
             "worker": [
                 python, "-m", "celery", "-A", "config.celery_app", "worker",
                 "--loglevel=INFO", "--concurrency=2",
