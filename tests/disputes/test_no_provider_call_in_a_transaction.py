@@ -1,5 +1,6 @@
-"""STYLE §3 for disputes: recording a dispute (dispute.read), filing (dispute.file), resuming a
-filing and the filing's readback call the provider outside any transaction. A spy on the adapter's
+"""STYLE §3 for disputes: recording a dispute (dispute.read), setting it to be submitted manually
+(on the provider's event and on a staff entry), filing (dispute.file), resuming a filing and the
+filing's readback call the provider outside any transaction. A spy on the adapter's
 single request path records whether a transaction was open at each call."""
 
 from typing import Any
@@ -10,9 +11,10 @@ from django.db import connection
 from disputes import services
 from disputes.services import _reserve_filing, filings_resume
 from providers.stripe_provider import StripeProvider
+from tests.envelopes.conftest import Api
 from tests.helpers import settle_runs
 
-from .conftest import Ops, World, contest_ready
+from .conftest import Ops, World, contest_ready, staff_user
 
 
 @pytest.mark.django_db(transaction=True)
@@ -38,7 +40,22 @@ def test_no_dispute_flow_calls_the_provider_inside_a_transaction(
         packet=packet, actor=ops.filer, confirmed_digest=packet.digest, idempotency_key=key
     )
     settle_runs()  # dispute.read by the stripe.dispute.filed readback
+    # A staff entry of a dispute the provider holds: intended_submission_method=manual.
+    world.fund()
+    opened = world.sandbox.open_dispute(world.charge_id, reason="fraudulent")
+    entered = Api(staff_user("clerk")).post(
+        "/api/v1/disputes",
+        {
+            "dispute_id": opened["id"],
+            "charge_id": world.charge_id,
+            "amount_micro": 10_000_000,
+            "reason": "fraudulent",
+        },
+    )
+    assert entered.status_code == 201, entered.content
     filing_calls = [inside for k, inside in calls if k == key]
     assert len(filing_calls) == 2
+    manual_calls = [k for k, _ in calls if k.endswith(":manual")]
+    assert len(manual_calls) == 2  # the event's dispute and the entered one
     assert len(calls) >= 6
     assert not any(inside for _, inside in calls), calls
