@@ -33,7 +33,7 @@ def _unknown_legs(alice: Api, sandbox: SandboxControl, count: int) -> list[Refun
 
 
 def test_the_oldest_leg_is_resumed_first(alice: Api, sandbox: SandboxControl) -> None:
-    legs = _unknown_legs(alice, sandbox, 3)
+    _unknown_legs(alice, sandbox, 3)
     with time_machine.travel(timezone.now() + timedelta(minutes=10), tick=True):
         services.stranded_resume(older_than_s=60, limit=1)
     outcomes = [leg.outcome for leg in RefundLeg.objects.order_by("reserved_at")]
