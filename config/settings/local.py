@@ -55,6 +55,14 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 SANDBOX_API_KEY = "sk_test_vouch_sandbox"
 STRIPE_API_KEY = env.str("STRIPE_API_KEY", default=SANDBOX_API_KEY)
 STRIPE_USES_SANDBOX = STRIPE_API_KEY == SANDBOX_API_KEY
+if STRIPE_API_KEY.startswith(("sk_live_", "rk_live_")):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "STRIPE_API_KEY is a live-mode key, and `make run` (local settings) is a development run: "
+        "it must not move live money. Unset STRIPE_API_KEY to use the Stripe sandbox, or set it to "
+        "a test-mode key (sk_test_…)."
+    )
 STRIPE_API_BASE = env.str(
     "STRIPE_API_BASE",
     default="http://127.0.0.1:12111" if STRIPE_USES_SANDBOX else "https://api.stripe.com",

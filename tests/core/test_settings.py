@@ -114,3 +114,23 @@ def test_local_runs_use_the_sandbox_unless_a_real_key_is_set(
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert result.stdout.split() == [str(uses_sandbox), base]
+
+
+def test_a_local_run_refuses_a_live_key(tmp_path: Path) -> None:
+    """`make run` is a development run against the sandbox or Stripe test mode: never live money."""
+    base = {k: v for k, v in os.environ.items() if k not in ("STRIPE_API_KEY", "DATABASE_URL")}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env={
+            **base,
+            "DJANGO_SETTINGS_MODULE": "config.settings.local",
+            "VOUCH_VAR_DIR": str(tmp_path),
+            "STRIPE_API_KEY": "sk_live_dummy",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "must not move live money" in result.stderr
