@@ -189,9 +189,10 @@ class EvidenceApi(APIView):
         operation_id="disputes_evidence_admit",
         summary="Admit external evidence as {ref, sha256, kind, summary} (staff)",
         description="Raw payloads, unknown fields, receipt detail and anything that looks like a "
-        "credential or a card number are refused with a code naming the rule. The admitter "
-        "contributes to every packet version that holds the evidence (four eyes). Prepare the "
-        "packet again to use it.",
+        "credential or a card number are refused with a code naming the rule. A new admission "
+        "gives the dispute a new packet version holding it at once, unless the current version "
+        "is approved or filed (or being filed). The admitter contributes to every version that "
+        "holds the evidence (four eyes).",
         request=EvidenceInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
