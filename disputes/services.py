@@ -43,6 +43,7 @@ from disputes.packets import (
 )
 from providers import provider_from_settings
 from providers.outcomes import Outcome
+from verification.models import Observation
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -350,16 +351,16 @@ def _apply(packet: Packet, draft: Draft | Mapping[str, Any], material: DraftMate
 def _refuse_if_filing(dispute: Dispute) -> None:
     """A filing that holds the dispute (one submission per dispute at the provider) refuses any
     other version, saying which filing holds it and what is known of it."""
-    holding = dispute.packets.filter(filing_status__in=FILING_HOLDS).select_related("filing_run")
-    for packet in holding[:1]:
-        raise _filing_refusal(packet)
+    holding = (
+        dispute.packets.filter(filing_status__in=FILING_HOLDS).select_related("filing_run").first()
+    )
+    if holding is not None:
+        raise _filing_refusal(holding)
 
 
 def _readback_shows(packet: Packet) -> dict[str, Any] | None:
     """The dispute as the filing's readback last saw it at the provider (its evidence details),
     or None when no readback could read it."""
-    from verification.models import Observation
-
     if packet.filing_run_id is None:
         return None
     seen = (
@@ -382,6 +383,7 @@ def _filing_refusal(packet: Packet) -> VouchError:
     on the dispute), naming the version, the filing and what its readback showed."""
     which = f"Version {packet.version} ({packet.public_id})"
     run = packet.filing_run
+    run_name = run.public_id if run else "(none)"
     details: dict[str, Any] = {
         "packet": packet.public_id,
         "version": packet.version,
@@ -392,7 +394,7 @@ def _filing_refusal(packet: Packet) -> VouchError:
     }
     if packet.filing_status == FilingStatus.FILED:
         return errors.PacketAlreadyFiled(
-            f"{which} is filed: its readback run {run.public_id if run else ''} is VERIFIED. "
+            f"{which} is filed: its readback run {run_name} is VERIFIED. "
             "Nothing more is filed for this dispute.",
             details=details,
         )
@@ -422,8 +424,7 @@ def _filing_refusal(packet: Packet) -> VouchError:
     return errors.PacketReadbackFailed(
         f"{which}'s filing was not proven: its readback ended {verdict}, and {shown}, so it "
         "cannot be shown that nothing was submitted. Nothing else is prepared or filed for this "
-        f"dispute until a person resolves the escalation of run "
-        f"{run.public_id if run else '(none)'}.",
+        f"dispute until a person resolves the escalation of run {run_name}.",
         details=details,
     )
 
