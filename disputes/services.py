@@ -41,8 +41,7 @@ from disputes.packets import (
     handoff,
     packet_digest,
 )
-from providers import provider_from_settings
-from providers.outcomes import Outcome
+from providers import Outcome, OutcomeKind, provider_from_settings
 from verification.models import Observation
 
 if TYPE_CHECKING:
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("vouch.disputes")
 
 FILED_CONTRACT = "stripe.dispute.filed"
+PROVIDER_KEY_TTL = timedelta(hours=23)  # Stripe keeps idempotency keys 24 h: stay inside it
 MICRO_PER_CENT = 10_000
 PERM_APPROVE = "disputes.approve_packet"
 PERM_FILE = "disputes.file_packet"
@@ -858,9 +858,17 @@ def filings_resume(*, older_than_s: float = 60.0, limit: int = 50) -> int:
 
 def packet_resume_filing(*, packet: Packet) -> Packet:
     """A filing left `submitting` (the process died between the call and the record): repeat the
-    call with the same key (the provider replays) and record it. Never a new key."""
+    call with the same key (the provider replays) and record it. Never a new key. Once the
+    provider may have forgotten the key, a repeated call would not be replayed (Stripe refuses a
+    second submission, which says nothing about the first): the outcome is recorded as unknown
+    and the readback run decides, as for any filing whose answer was lost."""
     if packet.filing_status != FilingStatus.SUBMITTING or not packet.filing_key:
         return packet
+    started = packet.filing_started_at or packet.updated_at
+    if timezone.now() - started > PROVIDER_KEY_TTL:
+        return _record_filing(
+            packet=packet, outcome=Outcome(OutcomeKind.UNKNOWN, error_code="key_expired")
+        )
     request = filing_request(packet, digest=packet.approved_digest)
     outcome = provider_from_settings().dispute_file(
         dispute_id=request["dispute_id"],

@@ -435,3 +435,43 @@ def test_a_readback_showing_another_submission_locks_the_dispute_and_says_so(
     with pytest.raises(PacketReadbackFailed):
         file(failed, ops, "another-key")
     assert Packet.objects.filter(dispute=packet.dispute).count() == failed.version
+
+
+def test_a_filing_resumed_after_its_key_expired_is_read_back_not_sent_again(
+    world: World, ops: Ops, stripe_at_sandbox: SandboxControl
+) -> None:
+    """The process died after the provider filed; the job comes back only after the provider has
+    forgotten the key (24 h). Sending again would not be replayed: Stripe refuses a second
+    submission, and that refusal must not be taken for "nothing was filed". Past the key's life
+    the job does not call `dispute.file` again; the readback decides."""
+    import time_machine
+    from django.utils import timezone
+
+    from disputes.packets import filing_request
+    from disputes.services import _reserve_filing, filings_resume
+    from providers import provider_from_settings
+
+    packet = approve(contest_ready(world, ops), ops)
+    key = services.filing_key_proposal(packet)
+    reserved = _reserve_filing(
+        packet=packet, actor=ops.filer, confirmed_digest=packet.digest, key=key
+    )
+    request = filing_request(reserved, digest=reserved.approved_digest)
+    assert (
+        provider_from_settings()
+        .dispute_file(
+            dispute_id=request["dispute_id"],
+            evidence=request["evidence"],
+            metadata=request["metadata"],
+            idempotency_key=key,
+        )
+        .accepted
+    )  # ... and the process died before recording it
+    with time_machine.travel(timezone.now() + timedelta(hours=25), tick=True):
+        assert filings_resume(older_than_s=60) == 1
+        resumed = Packet.objects.get(pk=packet.pk)
+        assert resumed.filing_status == "awaiting_readback"  # not refused, not "not filed"
+        assert resumed.filing_key == key
+        assert submissions(stripe_at_sandbox, packet.dispute.provider_dispute_id) == 1
+        settle_runs()
+    assert Packet.objects.get(pk=packet.pk).filing_status == "filed"
