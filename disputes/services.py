@@ -41,7 +41,7 @@ from disputes.packets import (
     handoff,
     packet_digest,
 )
-from providers import Outcome, OutcomeKind, provider_from_settings
+from providers import IDEMPOTENCY_KEY_TTL, Outcome, OutcomeKind, provider_from_settings
 from verification.models import Observation
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("vouch.disputes")
 
 FILED_CONTRACT = "stripe.dispute.filed"
-PROVIDER_KEY_TTL = timedelta(hours=23)  # Stripe keeps idempotency keys 24 h: stay inside it
+PROVIDER_KEY_TTL = IDEMPOTENCY_KEY_TTL
 MICRO_PER_CENT = 10_000
 PERM_APPROVE = "disputes.approve_packet"
 PERM_FILE = "disputes.file_packet"

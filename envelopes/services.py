@@ -43,7 +43,7 @@ from envelopes.models import (
 )
 from envelopes.money import to_cents
 from envelopes.signals import refund_leg_released
-from providers import Outcome, OutcomeKind, provider_from_settings
+from providers import IDEMPOTENCY_KEY_TTL, Outcome, OutcomeKind, provider_from_settings
 from verification import clock
 from verification.selectors import escalated_subjects
 from verification.services import escalation_open, verification_start
@@ -60,7 +60,7 @@ MIN_FUNDING_MICRO = 1_000_000
 MAX_ENVELOPE_MICRO = 5_000_000_000
 REFUND_CONTRACT = "stripe.refund.created"
 CHARGE_CONTRACT = "stripe.charge.succeeded"
-PROVIDER_KEY_TTL = timedelta(hours=23)  # Stripe keeps keys 24 h; stay inside it
+PROVIDER_KEY_TTL = IDEMPOTENCY_KEY_TTL
 
 
 def _provider() -> Any:

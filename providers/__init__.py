@@ -3,9 +3,14 @@ that imports the `stripe` SDK; everything else talks to it through the narrow op
 `StripeProvider` and gets typed `Outcome`s back."""
 
 from providers.outcomes import Outcome, OutcomeKind, WebhookSignatureError
-from providers.stripe_provider import StripeProvider, provider_from_settings
+from providers.stripe_provider import (
+    IDEMPOTENCY_KEY_TTL,
+    StripeProvider,
+    provider_from_settings,
+)
 
 __all__ = [
+    "IDEMPOTENCY_KEY_TTL",
     "Outcome",
     "OutcomeKind",
     "StripeProvider",

@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 import requests
@@ -26,6 +27,9 @@ from core.timing import provider_wait
 from providers.outcomes import Outcome, OutcomeKind, WebhookSignatureError
 
 DEFAULT_API_BASE = "https://api.stripe.com"
+# Stripe keeps an idempotency key 24 hours. Past this, repeating a write with its key could act
+# again instead of replaying: callers look the object up instead.
+IDEMPOTENCY_KEY_TTL = timedelta(hours=23)
 
 
 @dataclass(frozen=True)
