@@ -130,9 +130,11 @@ def idempotency_claim(
     raise IdempotencyKeyInUse()
 
 
-def idempotency_attach(record: IdempotencyRecord, resource: str) -> None:
+def idempotency_attach(record: IdempotencyRecord | None, resource: str) -> None:
     """Name what this request created, in the transaction that creates it, so a resumption
-    continues it instead of starting anew."""
+    continues it instead of starting anew. No record (no key was sent): nothing to name."""
+    if record is None:
+        return
     IdempotencyRecord.objects.filter(pk=record.pk).update(resource=resource)
     record.resource = resource
 

@@ -127,8 +127,7 @@ def dispute_record(
                 )
         except IntegrityError:  # created by a concurrent delivery
             return Dispute.objects.get(provider="stripe", provider_dispute_id=key), False
-        if idempotency is not None:
-            idempotency_attach(idempotency, dispute.public_id)
+        idempotency_attach(idempotency, dispute.public_id)
         if entered_by is not None:
             audit_record(
                 actor=entered_by,
@@ -274,8 +273,7 @@ def evidence_admit(
                 raise errors.EvidenceRefConflict(details={"ref": item.ref})
             return existing, False
         evidence = Evidence.objects.create(dispute=dispute, admitted_by=actor, **item.as_dict())
-        if idempotency is not None:
-            idempotency_attach(idempotency, evidence.public_id)
+        idempotency_attach(idempotency, evidence.public_id)
         audit_record(
             actor=actor,
             action="dispute.evidence_admit",
@@ -446,8 +444,7 @@ def packet_prepare(
         locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
         _refuse_if_filing(locked)
         packet = _version_save(_version_draft(locked, requested_by=requested_by), "request")
-        if idempotency is not None:
-            idempotency_attach(idempotency, packet.public_id)
+        idempotency_attach(idempotency, packet.public_id)
     return packet
 
 

@@ -208,8 +208,7 @@ def envelope_create(
             payment_method=payment_method,
             idempotency_key=f"{envelope.public_id}:fund:1",
         )
-        if idempotency is not None:
-            idempotency_attach(idempotency, envelope.public_id)
+        idempotency_attach(idempotency, envelope.public_id)
     crash_point("funding_after_reserve")
     return funding_send(leg=leg, idempotency=idempotency)
 
@@ -246,8 +245,7 @@ def envelope_top_up(
             payment_method=payment_method,
             idempotency_key=f"{locked.public_id}:fund:{sequence}",
         )
-        if idempotency is not None:
-            idempotency_attach(idempotency, leg.public_id)
+        idempotency_attach(idempotency, leg.public_id)
     crash_point("funding_after_reserve")
     return funding_send(leg=leg, idempotency=idempotency)
 
@@ -561,8 +559,7 @@ def debit_add(
             unspent=-amount_micro,
             debit=debit,
         )
-        if idempotency is not None:
-            idempotency_attach(idempotency, debit.public_id)
+        idempotency_attach(idempotency, debit.public_id)
         audit_record(
             actor=actor,
             action="envelope.debit",
@@ -657,8 +654,7 @@ def envelope_refund(
             _move(
                 locked, JournalEntry.Kind.RESERVE, reserved=amount, unspent=-amount, refund_leg=leg
             )
-        if idempotency is not None:
-            idempotency_attach(idempotency, operation.public_id)
+        idempotency_attach(idempotency, operation.public_id)
     crash_point("refund_after_reserve")
     refund_send(operation=operation, legs=reserved, idempotency=idempotency)
     operation.recorded_legs = reserved  # each recorded in place by refund_leg_record
