@@ -119,3 +119,60 @@ def test_proposing_needs_the_permission(alice: Api, sandbox: SandboxControl) -> 
     viewer = staff("vic")
     response = as_(viewer).get(reverse("admin:reconciliation_adjustment_propose") + "?escalation=1")
     assert response.status_code == 403
+
+
+def test_bad_input_to_the_adjustment_pages_changes_nothing(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    """Unknown escalation, a kind that does not fit, an unknown or garbage provider object, an
+    amount that is not an integer: each a clear refusal, nothing proposed or written."""
+    proposer = staff("pia", ("envelopes", "add_adjustment"))
+    approver = staff("aron", ("reconciliation", "approve_adjustment"))
+    envelope_id = alice.create(5_000_000)["envelope_id"]
+    sandbox.add_fault("/v1/refunds", "server_error", method="POST")
+    alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 2_000_000})
+    sandbox.clear_faults()
+    propose_base = reverse("admin:reconciliation_adjustment_propose")
+    for query in ("?escalation=999999", "?escalation=abc", "?refund_leg=rfl_nope", ""):
+        assert as_(proposer).get(propose_base + query).status_code == 404, query
+    with time_machine.travel(timezone.now() + timedelta(hours=25), tick=True):
+        services.stranded_resume(older_than_s=60)
+        escalation = Escalation.objects.get()
+        propose = propose_base + f"?escalation={escalation.pk}"
+        not_offered = as_(proposer).post(propose, {"kind": "funding_abandon", "reason": "x"})
+        assert not_offered.status_code == 200  # the form again, with the choice refused
+        assert "Select a valid choice" in not_offered.content.decode()
+        for refund_id in ("re_does_not_exist", "pi_wrong_kind", "' OR 1=1 --"):
+            refused = as_(proposer).post(
+                propose,
+                {"kind": "leg_accept", "reason": "by hand", "provider_object_id": refund_id},
+                follow=True,
+            )
+            assert any("Not proposed" in m for m in messages_of(refused)), refund_id
+        huge = as_(proposer).post(
+            propose, {"kind": "leg_accept", "reason": "x", "provider_object_id": "x" * 5000}
+        )
+        assert "at most 100 characters" in huge.content.decode()
+        assert not Adjustment.objects.exists()
+        as_(proposer).post(propose, {"kind": "leg_release", "reason": "nothing at Stripe"})
+        adjustment = Adjustment.objects.get()
+        decide = reverse("admin:reconciliation_adjustment_decide", args=[adjustment.pk])
+        for amount in ("two million", "", "1e6", str(10**30)):
+            response = as_(approver).post(
+                decide, {"approve": "1", "confirmed_amount_micro": amount}, follow=True
+            )
+            assert any(
+                "Type the amount" in m or "adjustment_amount_mismatch" in m
+                for m in messages_of(response)
+            ), amount
+        other = staff("olga", ("reconciliation", "approve_adjustment"))
+        missing = reverse("admin:reconciliation_adjustment_decide", args=[999999])
+        assert as_(other).post(
+            missing, {"approve": "1", "confirmed_amount_micro": "1"}
+        ).status_code in (
+            302,
+            404,
+        )
+    adjustment.refresh_from_db()
+    assert adjustment.status == "proposed"
+    assert Envelope.objects.get().reserved_micro == 2_000_000
