@@ -1,8 +1,9 @@
 """Database helpers shared by the apps."""
 
+import hashlib
 from typing import Any
 
-from django.db import migrations
+from django.db import connection, migrations, transaction
 
 _PG_FUNCTION = """
 CREATE OR REPLACE FUNCTION vouch_refuse_change() RETURNS trigger AS $$
@@ -46,3 +47,18 @@ def append_only(table: str) -> migrations.RunPython:
                 schema_editor.execute(f"DROP TRIGGER IF EXISTS {table}_no_{op};")
 
     return migrations.RunPython(forwards, backwards, elidable=False)
+
+
+def transaction_lock(name: str) -> None:
+    """Hold a lock named `name` until the current transaction ends (PostgreSQL's
+    pg_advisory_xact_lock on a 64-bit digest of the name; re-entrant within one transaction).
+    Two transactions that must see each other's writes (each decides, and each looks for what the
+    other decided) take it first: the second waits and then reads what the first committed.
+    SQLite (`make run`) lets one writer in at a time already, so it needs nothing more."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError(f"transaction_lock({name!r}) outside a transaction holds nothing")
+    if connection.vendor != "postgresql":
+        return
+    key = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])

@@ -27,6 +27,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from core.db import transaction_lock
 from envelopes.models import MICRO_PER_CENT, LegOutcome, RefundLeg
 from receipts import keys
 from receipts.canonical import canonical_bytes, receipt_id_of
@@ -207,10 +208,17 @@ def receipt_for_run(*, run: VerificationRun) -> Receipt | None:
     if run.verdict != Verdict.VERIFIED:
         raise ReceiptNotWritable(f"run {run.public_id} is {run.verdict}, not VERIFIED")
     obj = readback_of(run, source.object_type)
+    charge_id = str(
+        obj["id"]
+        if source.kind == ReceiptKind.CHARGE
+        else obj.get("charge") or run.input.get("charge") or ""
+    )
+    # A charge's receipt and its refunds' are written in one order: a refund verified while its
+    # charge is being verified either sees the charge's receipt or is seen by it, never neither.
+    transaction_lock(f"receipts:charge:{charge_id}")
     if source.kind == ReceiptKind.CHARGE:
-        charge_id, parent = str(obj["id"]), None
+        parent = None
     else:
-        charge_id = str(obj.get("charge") or run.input.get("charge") or "")
         parent = _charge_receipt_of(charge_id)
         if parent is None:
             return None  # waits for the charge's receipt
