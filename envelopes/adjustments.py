@@ -49,6 +49,7 @@ from envelopes.services import (
     _provider,
     charge_run_start,
 )
+from envelopes.signals import adjustment_applied
 from verification import clock
 from verification.models import Escalation, EscalationStatus
 from verification.services import escalation_resolve, verification_start
@@ -416,6 +417,7 @@ def adjustment_approve(
                 f"{locked.reason}" + (f" Approved: {locked.decision_note}" if note else ""),
                 adjustment=locked.public_id,
             )
+        adjustment_applied.send(sender=Adjustment, adjustment=locked)
         audit_record(
             actor=actor,
             action="adjustment.approve",

@@ -8,3 +8,7 @@ from django.dispatch import Signal
 # sender=RefundLeg, leg=<the released leg>, reason=<str>, provider_refund=<the provider's Refund
 # object as just read back, or None when the release did not read it>.
 refund_leg_released = Signal()
+
+# An adjustment was approved and written to the journal (inside that transaction).
+# sender=Adjustment, adjustment=<the applied adjustment>.
+adjustment_applied = Signal()

@@ -1,9 +1,19 @@
-"""Reconciliation (SPEC §15): holding the ledger against the provider. For now it holds the
-adjustments queue: corrections of the ledger proposed by one person and approved by another. The
-adjustment itself is money, so it lives in `envelopes` (its one service writes the `adjust` journal
-entry); this app, above envelopes, owns the approval permission and the queue."""
+"""Reconciliation (SPEC §15): runs that hold the ledger against the provider, the provider pages
+they read (stored with their SHA-256, as verification stores its observations), the discrepancies
+they find and what people do about them, and the adjustments queue (corrections of the ledger
+proposed by one person and approved by another; the adjustment itself is money, so it lives in
+`envelopes`, whose one service writes the `adjust` journal entry)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
 
 from envelopes.models import Adjustment as EnvelopeAdjustment
+from envelopes.models import public_id
 
 
 class Adjustment(EnvelopeAdjustment):
@@ -15,4 +25,279 @@ class Adjustment(EnvelopeAdjustment):
         verbose_name = "adjustment"
         permissions = [
             ("approve_adjustment", "Can approve an adjustment of the ledger someone else proposed")
+        ]
+
+
+def _run_id() -> str:
+    return public_id("rec")
+
+
+def _discrepancy_id() -> str:
+    return public_id("dsc")
+
+
+class RunKind(models.TextChoices):
+    CATCH_UP = "catch_up"  # the provider's events since a cursor (lost webhooks)
+    SWEEP = "sweep"  # hourly, the last 7 days
+    FULL = "full"  # daily, the last 90 days
+    MANUAL = "manual"  # `manage.py reconcile`
+
+
+class Lane(models.TextChoices):
+    """Runs of one lane never overlap (a database constraint): the event catch-up is one lane,
+    the comparisons of objects (sweep, full, manual) the other."""
+
+    EVENTS = "events"
+    OBJECTS = "objects"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"  # could not complete (the provider could not be read): resumable
+
+
+class Run(models.Model):
+    """One reconciliation run over a `created` window. It keeps a checkpoint (which phase, which
+    page) and a heartbeat: a run whose process died is resumed from its checkpoint by the next
+    run of its lane, never run twice at once."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=_run_id, editable=False)
+    kind = models.CharField(max_length=10, choices=RunKind.choices)
+    lane = models.CharField(max_length=10, choices=Lane.choices)
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    dry_run = models.BooleanField(
+        default=False, help_text="Compared and reported, changed nothing."
+    )
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField(help_text="Last sign of life of the process running it.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    resumed = models.PositiveIntegerField(default=0, help_text="Times it was resumed.")
+    checkpoint = models.JSONField(default=dict, blank=True, help_text="Where to resume.")
+    compared = models.JSONField(default=dict, blank=True, help_text="Objects compared, by kind.")
+    provider_calls = models.PositiveIntegerField(default=0)
+    pages = models.PositiveIntegerField(default=0)
+    expected = models.PositiveIntegerField(
+        default=0, help_text="Objects Vouch itself had in flight (inside the grace period)."
+    )
+    corrected = models.PositiveIntegerField(
+        default=0, help_text="Provider-failed refunds released automatically."
+    )
+    opened = models.JSONField(default=dict, blank=True, help_text="Discrepancies opened, by class.")
+    seen = models.JSONField(default=dict, blank=True, help_text="Open ones seen again, by class.")
+    cleared = models.JSONField(default=dict, blank=True, help_text="Cleared, by class.")
+    still_open = models.JSONField(default=dict, blank=True, help_text="Open at the end, by class.")
+    error = models.TextField(blank=True)
+    report = models.JSONField(default=dict, blank=True)
+    report_sha256 = models.CharField(max_length=64, blank=True)
+    report_signature = models.CharField(max_length=200, blank=True)
+    report_key_id = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ("-started_at", "-id")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["lane"], condition=Q(status="running"), name="one_running_run_per_lane"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.public_id}"
+
+
+class Cursor(models.Model):
+    """Where a lane's incremental reading stands (the event catch-up: the newest event `created`
+    it has stored)."""
+
+    name = models.CharField(max_length=50, unique=True)
+    position = models.BigIntegerField(default=0, help_text="Provider `created`, epoch seconds.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.position}"
+
+
+class Observation(models.Model):
+    """One provider read of a run (a list page, or one object read), stored as received with its
+    SHA-256: the data behind every discrepancy it opens or clears."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="observations")
+    kind = models.CharField(max_length=20, help_text="refunds, charges, disputes, events, or one")
+    request = models.JSONField(default=dict, help_text="What was asked (path, parameters).")
+    data = models.JSONField(help_text="The provider's answer as parsed.")
+    sha256 = models.CharField(max_length=64, help_text="SHA-256 of the answer's bytes.")
+    observed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"{self.kind} page of {self.run.public_id}"
+
+
+class Severity(models.TextChoices):
+    MONEY = "money"
+    EVIDENCE = "evidence"
+    HYGIENE = "hygiene"
+
+
+class DiscrepancyClass(models.TextChoices):
+    CHARGE_MISSING = "charge_missing"
+    CHARGE_MISMATCH = "charge_mismatch"
+    CHARGE_REFUNDED_MISMATCH = "charge_refunded_mismatch"
+    REFUND_MISSING = "refund_missing"
+    REFUND_MISMATCH = "refund_mismatch"
+    REFUND_STATUS_DRIFT = "refund_status_drift"
+    REFUND_FOREIGN = "refund_foreign"
+    REFUND_DUPLICATE = "refund_duplicate"
+    DISPUTE_UNRECORDED = "dispute_unrecorded"
+    DISPUTE_STATUS_DRIFT = "dispute_status_drift"
+    FILING_UNCONFIRMED = "filing_unconfirmed"
+    LEG_STUCK = "leg_stuck"
+    FUNDING_STUCK = "funding_stuck"
+    RUN_OVERDUE = "run_overdue"
+    LEDGER_BREACH = "ledger_breach"
+
+
+SEVERITY: dict[str, str] = {
+    "charge_missing": Severity.MONEY,
+    "charge_refunded_mismatch": Severity.MONEY,
+    "refund_missing": Severity.MONEY,
+    "refund_mismatch": Severity.MONEY,
+    "refund_status_drift": Severity.MONEY,
+    "refund_foreign": Severity.MONEY,
+    "refund_duplicate": Severity.MONEY,
+    "ledger_breach": Severity.MONEY,
+    "dispute_unrecorded": Severity.EVIDENCE,
+    "dispute_status_drift": Severity.EVIDENCE,
+    "filing_unconfirmed": Severity.EVIDENCE,
+    "run_overdue": Severity.EVIDENCE,
+    "charge_mismatch": Severity.EVIDENCE,
+    "leg_stuck": Severity.HYGIENE,
+    "funding_stuck": Severity.HYGIENE,
+}
+# Time to resolve, by severity (SPEC §15.4).
+TARGET = {
+    Severity.MONEY: timedelta(hours=24),
+    Severity.EVIDENCE: timedelta(hours=72),
+    Severity.HYGIENE: timedelta(days=7),
+}
+SEVERITY_ORDER = {Severity.MONEY: 0, Severity.EVIDENCE: 1, Severity.HYGIENE: 2}
+
+
+class DiscrepancyStatus(models.TextChoices):
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+
+
+class DiscrepancyResolution(models.TextChoices):
+    CLEARED = "cleared"  # a later run no longer saw it
+    ACCEPTED = "accepted"  # a person accepted it, with a note
+    ADJUSTED = "adjusted"  # an approved adjustment corrected the ledger
+
+
+class Discrepancy(models.Model):
+    """One difference between Vouch's ledger and the provider, with both sides as they were last
+    seen and the fields that differ. One open (or acknowledged) per class and subject."""
+
+    public_id = models.CharField(
+        max_length=40, unique=True, default=_discrepancy_id, editable=False
+    )
+    code = models.CharField("class", max_length=30, choices=DiscrepancyClass.choices)
+    severity = models.CharField(max_length=10, choices=Severity.choices)
+    subject_type = models.CharField(
+        max_length=30, help_text="refund_leg, funding_leg, refund, charge, dispute, …"
+    )
+    subject_id = models.CharField(max_length=255)
+    charge_id = models.CharField(max_length=100, blank=True, db_index=True)
+    envelope_public_id = models.CharField(max_length=40, blank=True)
+    amount_micro = models.BigIntegerField(
+        default=0, help_text="The money it concerns (0: none, or not known)."
+    )
+    status = models.CharField(
+        max_length=15, choices=DiscrepancyStatus.choices, default=DiscrepancyStatus.OPEN
+    )
+    resolution = models.CharField(max_length=10, choices=DiscrepancyResolution.choices, blank=True)
+    summary = models.CharField(max_length=300)
+    vouch_side = models.JSONField(default=dict, blank=True)
+    provider_side = models.JSONField(default=dict, blank=True)
+    differing = models.JSONField(default=list, blank=True, help_text="Field names that differ.")
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    seen_count = models.PositiveIntegerField(default=1)
+    due_at = models.DateTimeField(help_text="Target to resolve by, from its severity.")
+    first_run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+")
+    last_run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+")
+    observation = models.ForeignKey(
+        Observation,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The provider data it was last seen in.",
+    )
+    cleared_by = models.ForeignKey(
+        Observation,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The provider data that showed it gone.",
+    )
+    escalation = models.ForeignKey(
+        "verification.Escalation",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+    adjustment = models.ForeignKey(
+        "envelopes.Adjustment", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    note = models.TextField(blank=True)
+
+    class Meta:
+        verbose_name_plural = "discrepancies"
+        ordering = ("-first_seen_at", "-id")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["code", "subject_type", "subject_id"],
+                condition=~Q(status="resolved"),
+                name="one_open_discrepancy_per_class_and_subject",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "severity", "first_seen_at"])]
+        permissions = [
+            ("work_discrepancy", "Can acknowledge and accept discrepancies"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.subject_type}:{self.subject_id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status != DiscrepancyStatus.RESOLVED
+
+
+class Seen(models.Model):
+    """A provider object a run has listed (its id): what the ledger side is checked against once
+    the listing is done, kept in the database so a resumed run does not list again."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    object_id = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "object_id"], name="seen_once_per_run")
         ]

@@ -244,6 +244,11 @@ class ProviderEvent(models.Model):
     processed_at = models.DateTimeField(null=True, blank=True)
     duplicates = models.PositiveIntegerField(default=0, help_text="Deliveries after the first.")
     processing_error = models.TextField(blank=True)
+    source = models.CharField(
+        max_length=10,
+        default="webhook",
+        help_text="webhook: delivered to us; catch_up: found by reconciliation's event listing.",
+    )
 
     class Meta:
         ordering = ("-provider_created", "-id")

@@ -209,6 +209,15 @@ VERIFICATION_EVENT_KEEP_DAYS = env.int("VERIFICATION_EVENT_KEEP_DAYS", default=3
 # Further folders of contract files (tests add contracts with short timing).
 VERIFICATION_CONTRACT_DIRS: list[str] = []
 
+# Reconciliation (SPEC §15): what Vouch itself has in flight is expected for GRACE after it
+# started; legs and fundings pending longer than STUCK_AFTER are stuck.
+RECONCILIATION_GRACE_S = env.int("RECONCILIATION_GRACE_S", default=600)
+RECONCILIATION_STUCK_AFTER_S = env.int("RECONCILIATION_STUCK_AFTER_S", default=3600)
+RECONCILIATION_FILING_STUCK_AFTER_S = env.int("RECONCILIATION_FILING_STUCK_AFTER_S", default=3600)
+# A running run whose heartbeat is older than this died: the next run of its lane resumes it.
+RECONCILIATION_HEARTBEAT_TIMEOUT_S = env.int("RECONCILIATION_HEARTBEAT_TIMEOUT_S", default=300)
+RECONCILIATION_EVENT_OVERLAP_S = 600
+
 # --- Receipts (SPEC §8; receipts/keys.py) -----------------------------------------------------
 
 # This deployment's environment: it trusts receipt keys of this environment only.
