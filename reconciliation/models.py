@@ -301,3 +301,6 @@ class Seen(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "object_id"], name="seen_once_per_run")
         ]
+
+    def __str__(self) -> str:
+        return self.object_id
