@@ -4,12 +4,13 @@ fault, move the clock). Not part of Stripe."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from stripe_sandbox import objects, resources
 from stripe_sandbox.errors import StripeError
 from stripe_sandbox.ids import new_id
-from stripe_sandbox.state import Fault
+from stripe_sandbox.state import Fault, WebhookBehaviour
 
 if TYPE_CHECKING:
     from stripe_sandbox.server import Sandbox
@@ -145,16 +146,7 @@ def handle(
             state.world.readback_lag_ms = _int(body, "ms") or 0
             return 200, {"readback_lag_ms": state.world.readback_lag_ms}
         if route == ("POST", "webhook-behaviour"):
-            behaviour = state.world.webhook_behaviour
-            behaviour.duplicate_probability = _number(
-                body, "duplicate_probability", behaviour.duplicate_probability
-            )
-            reorder = body.get("reorder", behaviour.reorder)
-            if not isinstance(reorder, bool):
-                raise _bad("reorder must be true or false")
-            behaviour.reorder = reorder
-            behaviour.delay_ms = _int(body, "delay_ms", behaviour.delay_ms) or 0
-            return 200, vars(behaviour)
+            return 200, _webhook_behaviour(state.world.webhook_behaviour, body)
         if route == ("POST", "rate-limit"):
             state.world.rate_limit_per_second = _int(body, "per_second") or 0
             sandbox.limiter.configure(state.world.rate_limit_per_second)
@@ -170,6 +162,27 @@ def handle(
     raise StripeError(
         404, f"No control route {method} /_sandbox/{'/'.join(parts)}", type="sandbox_error"
     )
+
+
+WEBHOOK_BEHAVIOUR_FIELDS = {"duplicate_probability", "reorder", "delay_ms", "drop_probability"}
+
+
+def _webhook_behaviour(behaviour: WebhookBehaviour, body: dict[str, Any]) -> dict[str, Any]:
+    """Change the fields given, all checked before any is applied; answer the whole behaviour."""
+    unknown = sorted(set(body) - WEBHOOK_BEHAVIOUR_FIELDS)
+    if unknown:
+        raise _bad(f"unknown webhook behaviour fields {unknown}")
+    duplicate = _number(body, "duplicate_probability", behaviour.duplicate_probability)
+    drop = _number(body, "drop_probability", behaviour.drop_probability)
+    reorder = body.get("reorder", behaviour.reorder)
+    if not isinstance(reorder, bool):
+        raise _bad("reorder must be true or false")
+    delay_ms = _int(body, "delay_ms", behaviour.delay_ms) or 0
+    behaviour.duplicate_probability = duplicate
+    behaviour.drop_probability = drop
+    behaviour.reorder = reorder
+    behaviour.delay_ms = delay_ms
+    return asdict(behaviour)
 
 
 def _fault(body: dict[str, Any]) -> Fault:

@@ -71,6 +71,9 @@ class WebhookBehaviour:
     duplicate_probability: float = 0.0
     reorder: bool = False
     delay_ms: int = 0
+    # The share of events that are never delivered to any endpoint (still listed by the API):
+    # a lost webhook, which reconciliation's catch-up must repair.
+    drop_probability: float = 0.0
 
 
 def snapshot(obj: Any) -> Any:

@@ -77,6 +77,10 @@ class Dispatcher:
         self._generation = 0
         self._stopped = False
         self._in_flight = 0
+        # Events the webhook behaviour's drop_probability kept from every endpoint (the last
+        # thousand of them, and how many in all).
+        self.dropped: deque[str] = deque(maxlen=1000)
+        self.dropped_count = 0
         self._thread = threading.Thread(target=self._run, name="sandbox-webhooks", daemon=True)
         self._thread.start()
 
@@ -118,6 +122,8 @@ class Dispatcher:
             for endpoint in self.endpoints.values():
                 endpoint.delivered = endpoint.failed_attempts = endpoint.gave_up = 0
                 endpoint.log.clear()
+            self.dropped.clear()
+            self.dropped_count = 0
 
     def endpoint_count(self) -> int:
         return len(self.endpoints)
@@ -128,6 +134,8 @@ class Dispatcher:
                 "endpoints": [e.describe() for e in self.endpoints.values()],
                 "queued": len(self._queue),
                 "in_flight": self._in_flight,
+                "dropped": self.dropped_count,
+                "dropped_events": list(self.dropped),
             }
 
     def idle(self) -> bool:
@@ -139,6 +147,12 @@ class Dispatcher:
     def enqueue(self, event: dict[str, Any]) -> None:
         """Called under the state lock when an event is emitted."""
         behaviour = self.state.world.webhook_behaviour
+        # Drawn only when asked for, so that seeded runs without drops see the same randomness.
+        if behaviour.drop_probability and self.state.random.random() < behaviour.drop_probability:
+            with self._cv:
+                self.dropped.append(event["id"])
+                self.dropped_count += 1
+            return
         # Stripe sends the event as pretty-printed JSON; the signature covers these exact bytes.
         payload = json.dumps(event, indent=2).encode()
         due = time.monotonic() + behaviour.delay_ms / 1000
