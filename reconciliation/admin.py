@@ -1,19 +1,44 @@
-"""The adjustments queue (SPEC §15.4) in the admin: propose a correction from an escalation (or a
-leg), and — as a second person with `reconciliation.approve_adjustment` — approve it after
-confirming its amount, or reject it. Views parse, check permission, call the one adjustment
-service (`envelopes.adjustments`), render; its refusals are shown as messages."""
+"""Reconciliation in the admin (SPEC §15.4, §15.5): runs and the provider pages they read, the
+discrepancy queue (open first, by severity, then age, with the time left to each one's target;
+CSV export), a discrepancy's page (Vouch's side and the provider's next to each other, the
+observations behind it, and its actions), and the adjustments queue: propose a correction from an
+escalation, a leg or a discrepancy, and — as a second person with
+`reconciliation.approve_adjustment` — approve it after confirming its amount, or reject it.
+Views parse, check permission, call one service (`reconciliation.services`,
+`envelopes.adjustments`), render; the services' refusals are shown as messages."""
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import ERROR_FLAG
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.db.models import QuerySet
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+from django.utils.timezone import localtime
 
 from accounts.models import User
 from core.admin_base import ReadOnlyAdmin
@@ -30,8 +55,38 @@ from envelopes.adjustments import (
 )
 from envelopes.admin import dollars
 from envelopes.models import AdjustmentKind, AdjustmentStatus, FundingLeg, RefundLeg
-from reconciliation.models import Adjustment
-from verification.admin import pretty_json
+from reconciliation.models import (
+    Adjustment,
+    Discrepancy,
+    DiscrepancyStatus,
+    Observation,
+    Run,
+    RunStatus,
+    Severity,
+)
+from reconciliation.selectors import (
+    QUEUE_ORDER,
+    discrepancies_overdue,
+    discrepancies_within_target,
+    discrepancy_correction,
+    discrepancy_export_rows,
+    discrepancy_history,
+    discrepancy_queue,
+    discrepancy_sides,
+    observation_discrepancies,
+    run_class_counts,
+    run_discrepancies_cleared,
+    run_discrepancies_opened,
+    run_observations,
+    run_totals,
+)
+from reconciliation.services import (
+    WORK_PERMISSION,
+    discrepancy_accept,
+    discrepancy_acknowledge,
+    discrepancy_adjustment_propose,
+)
+from verification.admin import compact_json, pretty_json
 from verification.models import Escalation
 
 # What each correction does to the balances, in words the approver confirms.
@@ -278,3 +333,609 @@ class AdjustmentAdmin(ReadOnlyAdmin):
 
 class _FormError(Exception):
     pass
+
+
+# --- presentation helpers -------------------------------------------------------------------------
+
+TIME_FORMAT = "Y-m-d H:i:s T"
+# Where the Stripe Dashboard shows an object, by the prefix of its id.
+DASHBOARD_PATHS = {
+    "ch_": "payments",
+    "py_": "payments",
+    "pi_": "payments",
+    "re_": "refunds",
+    "pyr_": "refunds",
+    "dp_": "disputes",
+    "du_": "disputes",
+    "evt_": "events",
+}
+SEVERITY_TONES = {Severity.MONEY: "bad", Severity.EVIDENCE: "warn", Severity.HYGIENE: "neutral"}
+STATUS_TONES = {
+    DiscrepancyStatus.OPEN: "bad",
+    DiscrepancyStatus.ACKNOWLEDGED: "warn",
+    DiscrepancyStatus.RESOLVED: "good",
+}
+RUN_TONES = {RunStatus.RUNNING: "warn", RunStatus.COMPLETED: "good", RunStatus.FAILED: "bad"}
+
+
+def when(moment: datetime | None) -> str:
+    """Every time on these pages in one format, with its time zone."""
+    return date_format(localtime(moment), TIME_FORMAT) if moment is not None else "—"
+
+
+def span(delta: timedelta) -> str:
+    """A length of time in the two largest units that matter: `2 d 3 h`, `3 h 12 min`, `40 s`."""
+    seconds = int(abs(delta).total_seconds())
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min"
+    return f"{seconds} s"
+
+
+def time_left(discrepancy: Discrepancy, now: datetime) -> SafeString:
+    """The time left to its target, or how long it is overdue (marked in words, not only in
+    colour); nothing for a resolved one."""
+    if discrepancy.status == DiscrepancyStatus.RESOLVED:
+        return format_html('<span class="vouch-quiet">—</span>')
+    left = discrepancy.due_at - now
+    if left < timedelta(0):
+        return format_html(
+            '<span class="vouch-overdue" title="target {}">⚠ overdue by {}</span>',
+            when(discrepancy.due_at),
+            span(left),
+        )
+    return format_html(
+        '<span class="vouch-left" title="target {}">{} left</span>',
+        when(discrepancy.due_at),
+        span(left),
+    )
+
+
+def dashboard_url(object_id: str) -> str:
+    """The object in the Stripe Dashboard (test or live by the key's mode), or "" for an id that
+    is not a Stripe object's."""
+    prefix = next((p for p in DASHBOARD_PATHS if object_id.startswith(p)), None)
+    if prefix is None or not object_id[len(prefix) :].isalnum():
+        return ""
+    live = settings.STRIPE_API_KEY.startswith(("sk_live_", "rk_live_"))
+    mode = "" if live else "test/"
+    return f"https://dashboard.stripe.com/{mode}{DASHBOARD_PATHS[prefix]}/{object_id}"
+
+
+def provider_id(object_id: str) -> SafeString:
+    url = dashboard_url(object_id) if object_id else ""
+    if not url:
+        return format_html('<span class="vouch-mono">{}</span>', object_id or "—")
+    return format_html(
+        '<a class="vouch-mono" href="{}" target="_blank" rel="noopener" '
+        'title="in the Stripe Dashboard">{}</a>',
+        url,
+        object_id,
+    )
+
+
+def badge(text: str, tone: str) -> SafeString:
+    return format_html('<span class="vouch-badge vouch-{}">{}</span>', tone, text)
+
+
+def _url(name: str, *args: Any) -> str:
+    return reverse(f"admin:reconciliation_{name}", args=args)
+
+
+def _envelope_url(public_id: str) -> str:
+    """The envelope's admin list, searched by its public id (the admin pages go by primary key)."""
+    if not public_id:
+        return ""
+    return f"{reverse('admin:envelopes_envelope_changelist')}?{urlencode({'q': public_id})}"
+
+
+def _cell(value: Any, absent: bool) -> dict[str, Any]:
+    text = compact_json(value) if not absent else ""
+    return {
+        "absent": absent,
+        "text": text,
+        "url": dashboard_url(value) if isinstance(value, str) else "",
+    }
+
+
+# --- runs -----------------------------------------------------------------------------------------
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    """Newest first (the model's ordering)."""
+
+    list_display = (
+        "public_id",
+        "kind",
+        "status_badge",
+        "window",
+        "started",
+        "duration",
+        "compared_total",
+        "provider_calls",
+        "opened_total",
+        "still_open_total",
+        "cleared_total",
+        "report_short",
+    )
+    list_filter = ("kind", "status", "lane")
+    search_fields = ("public_id", "report_sha256")
+    change_form_template = "admin/reconciliation/run/change_form.html"
+    fields = ("public_id",)
+    readonly_fields = fields
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: Run) -> SafeString:
+        label = f"{obj.status} (dry run)" if obj.dry_run else obj.status
+        return badge(label, RUN_TONES.get(RunStatus(obj.status), "neutral"))
+
+    @admin.display(description="window", ordering="window_start")
+    def window(self, obj: Run) -> SafeString:
+        return format_html("{}<br>→ {}", when(obj.window_start), when(obj.window_end))
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, obj: Run) -> str:
+        return when(obj.started_at)
+
+    @admin.display(description="duration")
+    def duration(self, obj: Run) -> str:
+        end = obj.finished_at or obj.heartbeat_at
+        text = span(end - obj.started_at)
+        return text if obj.finished_at else f"{text} so far"
+
+    @admin.display(description="compared")
+    def compared_total(self, obj: Run) -> int:
+        return run_totals(obj).compared
+
+    @admin.display(description="opened")
+    def opened_total(self, obj: Run) -> int:
+        return run_totals(obj).opened
+
+    @admin.display(description="still open")
+    def still_open_total(self, obj: Run) -> int:
+        return run_totals(obj).still_open
+
+    @admin.display(description="cleared")
+    def cleared_total(self, obj: Run) -> int:
+        return run_totals(obj).cleared
+
+    @admin.display(description="report SHA-256", ordering="report_sha256")
+    def report_short(self, obj: Run) -> SafeString | str:
+        if not obj.report_sha256:
+            return "—"
+        return format_html(
+            '<span class="vouch-mono" title="{}">{}…</span>',
+            obj.report_sha256,
+            obj.report_sha256[:12],
+        )
+
+    def page_context(self, request: HttpRequest, obj: Run | None) -> dict[str, Any]:
+        if obj is None:
+            return {}
+        observations = run_observations(obj)
+        shown = list(observations[:OBSERVATIONS_SHOWN])
+        count = observations.count() if len(shown) == OBSERVATIONS_SHOWN else len(shown)
+        totals = run_totals(obj)
+        return {
+            "run": obj,
+            "status_badge": self.status_badge(obj),
+            "duration_text": self.duration(obj),
+            "started_text": when(obj.started_at),
+            "finished_text": when(obj.finished_at),
+            "heartbeat_text": when(obj.heartbeat_at),
+            "window_start_text": when(obj.window_start),
+            "window_end_text": when(obj.window_end),
+            "totals": totals,
+            "compared": sorted((obj.compared or {}).items()),
+            "class_counts": run_class_counts(obj),
+            "observations": [(o, when(o.observed_at), compact_json(o.request)) for o in shown],
+            "observations_count": count,
+            "observations_url": f"{_url('observation_changelist')}?run__id__exact={obj.pk}",
+            "opened": [
+                (d, _url("discrepancy_change", d.pk))
+                for d in run_discrepancies_opened(obj, now=timezone.now())
+            ],
+            "cleared": [
+                (d, _url("discrepancy_change", d.pk)) for d in run_discrepancies_cleared(obj)
+            ],
+            "checkpoint_json": pretty_json(obj.checkpoint) if obj.checkpoint else "",
+            "report_json": pretty_json(obj.report) if obj.report else "",
+        }
+
+
+OBSERVATIONS_SHOWN = 200
+
+
+@admin.register(Observation)
+class ObservationAdmin(ReadOnlyAdmin):
+    """The provider pages runs read, each with the SHA-256 of the answer as received."""
+
+    list_display = ("id", "run_link", "kind", "observed", "sha256_short")
+    list_filter = ("kind",)
+    list_select_related = ("run",)
+    search_fields = ("sha256", "run__public_id")
+    change_form_template = "admin/reconciliation/observation/change_form.html"
+    fields = ("kind",)
+    readonly_fields = fields
+
+    @admin.display(description="run", ordering="run__started_at")
+    def run_link(self, obj: Observation) -> SafeString:
+        return format_html('<a href="{}">{}</a>', _url("run_change", obj.run_id), obj.run.public_id)
+
+    @admin.display(description="observed", ordering="observed_at")
+    def observed(self, obj: Observation) -> str:
+        return when(obj.observed_at)
+
+    @admin.display(description="SHA-256", ordering="sha256")
+    def sha256_short(self, obj: Observation) -> SafeString:
+        return format_html(
+            '<span class="vouch-mono" title="{}">{}…</span>', obj.sha256, obj.sha256[:16]
+        )
+
+    def page_context(self, request: HttpRequest, obj: Observation | None) -> dict[str, Any]:
+        if obj is None:
+            return {}
+        return {
+            "observation": obj,
+            "observed_text": when(obj.observed_at),
+            "run_url": _url("run_change", obj.run_id),
+            "request_json": pretty_json(obj.request),
+            "data_json": pretty_json(obj.data),
+            "discrepancies": [
+                (d, _url("discrepancy_change", d.pk)) for d in observation_discrepancies(obj)
+            ],
+        }
+
+
+# --- the discrepancy queue ------------------------------------------------------------------------
+
+
+class TargetFilter(admin.SimpleListFilter):
+    title = "time to target"
+    parameter_name = "target"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("overdue", "Overdue"), ("within", "Within target")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "overdue":
+            return discrepancies_overdue(queryset, now=timezone.now())
+        if self.value() == "within":
+            return discrepancies_within_target(queryset, now=timezone.now())
+        return queryset
+
+
+class AcceptForm(forms.Form):
+    # Not required here: `discrepancy_accept` is the one judge of an empty note, and its refusal
+    # is shown as a message. The browser still asks for one.
+    note = forms.CharField(
+        required=False,
+        label="Note",
+        help_text="Why the difference is acceptable as it stands. Kept with it and in the audit.",
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80, "required": True}),
+    )
+
+
+class DiscrepancyProposeForm(forms.Form):
+    """Parses any known kind (the adjustment service judges whether it fits the leg); rendered
+    with only the kinds that fit it now."""
+
+    kind = forms.ChoiceField(label="Correction", choices=AdjustmentKind.choices)
+    provider_object_id = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Provider object",
+        help_text="The provider refund (re_…) or PaymentIntent (pi_…) the correction rests on, "
+        "when it names one. It is read from the provider now and again at approval.",
+    )
+    reason = forms.CharField(
+        required=False,
+        label="Reason",
+        help_text="What you checked (e.g. in the Stripe Dashboard) and why this corrects it.",
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80, "required": True}),
+    )
+
+    def __init__(
+        self, *args: Any, kinds: list[AdjustmentKind] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        kind = self.fields["kind"]
+        if kinds is not None and isinstance(kind, forms.ChoiceField):
+            kind.choices = [(k.value, k.label) for k in kinds]
+
+
+@admin.register(Discrepancy)
+class DiscrepancyAdmin(ReadOnlyAdmin):
+    """The queue: open (and acknowledged) first, then money, evidence, hygiene, then the oldest
+    first (`reconciliation.selectors.discrepancy_queue`)."""
+
+    list_display = (
+        "public_id",
+        "code",
+        "severity_badge",
+        "subject",
+        "short_summary",
+        "amount",
+        "first_seen",
+        "seen_count",
+        "status_label",
+        "time_left",
+    )
+    list_filter = ("status", "severity", "code", TargetFilter)
+    search_fields = ("public_id", "subject_id", "charge_id", "envelope_public_id")
+    list_per_page = 100
+    change_list_template = "admin/reconciliation/discrepancy/change_list.html"
+    change_form_template = "admin/reconciliation/discrepancy/change_form.html"
+    fields = ("public_id",)
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Discrepancy]:
+        return discrepancy_queue(super().get_queryset(request), now=timezone.now())
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        return QUEUE_ORDER
+
+    @admin.display(description="severity", ordering="severity_rank")
+    def severity_badge(self, obj: Discrepancy) -> SafeString:
+        return badge(obj.severity, SEVERITY_TONES.get(Severity(obj.severity), "neutral"))
+
+    @admin.display(description="subject", ordering="subject_id")
+    def subject(self, obj: Discrepancy) -> SafeString:
+        return format_html(
+            '{}<br><span class="vouch-mono">{}</span>', obj.subject_type, obj.subject_id
+        )
+
+    @admin.display(description="summary")
+    def short_summary(self, obj: Discrepancy) -> str:
+        return Truncator(obj.summary).chars(100)
+
+    @admin.display(description="amount", ordering="amount_micro")
+    def amount(self, obj: Discrepancy) -> str:
+        return dollars(obj.amount_micro) if obj.amount_micro else "—"
+
+    @admin.display(description="first seen", ordering="first_seen_at")
+    def first_seen(self, obj: Discrepancy) -> str:
+        return when(obj.first_seen_at)
+
+    @admin.display(description="status", ordering="status")
+    def status_label(self, obj: Discrepancy) -> SafeString:
+        tone = STATUS_TONES.get(DiscrepancyStatus(obj.status), "neutral")
+        if obj.resolution:
+            return badge(f"{obj.status} · {obj.resolution}", tone)
+        return badge(obj.status, tone)
+
+    @admin.display(description="time left", ordering="due_at")
+    def time_left(self, obj: Discrepancy) -> SafeString:
+        return time_left(obj, timezone.now())
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "export.csv",
+                self.admin_site.admin_view(self.export_view),
+                name="{}_{}_export".format(*info),
+            ),
+            path(
+                "<path:object_id>/acknowledge/",
+                self.admin_site.admin_view(self.acknowledge_view),
+                name="{}_{}_acknowledge".format(*info),
+            ),
+            path(
+                "<path:object_id>/accept/",
+                self.admin_site.admin_view(self.accept_view),
+                name="{}_{}_accept".format(*info),
+            ),
+            path(
+                "<path:object_id>/propose/",
+                self.admin_site.admin_view(self.propose_view),
+                name="{}_{}_propose".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        query = request.GET.copy()
+        query.pop(ERROR_FLAG, None)
+        context = {
+            "overdue_count": discrepancies_overdue(now=timezone.now()).count(),
+            "overdue_url": f"{_url('discrepancy_changelist')}?target=overdue",
+            "export_url": _url("discrepancy_export") + (f"?{query.urlencode()}" if query else ""),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, context)
+
+    def export_view(self, request: HttpRequest) -> HttpResponseBase:
+        """The queue as currently filtered (the list's own query string), as CSV."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            changelist = self.get_changelist_instance(request)
+        except IncorrectLookupParameters:
+            return HttpResponseRedirect(f"{_url('discrepancy_changelist')}?{ERROR_FLAG}=1")
+        now = timezone.now()
+        rows = discrepancy_export_rows(changelist.queryset, now=now)
+        writer = csv.writer(_Echo())
+        response = StreamingHttpResponse(
+            (writer.writerow(row) for row in rows), content_type="text/csv; charset=utf-8"
+        )
+        name = f"discrepancies-{now:%Y%m%dT%H%M%SZ}.csv"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+    def page_context(self, request: HttpRequest, obj: Discrepancy | None) -> dict[str, Any]:
+        if obj is None:
+            return {}
+        user = request.user
+        is_open = obj.status != DiscrepancyStatus.RESOLVED
+        money = obj.severity == Severity.MONEY
+        can_work = is_open and user.has_perm(WORK_PERMISSION)
+        waiting = obj.adjustment is not None and obj.adjustment.status == AdjustmentStatus.PROPOSED
+        correction = discrepancy_correction(obj) if is_open and not waiting else None
+        can_propose = (
+            correction is not None and bool(correction.kinds) and user.has_perm(PROPOSE_PERMISSION)
+        )
+        return {
+            "discrepancy": obj,
+            "severity_badge": self.severity_badge(obj),
+            "status_badge": self.status_label(obj),
+            "time_left": time_left(obj, timezone.now()),
+            "amount_usd": dollars(obj.amount_micro),
+            "subject_html": provider_id(obj.subject_id),
+            "charge_html": provider_id(obj.charge_id) if obj.charge_id else "",
+            "envelope_url": _envelope_url(obj.envelope_public_id),
+            "times": {
+                "first_seen": when(obj.first_seen_at),
+                "last_seen": when(obj.last_seen_at),
+                "due": when(obj.due_at),
+                "acknowledged": when(obj.acknowledged_at),
+                "resolved": when(obj.resolved_at),
+            },
+            "first_run_url": _url("run_change", obj.first_run_id),
+            "last_run_url": _url("run_change", obj.last_run_id),
+            "sides": [
+                {
+                    "field": row.field,
+                    "differs": row.differs,
+                    "cells": (
+                        _cell(row.vouch, row.vouch_absent),
+                        _cell(row.provider, row.provider_absent),
+                    ),
+                }
+                for row in discrepancy_sides(obj)
+            ],
+            "observations": [
+                (
+                    label,
+                    o,
+                    when(o.observed_at),
+                    _url("observation_change", o.pk),
+                    _url("run_change", o.run_id),
+                )
+                for label, o in (("Last seen in", obj.observation), ("Cleared by", obj.cleared_by))
+                if o is not None
+            ],
+            "adjustment_url": (
+                reverse("admin:reconciliation_adjustment_change", args=[obj.adjustment_id])
+                if obj.adjustment_id
+                else ""
+            ),
+            "adjustment_moves": MOVES.get(AdjustmentKind(obj.adjustment.kind), "")
+            if obj.adjustment is not None
+            else "",
+            "adjustment_usd": dollars(obj.adjustment.amount_micro) if obj.adjustment else "",
+            "waiting": waiting,
+            "history": [(e, when(e.created_at)) for e in discrepancy_history(obj)],
+            "is_open": is_open,
+            "money": money,
+            "can_acknowledge": can_work and obj.status == DiscrepancyStatus.OPEN,
+            "can_accept": can_work and not money,
+            "may_work": user.has_perm(WORK_PERMISSION),
+            "may_propose": user.has_perm(PROPOSE_PERMISSION),
+            "correction": correction,
+            "leg_usd": (
+                dollars((correction.refund_leg or correction.funding_leg).amount_micro)  # type: ignore[union-attr]
+                if correction is not None and (correction.refund_leg or correction.funding_leg)
+                else ""
+            ),
+            "kinds": [(k.label, MOVES[k]) for k in correction.kinds] if correction else [],
+            "can_propose": can_propose,
+            "accept_form": AcceptForm(),
+            "propose_form": DiscrepancyProposeForm(
+                kinds=correction.kinds if correction else [],
+                initial={"provider_object_id": correction.provider_object_id if correction else ""},
+            ),
+        }
+
+    # --- the actions: each a POST of its own, one service each ------------------------------------
+
+    def _act(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        act: Callable[[User, Discrepancy], tuple[str, str | None]],
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        user = request.user
+        if not isinstance(user, User):
+            raise PermissionDenied
+        discrepancy = self.get_object(request, unquote(object_id))
+        if discrepancy is None:
+            raise Http404(f"no discrepancy {object_id!r}")
+        page = _url("discrepancy_change", discrepancy.pk)
+        if request.method != "POST":
+            return HttpResponseRedirect(page)
+        try:
+            done, then = act(user, discrepancy)
+        except _FormError as exc:
+            self.message_user(request, f"Not done: {exc}", messages.ERROR)
+        except VouchError as exc:
+            self.message_user(request, f"Not done ({exc.code}): {exc.message}", messages.ERROR)
+        except PermissionError as exc:
+            self.message_user(request, f"Not done (permission_denied): {exc}", messages.ERROR)
+        else:
+            self.message_user(request, done, messages.SUCCESS)
+            return HttpResponseRedirect(then or page)
+        return HttpResponseRedirect(page)
+
+    def acknowledge_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        def act(user: User, discrepancy: Discrepancy) -> tuple[str, str | None]:
+            discrepancy_acknowledge(discrepancy=discrepancy, actor=user)
+            return f"Discrepancy {discrepancy.public_id} is acknowledged: it is yours.", None
+
+        return self._act(request, object_id, act)
+
+    def accept_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        def act(user: User, discrepancy: Discrepancy) -> tuple[str, str | None]:
+            form = AcceptForm(request.POST)
+            if not form.is_valid():
+                raise _FormError(_errors(form))
+            discrepancy_accept(discrepancy=discrepancy, actor=user, note=form.cleaned_data["note"])
+            return f"Discrepancy {discrepancy.public_id} is accepted with your note.", None
+
+        return self._act(request, object_id, act)
+
+    def propose_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        def act(user: User, discrepancy: Discrepancy) -> tuple[str, str | None]:
+            form = DiscrepancyProposeForm(request.POST)
+            if not form.is_valid():
+                raise _FormError(_errors(form))
+            adjustment = discrepancy_adjustment_propose(
+                discrepancy=discrepancy,
+                actor=user,
+                kind=form.cleaned_data["kind"],
+                reason=form.cleaned_data["reason"],
+                provider_object_id=form.cleaned_data["provider_object_id"],
+            )
+            return (
+                f"Adjustment {adjustment.public_id} is proposed on discrepancy "
+                f"{discrepancy.public_id}. A second person with {APPROVE_PERMISSION} approves it.",
+                reverse("admin:reconciliation_adjustment_change", args=[adjustment.pk]),
+            )
+
+        return self._act(request, object_id, act)
+
+
+def _errors(form: forms.Form) -> str:
+    return "; ".join(
+        f"{form.fields[name].label if name in form.fields else name}: "
+        + " ".join(str(e) for e in errors)
+        for name, errors in form.errors.items()
+    )
+
+
+class _Echo:
+    """A file that gives back what is written to it: csv.writer's rows, streamed."""
+
+    def write(self, value: str) -> str:
+        return value
