@@ -36,7 +36,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
@@ -382,7 +382,7 @@ def time_left(discrepancy: Discrepancy, now: datetime) -> SafeString:
     """The time left to its target, or how long it is overdue (marked in words, not only in
     colour); nothing for a resolved one."""
     if discrepancy.status == DiscrepancyStatus.RESOLVED:
-        return format_html('<span class="vouch-quiet">—</span>')
+        return mark_safe('<span class="vouch-quiet">—</span>')
     left = discrepancy.due_at - now
     if left < timedelta(0):
         return format_html(
@@ -677,7 +677,9 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Discrepancy]:
-        return discrepancy_queue(super().get_queryset(request), now=timezone.now())
+        # Not super()'s: it would order by the annotations before the selector makes them.
+        rows = self.model._default_manager.get_queryset()
+        return discrepancy_queue(rows, now=timezone.now())
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         return QUEUE_ORDER
