@@ -1,0 +1,1024 @@
+"""The comparison of the ledger with the provider (SPEC §15.1, §15.2): the sweep, the full run
+and `manage.py reconcile`.
+
+A run lists the provider's refunds, charges and disputes created in its window, a page at a time
+(streamed: memory stays flat however many there are), stores each page with its SHA-256, and
+compares every object on a Vouch charge with the rows that record it. Then it looks from Vouch's
+side (accepted legs and funded charges the listing did not show are read one by one: missing, or
+only outside the window), at what is stuck, and at the ledger itself. Last, every open
+discrepancy this run did not see again is looked at once more, alone: if it is gone, it is
+cleared, citing the provider data that shows it gone.
+
+What Vouch itself has in flight — a leg reserved or awaiting its answer, a refund with Vouch's
+metadata whose leg is not recorded yet, a dispute whose webhook may not have arrived — is counted
+as *expected* for `RECONCILIATION_GRACE_S` after it started, not as a discrepancy. A refund
+without Vouch's metadata is never in flight: it is `refund_foreign` at once.
+
+The only change of money a run makes by itself: a refund the provider shows `failed` or
+`canceled` whose leg was never released is released through the one release service, exactly as
+the webhook would have done. Nothing else changes money without a person."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Q, Sum
+
+from disputes.models import Dispute, FilingStatus, Packet
+from envelopes.models import (
+    MICRO_PER_CENT,
+    Adjustment,
+    AdjustmentKind,
+    AdjustmentStatus,
+    FundingLeg,
+    FundingStatus,
+    LegOutcome,
+    RefundLeg,
+)
+from envelopes.money import to_cents
+from envelopes.selectors import ledger_breaches
+from envelopes.services import refund_leg_release
+from providers import ProviderUnavailable
+from providers.outcomes import Outcome
+from providers.stripe_provider import StripeProvider, provider_from_settings
+from reconciliation.models import (
+    Discrepancy,
+    DiscrepancyClass,
+    Observation,
+    Run,
+    RunKind,
+    Seen,
+)
+from reconciliation.runs import run_checkpoint, run_fail, run_finish, run_start
+from reconciliation.services import OPEN_STATES, Finding, discrepancy_clear, discrepancy_record
+from verification import clock
+from verification.models import VerificationRun
+
+LIVE = ("pending", "requires_action", "succeeded")
+GONE = ("failed", "canceled")
+WINDOWS = {
+    RunKind.SWEEP: timedelta(days=7),
+    RunKind.FULL: timedelta(days=90),
+    RunKind.MANUAL: timedelta(days=7),
+}
+LISTED = ("refunds", "charges", "disputes")
+PHASES = (*LISTED, "vouch_side", "stuck", "ledger", "clear")
+# Classes whose subject is found by the stuck and ledger phases, which look at everything (not
+# only the window): not seen by a run means gone.
+WHOLE_LEDGER = {
+    DiscrepancyClass.LEG_STUCK,
+    DiscrepancyClass.FUNDING_STUCK,
+    DiscrepancyClass.RUN_OVERDUE,
+    DiscrepancyClass.LEDGER_BREACH,
+}
+_REFUND_MONEY = {
+    DiscrepancyClass.REFUND_MISSING,
+    DiscrepancyClass.REFUND_MISMATCH,
+    DiscrepancyClass.REFUND_STATUS_DRIFT,
+    DiscrepancyClass.REFUND_FOREIGN,
+    DiscrepancyClass.REFUND_DUPLICATE,
+}
+
+
+class ReconciliationIncomplete(Exception):
+    """The run could not complete (the provider could not be read); it resumes from its
+    checkpoint next time."""
+
+    def __init__(self, run: Run, reason: str) -> None:
+        super().__init__(f"run {run.public_id} could not complete: {reason}")
+        self.run = run
+
+
+@dataclass
+class _Context:
+    run: Run
+    provider: StripeProvider
+    budget: Any
+    now: datetime
+    grace: timedelta
+    progress: Callable[[Run], None] | None
+    # Charges with a refund-level money finding in this run: their totals are explained by it.
+    explained: set[str] = field(default_factory=set)
+    # A dry run releases nothing: what it would release, by charge (micro-dollars).
+    would_release: dict[str, int] = field(default_factory=dict)
+    # A dry run records nothing: the keys it found.
+    dry_findings: dict[tuple[str, str, str], Finding] = field(default_factory=dict)
+
+    def recent(self, moment: datetime | int | float | None) -> bool:
+        """Inside the grace period (what Vouch has in flight is expected, not a discrepancy)."""
+        if moment is None:
+            return False
+        if not isinstance(moment, datetime):
+            return self.now.timestamp() - float(moment) < self.grace.total_seconds()
+        return self.now - moment < self.grace
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def reconcile(
+    *,
+    kind: str = RunKind.SWEEP,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    dry_run: bool = False,
+    progress: Callable[[Run], None] | None = None,
+    provider: StripeProvider | None = None,
+) -> Run:
+    """Run (or resume) one comparison over [since, until) — by default the kind's window ending
+    now. Returns the completed run; raises RunInProgress if a run of the lane is alive, and
+    ReconciliationIncomplete if the provider could not be read (the run is resumable)."""
+    from core.budget import budget_from_settings
+
+    now = clock.now()
+    until = until or now
+    since = since or until - WINDOWS[RunKind(kind)]
+    run = run_start(kind=kind, window_start=since, window_end=until, dry_run=dry_run)
+    ctx = _Context(
+        run=run,
+        provider=provider or provider_from_settings(),
+        budget=budget_from_settings("reconciliation"),
+        now=now,
+        grace=timedelta(seconds=settings.RECONCILIATION_GRACE_S),
+        progress=progress,
+    )
+    try:
+        _phases(ctx)
+    except ProviderUnavailable as exc:
+        run_fail(run, error=str(exc))
+        raise ReconciliationIncomplete(run, str(exc)) from exc
+    if run.dry_run:
+        run.opened = {}
+        for finding in ctx.dry_findings.values():
+            run.opened[finding.code] = run.opened.get(finding.code, 0) + 1
+    return run_finish(run)
+
+
+def _phases(ctx: _Context) -> None:
+    checkpoint = ctx.run.checkpoint or {}
+    start = PHASES.index(checkpoint["phase"]) if checkpoint.get("phase") in PHASES else 0
+    for phase in PHASES[start:]:
+        after = checkpoint.get("after") if phase == checkpoint.get("phase") else None
+        if phase in LISTED:
+            _list(ctx, phase, after)
+        elif phase == "vouch_side":
+            _vouch_side(ctx)
+        elif phase == "stuck":
+            _stuck(ctx)
+        elif phase == "ledger":
+            _ledger(ctx)
+        elif phase == "clear" and not ctx.run.dry_run:
+            _clear(ctx)
+        run_checkpoint(ctx.run, phase=phase, done=True)
+        _tick(ctx)
+
+
+def _tick(ctx: _Context) -> None:
+    if ctx.progress is not None:
+        ctx.progress(ctx.run)
+
+
+def _count(ctx: _Context, kind: str, n: int = 1) -> None:
+    ctx.run.compared[kind] = ctx.run.compared.get(kind, 0) + n
+
+
+def _found(ctx: _Context, finding: Finding) -> None:
+    if finding.code in _REFUND_MONEY and finding.charge_id:
+        ctx.explained.add(finding.charge_id)
+    if ctx.run.dry_run:
+        ctx.dry_findings[finding.key] = finding
+        return
+    discrepancy_record(run=ctx.run, finding=finding)
+
+
+def _observe(
+    ctx: _Context, kind: str, request: dict[str, Any], data: Any, body: bytes | None = None
+) -> Observation:
+    raw = body if body is not None else json.dumps(data, sort_keys=True).encode()
+    return Observation.objects.create(
+        run=ctx.run,
+        kind=kind,
+        request=request,
+        data=data,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        observed_at=clock.now(),
+    )
+
+
+# --- listing --------------------------------------------------------------------------------
+
+
+def _list(ctx: _Context, kind: str, after: str | None) -> None:
+    pages = ctx.provider.list_pages(
+        kind,
+        created_gte=math.floor(ctx.run.window_start.timestamp()),
+        created_lt=math.ceil(ctx.run.window_end.timestamp()),
+        starting_after=after,
+        limit=100,
+        budget=ctx.budget,
+    )
+    compare = {"refunds": _refunds, "charges": _charges, "disputes": _disputes}[kind]
+    for page in pages:
+        ctx.run.pages += 1
+        ctx.run.provider_calls += page.attempts
+        observation = _observe(
+            ctx, kind, {"path": f"/v1/{kind}", "params": page.params}, page.data, page.body
+        )
+        seen = compare(ctx, page.data, observation)
+        if seen:
+            Seen.objects.bulk_create(
+                [Seen(run=ctx.run, object_id=object_id) for object_id in seen],
+                ignore_conflicts=True,
+            )
+        run_checkpoint(ctx.run, phase=kind, after=page.last_id)
+        _tick(ctx)
+
+
+def _id(value: Any) -> str:
+    """An expandable field's id (`"ch_…"` or `{"id": "ch_…", …}`)."""
+    if isinstance(value, dict):
+        return str(value.get("id") or "")
+    return str(value or "")
+
+
+def _leg_named(refund: dict[str, Any]) -> str:
+    metadata = refund.get("metadata") or {}
+    return str(metadata.get("vouch_leg") or "") if isinstance(metadata, dict) else ""
+
+
+def _differing(vouch: dict[str, Any], provider: dict[str, Any], names: Iterable[str]) -> list[str]:
+    return [name for name in names if vouch.get(name) != provider.get(name)]
+
+
+# --- refunds --------------------------------------------------------------------------------
+
+
+def _refunds(ctx: _Context, refunds: list[dict[str, Any]], observation: Observation) -> list[str]:
+    """Compare a page of provider refunds; returns the ids that a leg records (seen)."""
+    ids = [str(r["id"]) for r in refunds]
+    legs = RefundLeg.objects.select_related("funding_leg", "operation__envelope")
+    by_refund = {leg.provider_refund_id: leg for leg in legs.filter(provider_refund_id__in=ids)}
+    names = {_leg_named(r) for r in refunds} - {""}
+    by_name = {leg.public_id: leg for leg in legs.filter(public_id__in=names)}
+    charges = {_id(r.get("charge")) for r in refunds}
+    fundings = {
+        f.charge_id: f
+        for f in FundingLeg.objects.select_related("envelope").filter(charge_id__in=charges)
+    }
+    recorded = set(
+        Adjustment.objects.filter(
+            kind=AdjustmentKind.FOREIGN_REFUND,
+            status=AdjustmentStatus.APPLIED,
+            provider_object_id__in=ids,
+        ).values_list("provider_object_id", flat=True)
+    )
+    seen = []
+    for refund in refunds:
+        refund_id, charge_id = str(refund["id"]), _id(refund.get("charge"))
+        leg = by_refund.get(refund_id)
+        funding = fundings.get(charge_id)
+        if leg is None and funding is None and _leg_named(refund) not in by_name:
+            continue  # not on a Vouch charge: not ours to compare
+        _count(ctx, "refund")
+        if leg is not None:
+            seen.append(refund_id)
+            _refund_of_leg(ctx, leg, refund, observation)
+        elif refund_id in recorded:
+            continue  # a foreign refund a person recorded by an approved adjustment
+        else:
+            _refund_unrecorded(ctx, refund, by_name.get(_leg_named(refund)), funding, observation)
+    return seen
+
+
+def _refund_sides(leg: RefundLeg, refund: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    live = leg.outcome == LegOutcome.ACCEPTED and not leg.released
+    vouch = {
+        "refund": leg.provider_refund_id,
+        "charge": leg.funding_leg.charge_id,
+        "amount": to_cents(leg.amount_micro),
+        "vouch_leg": leg.public_id,
+        "status": "live" if live else ("released" if leg.released else leg.outcome),
+        "leg_outcome": leg.outcome,
+    }
+    provider = {
+        "refund": str(refund.get("id")),
+        "charge": _id(refund.get("charge")),
+        "amount": refund.get("amount"),
+        "vouch_leg": _leg_named(refund),
+        "status": refund.get("status"),
+        "leg_outcome": "",
+    }
+    return vouch, provider
+
+
+def _refund_of_leg(
+    ctx: _Context, leg: RefundLeg, refund: dict[str, Any], observation: Observation
+) -> None:
+    """A provider refund that a leg records: same charge, amount and leg name; a status that
+    agrees with the leg (live for a live leg; a released leg's refund failed or canceled)."""
+    vouch, provider = _refund_sides(leg, refund)
+    envelope = leg.operation.envelope.public_id
+    differing = _differing(vouch, provider, ("charge", "amount", "vouch_leg"))
+    if differing:
+        _found(
+            ctx,
+            Finding(
+                code=DiscrepancyClass.REFUND_MISMATCH,
+                subject_type="refund_leg",
+                subject_id=leg.public_id,
+                summary=f"Refund {provider['refund']} differs from leg {leg.public_id} in "
+                + ", ".join(differing),
+                vouch_side=vouch,
+                provider_side=provider,
+                differing=differing,
+                charge_id=vouch["charge"],
+                envelope_public_id=envelope,
+                amount_micro=leg.amount_micro,
+                observation=observation,
+            ),
+        )
+    status = refund.get("status")
+    live_leg = leg.outcome == LegOutcome.ACCEPTED and not leg.released
+    if live_leg and status in GONE:
+        _release(ctx, leg, refund)
+    elif leg.released and status in LIVE:
+        _found(
+            ctx,
+            Finding(
+                code=DiscrepancyClass.REFUND_STATUS_DRIFT,
+                subject_type="refund_leg",
+                subject_id=leg.public_id,
+                summary=f"Leg {leg.public_id} was released, but the provider shows its refund "
+                f"{provider['refund']} {status}: the money went back to the buyer and is "
+                "counted unspent here too.",
+                vouch_side=vouch,
+                provider_side=provider,
+                differing=["status"],
+                charge_id=vouch["charge"],
+                envelope_public_id=envelope,
+                amount_micro=leg.amount_micro,
+                observation=observation,
+            ),
+        )
+    elif leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN) and ctx.recent(leg.reserved_at):
+        ctx.run.expected += 1
+
+
+def _release(ctx: _Context, leg: RefundLeg, refund: dict[str, Any]) -> None:
+    """The one automatic correction: the provider shows the refund failed or canceled and the
+    leg was never released — released through the one release service, as the webhook would."""
+    if ctx.run.dry_run:
+        charge = leg.funding_leg.charge_id
+        ctx.would_release[charge] = ctx.would_release.get(charge, 0) + leg.amount_micro
+        ctx.run.corrected += 1
+        return
+    if refund_leg_release(
+        leg=leg,
+        reason=f"reconciliation {ctx.run.public_id}: the provider shows the refund "
+        f"{refund.get('status')}",
+        provider_refund=refund,
+    ):
+        ctx.run.corrected += 1
+
+
+def _refund_unrecorded(
+    ctx: _Context,
+    refund: dict[str, Any],
+    named: RefundLeg | None,
+    funding: FundingLeg | None,
+    observation: Observation,
+) -> None:
+    """A provider refund on a Vouch charge that no leg records by id."""
+    refund_id, status = str(refund["id"]), refund.get("status")
+    name = _leg_named(refund)
+    provider = {
+        "refund": refund_id,
+        "charge": _id(refund.get("charge")),
+        "amount": refund.get("amount"),
+        "vouch_leg": name,
+        "status": status,
+    }
+    if named is not None:
+        vouch, _ = _refund_sides(named, refund)
+        envelope = named.operation.envelope.public_id
+        if named.provider_refund_id:  # the leg records another refund: this one is a second
+            if status in LIVE:
+                _found(
+                    ctx,
+                    Finding(
+                        code=DiscrepancyClass.REFUND_DUPLICATE,
+                        subject_type="refund_leg",
+                        subject_id=named.public_id,
+                        summary=f"Two provider refunds carry leg {named.public_id}: "
+                        f"{named.provider_refund_id} (recorded) and {refund_id}.",
+                        vouch_side=vouch,
+                        provider_side=provider,
+                        differing=["refund"],
+                        charge_id=provider["charge"],
+                        envelope_public_id=envelope,
+                        amount_micro=int(refund.get("amount") or 0) * MICRO_PER_CENT,
+                        observation=observation,
+                    ),
+                )
+        elif (named.released or named.outcome in (LegOutcome.REFUSED, LegOutcome.VOID)) and (
+            status in LIVE
+        ):
+            _found(
+                ctx,
+                Finding(
+                    code=DiscrepancyClass.REFUND_STATUS_DRIFT,
+                    subject_type="refund_leg",
+                    subject_id=named.public_id,
+                    summary=f"Leg {named.public_id} is {named.outcome} and released here, but the "
+                    f"provider holds refund {refund_id} for it, {status}.",
+                    vouch_side=vouch,
+                    provider_side=provider,
+                    differing=["refund", "status"],
+                    charge_id=provider["charge"],
+                    envelope_public_id=envelope,
+                    amount_micro=named.amount_micro,
+                    observation=observation,
+                ),
+            )
+        elif named.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN) and ctx.recent(
+            named.reserved_at
+        ):
+            ctx.run.expected += 1  # its answer is being recorded
+        # else: an open leg past its grace is named by the stuck phase (leg_stuck)
+        return
+    if name and ctx.recent(refund.get("created")):
+        ctx.run.expected += 1  # Vouch's metadata, its leg not recorded yet
+        return
+    if status not in LIVE or funding is None:
+        return  # a failed foreign refund gave nothing back
+    _found(
+        ctx,
+        Finding(
+            code=DiscrepancyClass.REFUND_FOREIGN,
+            subject_type="refund",
+            subject_id=refund_id,
+            summary=f"Refund {refund_id} of {refund.get('amount')} cents on charge "
+            f"{provider['charge']} was made outside Vouch"
+            + (f" (it names leg {name}, which Vouch does not have)." if name else "."),
+            vouch_side={"refund": "", "charge": funding.charge_id, "amount": None, "vouch_leg": ""},
+            provider_side=provider,
+            differing=["refund", "amount"],
+            charge_id=funding.charge_id,
+            envelope_public_id=funding.envelope.public_id,
+            amount_micro=int(refund.get("amount") or 0) * MICRO_PER_CENT,
+            observation=observation,
+            escalate_as=("funding_leg", funding.public_id),
+        ),
+    )
+
+
+# --- charges --------------------------------------------------------------------------------
+
+
+def _refund_totals(funding_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Per funding leg: what its live legs hold, what its open legs might, and the foreign
+    refunds recorded on it (micro-dollars)."""
+    totals: dict[int, dict[str, int]] = {f: {"held": 0, "open": 0} for f in funding_ids}
+    rows = (
+        RefundLeg.objects.filter(funding_leg_id__in=funding_ids)
+        .values("funding_leg_id")
+        .annotate(
+            held=Sum("amount_micro", filter=Q(outcome=LegOutcome.ACCEPTED, released=False)),
+            open=Sum(
+                "amount_micro", filter=Q(outcome__in=(LegOutcome.RESERVED, LegOutcome.UNKNOWN))
+            ),
+        )
+    )
+    for row in rows:
+        totals[row["funding_leg_id"]]["held"] += row["held"] or 0
+        totals[row["funding_leg_id"]]["open"] += row["open"] or 0
+    foreign = (
+        Adjustment.objects.filter(
+            funding_leg_id__in=funding_ids,
+            kind=AdjustmentKind.FOREIGN_REFUND,
+            status=AdjustmentStatus.APPLIED,
+        )
+        .values("funding_leg_id")
+        .annotate(s=Sum("amount_micro"))
+    )
+    for row in foreign:
+        totals[row["funding_leg_id"]]["held"] += row["s"] or 0
+    return totals
+
+
+def _charges(ctx: _Context, charges: list[dict[str, Any]], observation: Observation) -> list[str]:
+    ids = [str(c["id"]) for c in charges]
+    fundings = {
+        f.charge_id: f
+        for f in FundingLeg.objects.select_related("envelope").filter(charge_id__in=ids)
+    }
+    totals = _refund_totals([f.pk for f in fundings.values()])
+    explained = ctx.explained | set(
+        Discrepancy.objects.filter(
+            charge_id__in=ids, status__in=OPEN_STATES, code__in=_REFUND_MONEY
+        ).values_list("charge_id", flat=True)
+    )
+    seen = []
+    for charge in charges:
+        funding = fundings.get(str(charge["id"]))
+        if funding is None:
+            continue  # not a Vouch charge
+        _count(ctx, "charge")
+        seen.append(funding.charge_id)
+        if funding.status != FundingStatus.SUCCEEDED:
+            continue  # a pending leg's charge: the stuck phase names it if it stays so
+        _charge_of_funding(ctx, funding, charge, totals[funding.pk], explained, observation)
+    return seen
+
+
+def _charge_of_funding(
+    ctx: _Context,
+    funding: FundingLeg,
+    charge: dict[str, Any],
+    totals: dict[str, int],
+    explained: set[str],
+    observation: Observation,
+) -> None:
+    vouch = {
+        "charge": funding.charge_id,
+        "status": "succeeded",
+        "amount": to_cents(funding.amount_micro),
+        "currency": funding.envelope.currency,
+        "amount_refunded": (totals["held"] - ctx.would_release.get(funding.charge_id, 0))
+        // MICRO_PER_CENT,
+    }
+    provider = {
+        "charge": str(charge["id"]),
+        "status": charge.get("status"),
+        "amount": charge.get("amount"),
+        "currency": charge.get("currency"),
+        "amount_refunded": charge.get("amount_refunded"),
+    }
+    envelope = funding.envelope.public_id
+    differing = _differing(vouch, provider, ("status", "amount", "currency"))
+    if differing:
+        _found(
+            ctx,
+            Finding(
+                code=DiscrepancyClass.CHARGE_MISMATCH,
+                subject_type="funding_leg",
+                subject_id=funding.public_id,
+                summary=f"Charge {funding.charge_id} differs from funding leg "
+                f"{funding.public_id} in " + ", ".join(differing),
+                vouch_side=vouch,
+                provider_side=provider,
+                differing=differing,
+                charge_id=funding.charge_id,
+                envelope_public_id=envelope,
+                amount_micro=funding.amount_micro,
+                observation=observation,
+            ),
+        )
+    held = totals["held"] - ctx.would_release.get(funding.charge_id, 0)
+    refunded = provider["amount_refunded"]
+    if isinstance(refunded, bool) or not isinstance(refunded, int):
+        refunded = -1
+    at_provider = refunded * MICRO_PER_CENT
+    if held <= at_provider <= held + totals["open"] or funding.charge_id in explained:
+        return
+    _found(
+        ctx,
+        Finding(
+            code=DiscrepancyClass.CHARGE_REFUNDED_MISMATCH,
+            subject_type="funding_leg",
+            subject_id=funding.public_id,
+            summary=f"Charge {funding.charge_id} shows {refunded} cents refunded; Vouch's legs "
+            f"on it hold {held // MICRO_PER_CENT} cents.",
+            vouch_side=vouch,
+            provider_side=provider,
+            differing=["amount_refunded"],
+            charge_id=funding.charge_id,
+            envelope_public_id=envelope,
+            amount_micro=abs(at_provider - held),
+            observation=observation,
+        ),
+    )
+
+
+# --- disputes -------------------------------------------------------------------------------
+
+
+def _disputes(ctx: _Context, disputes: list[dict[str, Any]], observation: Observation) -> list[str]:
+    ids = [str(d["id"]) for d in disputes]
+    rows = {d.provider_dispute_id: d for d in Dispute.objects.filter(provider_dispute_id__in=ids)}
+    charges = {_id(d.get("charge")) for d in disputes}
+    ours = set(FundingLeg.objects.filter(charge_id__in=charges).values_list("charge_id", flat=True))
+    filed = set(
+        Packet.objects.filter(
+            dispute__provider_dispute_id__in=ids, filing_status=FilingStatus.FILED
+        ).values_list("dispute__provider_dispute_id", flat=True)
+    )
+    seen = []
+    for dispute in disputes:
+        dispute_id, charge_id = str(dispute["id"]), _id(dispute.get("charge"))
+        row = rows.get(dispute_id)
+        if row is None and charge_id not in ours:
+            continue
+        _count(ctx, "dispute")
+        seen.append(dispute_id)
+        provider = {
+            "dispute": dispute_id,
+            "charge": charge_id,
+            "status": dispute.get("status"),
+            "amount": dispute.get("amount"),
+            "submissions": (dispute.get("evidence_details") or {}).get("submission_count", 0),
+        }
+        if row is None:
+            if ctx.recent(dispute.get("created")):
+                ctx.run.expected += 1  # its webhook may be on its way
+                continue
+            _found(
+                ctx,
+                Finding(
+                    code=DiscrepancyClass.DISPUTE_UNRECORDED,
+                    subject_type="dispute",
+                    subject_id=dispute_id,
+                    summary=f"The provider has dispute {dispute_id} on charge {charge_id}; "
+                    "Vouch has no record of it.",
+                    vouch_side={"dispute": "", "charge": charge_id, "status": ""},
+                    provider_side=provider,
+                    differing=["dispute", "status"],
+                    charge_id=charge_id,
+                    observation=observation,
+                ),
+            )
+            continue
+        vouch = {
+            "dispute": row.provider_dispute_id,
+            "charge": row.charge_id,
+            "status": row.provider_status,
+            "amount": to_cents(row.amount_micro),
+            "submissions": "filed" if dispute_id in filed else "",
+        }
+        if row.provider_status != dispute.get("status"):
+            _found(
+                ctx,
+                Finding(
+                    code=DiscrepancyClass.DISPUTE_STATUS_DRIFT,
+                    subject_type="dispute",
+                    subject_id=dispute_id,
+                    summary=f"Dispute {dispute_id} is {dispute.get('status')} at the provider, "
+                    f"{row.provider_status or '(no status)'} here.",
+                    vouch_side=vouch,
+                    provider_side=provider,
+                    differing=["status"],
+                    charge_id=row.charge_id,
+                    observation=observation,
+                ),
+            )
+        if dispute_id in filed and not provider["submissions"]:
+            _found(
+                ctx,
+                Finding(
+                    code=DiscrepancyClass.FILING_UNCONFIRMED,
+                    subject_type="dispute",
+                    subject_id=dispute_id,
+                    summary=f"Vouch shows a filed packet for dispute {dispute_id}; the provider "
+                    "shows no evidence submission.",
+                    vouch_side=vouch,
+                    provider_side=provider,
+                    differing=["submissions"],
+                    charge_id=row.charge_id,
+                    observation=observation,
+                ),
+            )
+    return seen
+
+
+# --- Vouch's side: what the listing did not show --------------------------------------------
+
+
+def _read(ctx: _Context, kind: str, object_id: str) -> tuple[Outcome, Observation]:
+    reader = {
+        "refund": ctx.provider.refund_read,
+        "charge": ctx.provider.charge_read,
+        "dispute": ctx.provider.dispute_read,
+    }[kind]
+    outcome = reader(object_id, budget=ctx.budget)
+    ctx.run.provider_calls += outcome.attempts
+    if not outcome.accepted and not outcome.refused:
+        raise ProviderUnavailable(kind=kind, params={"id": object_id}, outcome=outcome)
+    data = outcome.value if outcome.accepted else {"error": outcome.error_code, "id": object_id}
+    request = {"path": f"/v1/{kind}s/{object_id}", "http_status": outcome.http_status}
+    return outcome, _observe(ctx, kind, request, data)
+
+
+def _vouch_side(ctx: _Context) -> None:
+    """Accepted legs and funded charges of the window that the listing did not show: each is
+    read alone — gone at the provider (missing), or created just outside the window (compared)."""
+    run = ctx.run
+    seen = Seen.objects.filter(run=run)
+    legs = (
+        RefundLeg.objects.select_related("funding_leg", "operation__envelope")
+        .filter(outcome=LegOutcome.ACCEPTED, released=False)
+        .exclude(provider_refund_id="")
+        .filter(reserved_at__gte=run.window_start, reserved_at__lt=run.window_end)
+        .exclude(Exists(seen.filter(object_id=OuterRef("provider_refund_id"))))
+        .order_by("id")
+    )
+    for leg in legs.iterator(chunk_size=500):
+        _refund_leg_alone(ctx, leg)
+    fundings = (
+        FundingLeg.objects.select_related("envelope")
+        .filter(status=FundingStatus.SUCCEEDED)
+        .exclude(charge_id="")
+        .filter(created_at__gte=run.window_start, created_at__lt=run.window_end)
+        .exclude(Exists(seen.filter(object_id=OuterRef("charge_id"))))
+        .order_by("id")
+    )
+    for funding in fundings.iterator(chunk_size=500):
+        _funding_alone(ctx, funding)
+
+
+def _refund_leg_alone(ctx: _Context, leg: RefundLeg) -> None:
+    outcome, observation = _read(ctx, "refund", leg.provider_refund_id)
+    if outcome.accepted:
+        _refunds(ctx, [outcome.require()], observation)
+        return
+    _count(ctx, "refund")
+    vouch, _ = _refund_sides(leg, {})
+    _found(
+        ctx,
+        Finding(
+            code=DiscrepancyClass.REFUND_MISSING,
+            subject_type="refund_leg",
+            subject_id=leg.public_id,
+            summary=f"Leg {leg.public_id} records refund {leg.provider_refund_id}; the provider "
+            "has no such refund.",
+            vouch_side=vouch,
+            provider_side={
+                "refund": "",
+                "charge": "",
+                "amount": None,
+                "vouch_leg": "",
+                "status": "",
+            },
+            differing=["refund", "amount", "status"],
+            charge_id=leg.funding_leg.charge_id,
+            envelope_public_id=leg.operation.envelope.public_id,
+            amount_micro=leg.amount_micro,
+            observation=observation,
+        ),
+    )
+
+
+def _funding_alone(ctx: _Context, funding: FundingLeg) -> None:
+    outcome, observation = _read(ctx, "charge", funding.charge_id)
+    if outcome.accepted:
+        _charges(ctx, [outcome.require()], observation)
+        return
+    _count(ctx, "charge")
+    _found(
+        ctx,
+        Finding(
+            code=DiscrepancyClass.CHARGE_MISSING,
+            subject_type="funding_leg",
+            subject_id=funding.public_id,
+            summary=f"Funding leg {funding.public_id} records charge {funding.charge_id}; the "
+            "provider has no such charge.",
+            vouch_side={
+                "charge": funding.charge_id,
+                "status": "succeeded",
+                "amount": to_cents(funding.amount_micro),
+            },
+            provider_side={"charge": "", "status": "", "amount": None},
+            differing=["charge", "status", "amount"],
+            charge_id=funding.charge_id,
+            envelope_public_id=funding.envelope.public_id,
+            amount_micro=funding.amount_micro,
+            observation=observation,
+        ),
+    )
+
+
+# --- what is stuck, and the ledger ----------------------------------------------------------
+
+
+def _ledger_observation(ctx: _Context, what: str, data: dict[str, Any]) -> Observation:
+    return _observe(ctx, "ledger", {"what": what}, data)
+
+
+def _stuck(ctx: _Context) -> None:
+    """Stuck things, over the whole ledger (not only the window)."""
+    stuck_before = ctx.now - timedelta(seconds=settings.RECONCILIATION_STUCK_AFTER_S)
+    legs = (
+        RefundLeg.objects.select_related("funding_leg", "operation__envelope")
+        .filter(outcome__in=(LegOutcome.RESERVED, LegOutcome.UNKNOWN), reserved_at__lt=stuck_before)
+        .order_by("id")
+    )
+    for leg in legs.iterator(chunk_size=500):
+        side = {
+            "leg": leg.public_id,
+            "outcome": leg.outcome,
+            "amount": to_cents(leg.amount_micro),
+            "charge": leg.funding_leg.charge_id,
+            "reserved_at": leg.reserved_at.isoformat(),
+            "error_code": leg.error_code,
+        }
+        _found(
+            ctx,
+            Finding(
+                code=DiscrepancyClass.LEG_STUCK,
+                subject_type="refund_leg",
+                subject_id=leg.public_id,
+                summary=f"Refund leg {leg.public_id} has been {leg.outcome} since "
+                f"{leg.reserved_at:%Y-%m-%d %H:%M} UTC.",
+                vouch_side=side,
+                charge_id=leg.funding_leg.charge_id,
+                envelope_public_id=leg.operation.envelope.public_id,
+                amount_micro=leg.amount_micro,
+                observation=_ledger_observation(ctx, "refund leg", side),
+            ),
+        )
+    fundings = (
+        FundingLeg.objects.select_related("envelope")
+        .filter(status=FundingStatus.PENDING, created_at__lt=stuck_before)
+        .order_by("id")
+    )
+    for funding in fundings.iterator(chunk_size=500):
+        side = {
+            "funding": funding.public_id,
+            "status": funding.status,
+            "amount": to_cents(funding.amount_micro),
+            "payment_intent": funding.payment_intent_id,
+            "created_at": funding.created_at.isoformat(),
+        }
+        _found(
+            ctx,
+            Finding(
+                code=DiscrepancyClass.FUNDING_STUCK,
+                subject_type="funding_leg",
+                subject_id=funding.public_id,
+                summary=f"Funding leg {funding.public_id} has been pending since "
+                f"{funding.created_at:%Y-%m-%d %H:%M} UTC.",
+                vouch_side=side,
+                charge_id=funding.charge_id,
+                envelope_public_id=funding.envelope.public_id,
+                amount_micro=funding.amount_micro,
+                observation=_ledger_observation(ctx, "funding leg", side),
+            ),
+        )
+    overdue = VerificationRun.objects.filter(verdict="PENDING", deadline_at__lt=ctx.now)
+    for vrun in overdue.order_by("id").iterator(chunk_size=500):
+        side = {
+            "run": vrun.public_id,
+            "contract": vrun.contract_id,
+            "verdict": vrun.verdict,
+            "deadline_at": vrun.deadline_at.isoformat(),
+            "attempts": vrun.attempts_made,
+        }
+        _found(
+            ctx,
+            Finding(
+                code=DiscrepancyClass.RUN_OVERDUE,
+                subject_type="verification_run",
+                subject_id=vrun.public_id,
+                summary=f"Verification run {vrun.public_id} ({vrun.contract_id}) is pending past "
+                "its contract's timeout.",
+                vouch_side=side,
+                observation=_ledger_observation(ctx, "verification run", side),
+            ),
+        )
+    filing_before = ctx.now - timedelta(seconds=settings.RECONCILIATION_FILING_STUCK_AFTER_S)
+    filings = Packet.objects.select_related("dispute").filter(
+        filing_status__in=(FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK),
+        filing_started_at__lt=filing_before,
+    )
+    for packet in filings.order_by("id").iterator(chunk_size=500):
+        side = {
+            "dispute": packet.dispute.provider_dispute_id,
+            "packet": packet.public_id,
+            "filing_status": packet.filing_status,
+            "filing_started_at": packet.filing_started_at.isoformat()
+            if packet.filing_started_at
+            else None,
+        }
+        _found(
+            ctx,
+            Finding(
+                code=DiscrepancyClass.FILING_UNCONFIRMED,
+                subject_type="dispute",
+                subject_id=packet.dispute.provider_dispute_id,
+                summary=f"The filing of packet {packet.public_id} has been in flight "
+                f"({packet.filing_status}) for more than an hour.",
+                vouch_side=side,
+                charge_id=packet.dispute.charge_id,
+                observation=_ledger_observation(ctx, "filing", side),
+            ),
+        )
+
+
+def _ledger(ctx: _Context) -> None:
+    """The `check_ledger` recomputation: every envelope whose balances disagree."""
+    by_envelope: dict[str, list[Any]] = {}
+    for breach in ledger_breaches():
+        by_envelope.setdefault(breach.envelope, []).append(breach)
+    for envelope_id, breaches in by_envelope.items():
+        side = {b.balance: b.stored for b in breaches}
+        computed = {b.balance: b.from_journal for b in breaches}
+        _found(
+            ctx,
+            Finding(
+                code=DiscrepancyClass.LEDGER_BREACH,
+                subject_type="envelope",
+                subject_id=envelope_id,
+                summary=f"Envelope {envelope_id}'s stored balances disagree with its journal or "
+                "legs: " + ", ".join(sorted(side)),
+                vouch_side=side,
+                provider_side={b.balance: b.from_legs for b in breaches},
+                differing=sorted(side),
+                envelope_public_id=envelope_id,
+                amount_micro=max(abs(b.stored - b.from_legs) for b in breaches),
+                observation=_ledger_observation(
+                    ctx, "ledger", {"stored": side, "journal": computed}
+                ),
+            ),
+        )
+
+
+# --- clearing -------------------------------------------------------------------------------
+
+
+def _clear(ctx: _Context) -> None:
+    """Every open discrepancy this run did not see: looked at once more, alone. Gone → cleared,
+    citing the read that shows it gone; still there → seen again."""
+    unseen = (
+        Discrepancy.objects.filter(status__in=OPEN_STATES).exclude(last_run=ctx.run).order_by("id")
+    )
+    for discrepancy in unseen.iterator(chunk_size=200):
+        observation = _look_again(ctx, discrepancy)
+        discrepancy.refresh_from_db()
+        if discrepancy.last_run_id != ctx.run.pk and discrepancy.is_open:
+            discrepancy_clear(
+                discrepancy=discrepancy,
+                run=ctx.run,
+                observation=observation,
+                why=f"Not seen by run {ctx.run.public_id}.",
+            )
+
+
+def _look_again(ctx: _Context, discrepancy: Discrepancy) -> Observation | None:
+    """Compare the discrepancy's subject alone, now; returns the observation it rests on."""
+    code, subject_id = discrepancy.code, discrepancy.subject_id
+    if code in WHOLE_LEDGER:
+        # The stuck and ledger phases looked at the whole ledger: what they did not name is gone.
+        return _ledger_observation(ctx, code, {"subject": subject_id, "found": False})
+    if discrepancy.subject_type == "refund":
+        outcome, observation = _read(ctx, "refund", subject_id)
+        if outcome.accepted:
+            _refunds(ctx, [outcome.require()], observation)
+        return observation
+    if discrepancy.subject_type == "dispute":
+        outcome, observation = _read(ctx, "dispute", subject_id)
+        if outcome.accepted:
+            _disputes(ctx, [outcome.require()], observation)
+        return observation
+    if discrepancy.subject_type == "refund_leg":
+        leg = (
+            RefundLeg.objects.select_related("funding_leg", "operation__envelope")
+            .filter(public_id=subject_id)
+            .first()
+        )
+        if leg is None:
+            return None
+        refund_id = leg.provider_refund_id
+        if code == DiscrepancyClass.REFUND_DUPLICATE or (
+            code == DiscrepancyClass.REFUND_STATUS_DRIFT and not refund_id
+        ):
+            refund_id = str(discrepancy.provider_side.get("refund") or "")
+        if not refund_id:
+            return _ledger_observation(ctx, code, {"leg": leg.public_id, "refund": None})
+        if code == DiscrepancyClass.REFUND_MISSING and leg.provider_refund_id:
+            leg_fresh = RefundLeg.objects.filter(pk=leg.pk, outcome=LegOutcome.ACCEPTED)
+            if leg_fresh.filter(released=False).exists():
+                _refund_leg_alone(ctx, leg)
+                return Observation.objects.filter(run=ctx.run).order_by("-id").first()
+            return _ledger_observation(ctx, code, {"leg": leg.public_id, "released": True})
+        outcome, observation = _read(ctx, "refund", refund_id)
+        if outcome.accepted:
+            _refunds(ctx, [outcome.require()], observation)
+        return observation
+    if discrepancy.subject_type == "funding_leg":
+        funding = FundingLeg.objects.select_related("envelope").filter(public_id=subject_id).first()
+        if funding is None or not funding.charge_id:
+            return None
+        if code == DiscrepancyClass.CHARGE_MISSING:
+            _funding_alone(ctx, funding)
+            return Observation.objects.filter(run=ctx.run).order_by("-id").first()
+        outcome, observation = _read(ctx, "charge", funding.charge_id)
+        if outcome.accepted:
+            _charges(ctx, [outcome.require()], observation)
+        return observation
+    return None

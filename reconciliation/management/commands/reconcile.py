@@ -1,0 +1,160 @@
+"""`manage.py reconcile`: one reconciliation run by hand (SPEC §15.3), or the check of a stored
+run's signed report. Parsing and rendering only: the run is reconciliation.engine's."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from reconciliation.engine import ReconciliationIncomplete, reconcile
+from reconciliation.models import Run, RunKind
+from reconciliation.runs import RunInProgress, open_by_class, report_verify
+from verification import clock
+
+_RELATIVE = re.compile(r"^(\d+)([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_moment(text: str, *, now: datetime) -> datetime:
+    """`7d`, `12h`, `30m` (that long before now) or an ISO-8601 date or time (UTC if no zone)."""
+    relative = _RELATIVE.match(text.strip())
+    if relative:
+        return now - timedelta(**{_UNITS[relative.group(2)]: int(relative.group(1))})
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise CommandError(
+            f"{text!r} is neither a duration (7d, 12h, 30m) nor an ISO-8601 time "
+            "(2026-11-01 or 2026-11-01T12:00:00Z)."
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class Command(BaseCommand):
+    help = (
+        "Compare the ledger with the provider over a window of provider `created` times (the "
+        "last 7 days by default): refunds, charges, disputes, stuck legs and the ledger itself. "
+        "Exit status 0 when no discrepancy is open, 1 when some are, 2 when the run could not "
+        "complete. With --verify-report RUN, check that run's signed report instead."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--since", default="7d", help="7d, 12h, … or ISO-8601 (default 7d)")
+        parser.add_argument("--until", default=None, help="ISO-8601 or 1h, … (default: now)")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Compare and report; record and change nothing."
+        )
+        parser.add_argument("--verify-report", metavar="RUN", help="A run's public id (rec_…).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["verify_report"]:
+            self._verify(options["verify_report"])
+            return
+        now = clock.now()
+        since = parse_moment(options["since"], now=now)
+        until = parse_moment(options["until"], now=now) if options["until"] else now
+        if since >= until:
+            raise CommandError(f"--since ({since:%Y-%m-%dT%H:%M:%SZ}) must be before --until.")
+        interactive = self.stdout.isatty()
+        bar = tqdm(
+            total=None,
+            unit=" objects",
+            disable=not interactive,
+            file=self.stdout._out,
+            dynamic_ncols=True,
+        )
+        started = time.monotonic()
+        last = {"compared": 0, "phase": "", "line": 0.0}
+
+        def progress(run: Run) -> None:
+            compared = sum(run.compared.values())
+            phase = str((run.checkpoint or {}).get("phase", ""))
+            bar.update(compared - last["compared"])
+            bar.set_postfix_str(f"{phase}, {run.provider_calls} provider calls")
+            last["compared"] = compared
+            if not interactive and (
+                phase != last["phase"] or time.monotonic() - last["line"] >= 10
+            ):
+                self.stdout.write(
+                    f"{time.monotonic() - started:7.1f}s {phase:<10} {compared} compared, "
+                    f"{run.provider_calls} provider calls, {run.pages} pages"
+                )
+                last["line"] = time.monotonic()
+            last["phase"] = phase
+
+        self.stdout.write(
+            f"Reconciling {since:%Y-%m-%dT%H:%M:%SZ} .. {until:%Y-%m-%dT%H:%M:%SZ}"
+            + (" (dry run)" if options["dry_run"] else "")
+        )
+        try:
+            run = reconcile(
+                kind=RunKind.MANUAL,
+                since=since,
+                until=until,
+                dry_run=options["dry_run"],
+                progress=progress,
+            )
+        except RunInProgress as exc:
+            bar.close()
+            self.stderr.write(
+                f"Not started: {exc}. Wait for it to finish (or, if its process died, for its "
+                "heartbeat to expire: the next run resumes it)."
+            )
+            sys.exit(2)
+        except ReconciliationIncomplete as exc:
+            bar.close()
+            self.stderr.write(
+                f"{exc}. Run the command again: it resumes from the run's checkpoint."
+            )
+            sys.exit(2)
+        bar.close()
+        self._summary(run, time.monotonic() - started)
+        still_open = sum(open_by_class().values()) if not run.dry_run else sum(run.opened.values())
+        sys.exit(1 if still_open else 0)
+
+    def _summary(self, run: Run, elapsed: float) -> None:
+        compared = sum(run.compared.values())
+        self.stdout.write(
+            f"Run {run.public_id}: {compared} objects compared "
+            f"({', '.join(f'{n} {k}s' for k, n in sorted(run.compared.items())) or 'none'}), "
+            f"{run.provider_calls} provider calls, {run.pages} pages, {run.expected} in flight "
+            f"(expected), {run.corrected} corrected, in {elapsed:.1f}s."
+        )
+        classes = sorted(set(run.opened) | set(run.seen) | set(run.cleared) | set(run.still_open))
+        if not classes:
+            self.stdout.write(
+                self.style.SUCCESS("No discrepancy: the ledger and the provider agree.")
+            )
+        else:
+            opened = "would open" if run.dry_run else "opened"
+            header = f"{'class':<26} {opened:>10} {'seen again':>10} {'cleared':>8} {'open':>6}"
+            self.stdout.write(header)
+            self.stdout.write("-" * len(header))
+            for code in classes:
+                self.stdout.write(
+                    f"{code:<26} {run.opened.get(code, 0):>10} {run.seen.get(code, 0):>10} "
+                    f"{run.cleared.get(code, 0):>8} {run.still_open.get(code, 0):>6}"
+                )
+        self.stdout.write(f"Report SHA-256 {run.report_sha256}")
+
+    def _verify(self, public_id: str) -> None:
+        run = Run.objects.filter(public_id=public_id).first()
+        if run is None:
+            raise CommandError(f"No reconciliation run {public_id}.")
+        check = report_verify(run)
+        if check.ok:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"Report of {run.public_id} verifies: SHA-256 {run.report_sha256}, signed by "
+                    f"{run.report_key_id}."
+                )
+            )
+            return
+        self.stderr.write(f"Report of {run.public_id} does NOT verify: {check.problem}.")
+        sys.exit(1)
