@@ -919,10 +919,14 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
                 reason=form.cleaned_data["reason"],
                 provider_object_id=form.cleaned_data["provider_object_id"],
             )
+            # To the adjustment's page (where it is approved), if this person may read it.
+            then = None
+            if user.has_perm("reconciliation.view_adjustment"):
+                then = reverse("admin:reconciliation_adjustment_change", args=[adjustment.pk])
             return (
                 f"Adjustment {adjustment.public_id} is proposed on discrepancy "
                 f"{discrepancy.public_id}. A second person with {APPROVE_PERMISSION} approves it.",
-                reverse("admin:reconciliation_adjustment_change", args=[adjustment.pk]),
+                then,
             )
 
         return self._act(request, object_id, act)

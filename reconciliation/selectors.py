@@ -160,14 +160,12 @@ class SideRow:
 
 
 def discrepancy_sides(discrepancy: Discrepancy) -> list[SideRow]:
-    """Vouch's side and the provider's, one row per field (the union of both sides' fields and
-    those named as differing), in the order the run wrote them: Vouch's fields first."""
+    """Vouch's side and the provider's, one row per field: the union of both sides' fields and
+    those named as differing, by name (the database keeps no order of a JSON object's keys)."""
     vouch = discrepancy.vouch_side if isinstance(discrepancy.vouch_side, dict) else {}
     provider = discrepancy.provider_side if isinstance(discrepancy.provider_side, dict) else {}
     differing = {str(name) for name in discrepancy.differing or []}
-    names: dict[str, None] = {}
-    for name in (*vouch, *provider, *(str(n) for n in discrepancy.differing or [])):
-        names.setdefault(str(name), None)
+    names = sorted({*map(str, vouch), *map(str, provider), *differing})
     return [
         SideRow(
             field=name,
