@@ -13,7 +13,13 @@ class SandboxControl:
         self.url = url.rstrip("/")
         self.timeout = timeout
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
         request = urllib.request.Request(  # noqa: S310 - the sandbox's own URL
             f"{self.url}/_sandbox/{path.lstrip('/')}",
             data=json.dumps(body or {}).encode() if method != "GET" else None,
@@ -21,7 +27,7 @@ class SandboxControl:
             headers={"Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - ditto
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:  # noqa: S310 - ditto
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")
@@ -80,6 +86,25 @@ class SandboxControl:
 
     def webhook_behaviour(self, **behaviour: Any) -> dict[str, Any]:
         return self.call("POST", "webhook-behaviour", behaviour)
+
+    def forget(self, object_id: str) -> dict[str, Any]:
+        """The object (charge, refund, dispute, PaymentIntent, event, file) vanishes from the
+        provider; nothing else changes."""
+        return self.call("POST", f"forget/{object_id}")
+
+    def tamper(self, object_id: str, **fields: Any) -> dict[str, Any]:
+        """Overwrite top-level fields of the stored object (no event, no other object touched);
+        answers the object as the API now shows it."""
+        return self.call("POST", f"tamper/{object_id}", fields)
+
+    def seed(self, charges: list[dict[str, Any]], timeout: float = 120.0) -> list[dict[str, Any]]:
+        """Make many charges (with their PaymentIntents, refunds and disputes) at once, without
+        events: `[{"amount", "currency"?, "metadata"?, "created"?, "refunds"?: [{"amount",
+        "metadata"?, "status"?, ...}], "disputes"?: [...]}]` -> per charge, in order, `{"id",
+        "payment_intent", "refunds": [ids], "disputes": [ids]}`."""
+        answer = self.call("POST", "seed", {"charges": charges}, timeout=timeout)
+        created: list[dict[str, Any]] = answer["charges"]
+        return created
 
     def rate_limit(self, per_second: int) -> None:
         self.call("POST", "rate-limit", {"per_second": per_second})

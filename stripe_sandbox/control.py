@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from stripe_sandbox import objects, resources
+from stripe_sandbox import backstage, objects, resources
 from stripe_sandbox.errors import StripeError
 from stripe_sandbox.ids import new_id
 from stripe_sandbox.state import Fault, WebhookBehaviour
@@ -59,6 +59,8 @@ def handle(
     route: tuple[str, ...] = ()
     if len(parts) == 1:
         route = (method, parts[0])
+    elif len(parts) == 2:
+        route = (method, parts[0], "{id}")
     elif len(parts) == 3:
         route = (method, parts[0], "{id}", parts[2])
     with state.lock:
@@ -147,6 +149,12 @@ def handle(
             return 200, {"readback_lag_ms": state.world.readback_lag_ms}
         if route == ("POST", "webhook-behaviour"):
             return 200, _webhook_behaviour(state.world.webhook_behaviour, body)
+        if route == ("POST", "forget", "{id}"):
+            return 200, backstage.forget(state, parts[1])
+        if route == ("POST", "tamper", "{id}"):
+            return 200, backstage.tamper(state, parts[1], body)
+        if route == ("POST", "seed"):
+            return 200, backstage.seed(state, sandbox.base_url, body)
         if route == ("POST", "rate-limit"):
             state.world.rate_limit_per_second = _int(body, "per_second") or 0
             sandbox.limiter.configure(state.world.rate_limit_per_second)

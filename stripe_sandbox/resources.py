@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from typing import Any
 
 from stripe_sandbox import objects
@@ -14,6 +15,7 @@ from stripe_sandbox.errors import StripeError, invalid, resource_missing, unknow
 from stripe_sandbox.ids import new_id
 from stripe_sandbox.params import Params, merge_metadata
 from stripe_sandbox.state import RequestContext, State
+from stripe_sandbox.timeline import Key
 
 Result = tuple[int, dict[str, Any]]
 Handler = Callable[..., Result]
@@ -29,13 +31,15 @@ def _money(cents: int) -> str:
 # --- lists ---------------------------------------------------------------------------------
 
 
-def _created_filter(params: Params) -> Callable[[dict[str, Any]], bool]:
+def _created_range(params: Params) -> tuple[int | None, int | None]:
+    """Stripe's `created` filter (exact, or `created[gt|gte|lt|lte]`) as a half-open range of
+    seconds [low, high), None for unbounded."""
     value = params.raw("created")
     if value is None:
-        return lambda obj: True
+        return None, None
     if isinstance(value, str):
         exact = params.integer("created")
-        return lambda obj: obj["created"] == exact
+        return (None, None) if exact is None else (exact, exact + 1)
     if not isinstance(value, dict) or not set(value) <= {"gt", "gte", "lt", "lte"}:
         raise invalid("Invalid created: use created[gt|gte|lt|lte]", param="created")
     bounds = {}
@@ -43,48 +47,70 @@ def _created_filter(params: Params) -> Callable[[dict[str, Any]], bool]:
         if not isinstance(raw, str) or not raw.lstrip("-").isdigit():
             raise invalid(f"Invalid integer: {raw}", param=f"created[{op}]")
         bounds[op] = int(raw)
-
-    def keep(obj: dict[str, Any]) -> bool:
-        created = obj["created"]
-        return (
-            ("gt" not in bounds or created > bounds["gt"])
-            and ("gte" not in bounds or created >= bounds["gte"])
-            and ("lt" not in bounds or created < bounds["lt"])
-            and ("lte" not in bounds or created <= bounds["lte"])
-        )
-
-    return keep
+    lows = [bounds["gte"]] if "gte" in bounds else []
+    lows += [bounds["gt"] + 1] if "gt" in bounds else []
+    highs = [bounds["lt"]] if "lt" in bounds else []
+    highs += [bounds["lte"] + 1] if "lte" in bounds else []
+    return (max(lows) if lows else None), (min(highs) if highs else None)
 
 
-def _paginate(
-    state: State, newest_first: Iterable[dict[str, Any]], params: Params, url: str, kind: str
+def _page(
+    state: State,
+    kind: str,
+    params: Params,
+    url: str,
+    keys: list[Key] | None = None,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Result:
-    """Stripe's cursor pagination: `limit` (1-100, default 10), `starting_after` (older than),
-    `ending_before` (newer than), `has_more`."""
+    """Stripe's cursor pagination, newest first: `limit` (1-100, default 10), `starting_after`
+    (older than that object), `ending_before` (newer than it), `has_more`, and the `created`
+    filter. `keys` are the candidates, oldest first (default: every object of the kind); `keep`
+    a further filter. The range is found by bisection and walked from the cursor, so a page costs
+    what it shows (plus what `keep` or readback lag skips), not what the account holds."""
     limit = params.integer("limit", minimum=1, maximum=100) or 10
     after = params.string("starting_after")
     before = params.string("ending_before")
     if after and before:
         raise invalid("You may only specify one of starting_after and ending_before.")
-    keep = _created_filter(params)
-    items = [obj for obj in newest_first if keep(obj) and state.visible(obj["id"])]
-    ids = [obj["id"] for obj in items]
-    if after is not None:
-        if after not in ids:
-            raise resource_missing(kind, after, param="starting_after")
-        window = items[ids.index(after) + 1 :]
-        page, has_more = window[:limit], len(window) > limit
-    elif before is not None:
-        if before not in ids:
-            raise resource_missing(kind, before, param="ending_before")
-        window = items[: ids.index(before)]
-        page, has_more = window[-limit:], len(window) > limit
+    low, high = _created_range(params)
+    timeline = state.world.timelines[kind]
+    if keys is None:
+        keys = timeline.keys()
+    start = 0 if low is None else bisect_left(keys, (low,))
+    stop = len(keys) if high is None else bisect_left(keys, (high,))
+    cursor = after or before
+    if cursor is not None:
+        cursor_key = timeline.key(cursor)
+        if cursor_key is None or not state.visible(cursor):
+            param = "starting_after" if after else "ending_before"
+            raise resource_missing(kind, cursor, param=param)
+        if after:
+            stop = min(stop, bisect_left(keys, cursor_key))
+        else:
+            start = max(start, bisect_right(keys, cursor_key))
+    table = state.table(kind)
+
+    def take(positions: range) -> list[dict[str, Any]]:
+        taken: list[dict[str, Any]] = []
+        for position in positions:
+            obj = table.get(keys[position][2])
+            if obj is None or not state.visible(obj["id"]) or (keep and not keep(obj)):
+                continue
+            taken.append(obj)
+            if len(taken) > limit:
+                break
+        return taken
+
+    if before:  # the `limit` objects just newer than the cursor, still shown newest first
+        taken = take(range(start, stop))
+        page = taken[:limit][::-1]
     else:
-        page, has_more = items[:limit], len(items) > limit
+        taken = take(range(stop - 1, start - 1, -1))
+        page = taken[:limit]
     return 200, {
         "object": "list",
         "data": [state.render(obj) for obj in page],
-        "has_more": has_more,
+        "has_more": len(taken) > limit,
         "url": url,
     }
 
@@ -184,8 +210,7 @@ def payment_intent_create(state: State, ctx: RequestContext, data: dict[str, Any
         automatic_payment_methods=isinstance(automatic, dict)
         and automatic.get("enabled") == "true",
     )
-    state.world.payment_intents[pi["id"]] = pi
-    state.born(pi["id"])
+    state.store(pi)
     state.emit("payment_intent.created", pi, ctx)
     if params.boolean("confirm", default=False):
         _confirm(state, ctx, pi)
@@ -223,9 +248,8 @@ def _confirm(state: State, ctx: RequestContext, pi: dict[str, Any]) -> None:
         )
     card = objects.TEST_CARDS[pi["payment_method"]]
     charge = objects.charge(pi=pi, card=card, created=state.clock.now_int(), base_url=ctx.base_url)
-    state.world.charges[charge["id"]] = charge
+    state.store(charge)
     state.world.charges_by_pi.setdefault(pi["id"], []).append(charge["id"])
-    state.born(charge["id"])
     pi["latest_charge"] = charge["id"]
     if card.error_code is not None:
         pi["status"] = "requires_payment_method"
@@ -319,12 +343,10 @@ def charge_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Resu
         },
     )
     pi_id = params.string("payment_intent")
+    keys = None
     if pi_id is not None:
-        ids = state.world.charges_by_pi.get(pi_id, [])
-        items = [state.world.charges[cid] for cid in reversed(ids)]
-    else:
-        items = list(reversed(state.world.charges.values()))
-    return _paginate(state, items, params, "/v1/charges", "charge")
+        keys = state.world.timelines["charge"].keys_of(state.world.charges_by_pi.get(pi_id, []))
+    return _page(state, "charge", params, "/v1/charges", keys)
 
 
 # --- refunds -------------------------------------------------------------------------------------
@@ -411,7 +433,6 @@ def refund_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Re
         created=state.clock.now_int(),
     )
     state.refund_added(refund)
-    state.born(refund["id"])
     state.sync_charge_refunds(charge)
     state.emit("refund.created", refund, ctx)
     state.emit("charge.refunded", charge, ctx, previous)
@@ -436,14 +457,19 @@ def refund_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Resu
     )
     charge_id = params.string("charge")
     pi_id = params.string("payment_intent")
+    timeline = state.world.timelines["refund"]
+    keys = None
     if charge_id is not None:
-        ids = state.world.refunds_by_charge.get(charge_id, [])
-        items = [state.world.refunds[rid] for rid in reversed(ids)]
-    else:
-        items = list(reversed(state.world.refunds.values()))
-    if pi_id is not None:
-        items = [refund for refund in items if refund["payment_intent"] == pi_id]
-    return _paginate(state, items, params, "/v1/refunds", "refund")
+        keys = timeline.keys_of(state.world.refunds_by_charge.get(charge_id, []))
+    elif pi_id is not None:  # a PaymentIntent's refunds are its charges' refunds
+        by_charge = state.world.refunds_by_charge
+        charge_ids = state.world.charges_by_pi.get(pi_id, [])
+        keys = timeline.keys_of(rid for cid in charge_ids for rid in by_charge.get(cid, []))
+
+    def keep(refund: dict[str, Any]) -> bool:
+        return pi_id is None or refund["payment_intent"] == pi_id
+
+    return _page(state, "refund", params, "/v1/refunds", keys, keep)
 
 
 REFUND_TRANSITIONS: dict[str, set[str]] = {
@@ -457,6 +483,18 @@ REFUND_FAILURE_REASONS = {
     "charge_for_pending_refund_disputed", "declined", "expired_or_canceled_card",
     "insufficient_funds", "lost_or_stolen_card", "merchant_request", "unknown",
 }  # fmt: skip
+
+
+def refund_status_fields(refund: dict[str, Any], status: str, failure_reason: str | None) -> None:
+    """A refund's status and the fields Stripe shows with it."""
+    refund["status"] = status
+    if status == "failed":
+        refund["failure_reason"] = failure_reason or "unknown"
+        refund["failure_balance_transaction"] = new_id("txn")
+    if status == "requires_action":
+        refund["next_action"] = {"type": "display_details", "display_details": None}
+    else:
+        refund.pop("next_action", None)
 
 
 def refund_set_status(
@@ -477,20 +515,15 @@ def refund_set_status(
             param="status",
             stored=True,
         )
-    charge = state.world.charges[refund["charge"]]
     previous = {"status": refund["status"]}
-    refund["status"] = status
+    refund_status_fields(refund, status, failure_reason)
     if status in ("failed", "canceled"):  # terminal: it was live until now
         state.refund_released(refund)
     if status == "failed":
-        refund["failure_reason"] = failure_reason or "unknown"
-        refund["failure_balance_transaction"] = new_id("txn")
         previous["failure_reason"] = None
-    if status == "requires_action":
-        refund["next_action"] = {"type": "display_details", "display_details": None}
-    else:
-        refund.pop("next_action", None)
-    state.sync_charge_refunds(charge)
+    charge = state.world.charges.get(refund["charge"])
+    if charge is not None:  # None once the charge was forgotten
+        state.sync_charge_refunds(charge)
     state.emit("refund.updated", refund, ctx, previous)
     state.emit("charge.refund.updated", refund, ctx, previous)
     if status == "failed":
@@ -525,9 +558,8 @@ def dispute_open(
     dispute = objects.dispute(
         charge=charge, amount=amount, reason=reason, created=now, due_by=now + DISPUTE_DUE_S
     )
-    state.world.disputes[dispute["id"]] = dispute
+    state.store(dispute)
     state.world.disputes_by_charge.setdefault(charge["id"], []).append(dispute["id"])
-    state.born(dispute["id"])
     charge["disputed"] = True
     state.emit("charge.dispute.created", dispute, ctx)
     return dispute
@@ -556,12 +588,18 @@ def dispute_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Res
     )
     charge_id = params.string("charge")
     pi_id = params.string("payment_intent")
-    items = list(reversed(state.world.disputes.values()))
+    keys = None
     if charge_id is not None:
-        items = [d for d in items if d["charge"] == charge_id]
-    if pi_id is not None:
-        items = [d for d in items if d["payment_intent"] == pi_id]
-    return _paginate(state, items, params, "/v1/disputes", "dispute")
+        keys = state.world.timelines["dispute"].keys_of(
+            state.world.disputes_by_charge.get(charge_id, [])
+        )
+
+    def keep(dispute: dict[str, Any]) -> bool:
+        return (charge_id is None or dispute["charge"] == charge_id) and (
+            pi_id is None or dispute["payment_intent"] == pi_id
+        )
+
+    return _page(state, "dispute", params, "/v1/disputes", keys, keep)
 
 
 MAX_EVIDENCE_CHARS = 150_000
@@ -748,21 +786,21 @@ def file_create(
         created=state.clock.now_int(),
         base_url=ctx.base_url,
     )
-    state.world.files[file_obj["id"]] = file_obj
+    state.store(file_obj)
     state.world.file_contents[file_obj["id"]] = content
-    state.born(file_obj["id"])
     return 200, state.render(file_obj)
 
 
 def file_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
     params = Params(data, {"purpose", "created", "limit", "starting_after", "ending_before"})
     purpose = params.string("purpose")
-    items = [
-        f
-        for f in reversed(state.world.files.values())
-        if purpose is None or f["purpose"] == purpose
-    ]
-    return _paginate(state, items, params, "/v1/files", "file")
+    return _page(
+        state,
+        "file",
+        params,
+        "/v1/files",
+        keep=None if purpose is None else lambda f: f["purpose"] == purpose,
+    )
 
 
 # --- events --------------------------------------------------------------------------------------
@@ -790,9 +828,15 @@ def event_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Resul
     if event_type is not None and types is not None:
         raise invalid("You may specify either type or types, not both.", param="types")
     patterns = [event_type] if event_type else (types or [])
-    items = [
-        e
-        for e in reversed(state.world.events.values())
-        if not patterns or any(fnmatch.fnmatchcase(e["type"], p) for p in patterns)
-    ]
-    return _paginate(state, items, params, "/v1/events", "event")
+    exact = {p for p in patterns if not _WILDCARD.search(p)}
+    wildcards = [p for p in patterns if _WILDCARD.search(p)]
+
+    def keep(event: dict[str, Any]) -> bool:
+        return event["type"] in exact or any(
+            fnmatch.fnmatchcase(event["type"], p) for p in wildcards
+        )
+
+    return _page(state, "event", params, "/v1/events", keep=keep if patterns else None)
+
+
+_WILDCARD = re.compile(r"[*?\[]")

@@ -12,11 +12,22 @@ from typing import TYPE_CHECKING, Any
 
 from stripe_sandbox import objects
 from stripe_sandbox.clock import Clock
+from stripe_sandbox.timeline import Timeline
 
 if TYPE_CHECKING:
     from stripe_sandbox.webhooks import Dispatcher
 
 IDEMPOTENCY_TTL_S = 24 * 60 * 60
+
+# Each kind of object Stripe's API shows, and the World table holding it.
+KINDS = {
+    "payment_intent": "payment_intents",
+    "charge": "charges",
+    "refund": "refunds",
+    "dispute": "disputes",
+    "file": "files",
+    "event": "events",
+}
 
 
 @dataclass
@@ -98,6 +109,13 @@ class World:
     # Per charge, what its live refunds (not failed or canceled) hold: kept as a running total so
     # a refund costs the same on a charge's ten-thousandth refund as on its first.
     refunded_live: dict[str, int] = field(default_factory=dict)
+    # Per live refund, the charge and amount it counts in `refunded_live` for: what a failure
+    # gives back, whatever tampering did to the refund since.
+    refund_counted: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # Per listable kind, the order Stripe lists it in (see timeline.py).
+    timelines: dict[str, Timeline] = field(
+        default_factory=lambda: {kind: Timeline() for kind in KINDS}
+    )
     # When each object was created, on the sandbox clock, to the microsecond (readback lag).
     born: dict[str, float] = field(default_factory=dict)
     idempotency: dict[tuple[str, str], IdempotencyRecord] = field(default_factory=dict)
@@ -124,6 +142,25 @@ class State:
 
     # --- objects -------------------------------------------------------------------------
 
+    def table(self, kind: str) -> dict[str, dict[str, Any]]:
+        tables: dict[str, dict[str, Any]] = getattr(self.world, KINDS[kind])
+        return tables
+
+    def store(self, obj: dict[str, Any]) -> None:
+        """A new object, kept, in its kind's timeline, born now (readback lag)."""
+        kind = obj["object"]
+        self.table(kind)[obj["id"]] = obj
+        self.world.timelines[kind].add(obj["id"], obj["created"])
+        self.born(obj["id"])
+
+    def find(self, object_id: str) -> dict[str, Any] | None:
+        """The object with this id, of any kind, or None."""
+        for kind in KINDS:
+            obj = self.table(kind).get(object_id)
+            if obj is not None:
+                return obj
+        return None
+
     def born(self, object_id: str) -> None:
         self.world.born[object_id] = self.clock.now()
 
@@ -140,20 +177,32 @@ class State:
         return self.world.refunded_live.get(charge_id, 0)
 
     def refund_added(self, refund: dict[str, Any]) -> None:
-        self.world.refunds[refund["id"]] = refund
+        """A new refund, kept and counted on its charge (live unless made failed or canceled)."""
+        self.store(refund)
         self.world.refunds_by_charge.setdefault(refund["charge"], []).append(refund["id"])
-        live = self.world.refunded_live
-        live[refund["charge"]] = live.get(refund["charge"], 0) + refund["amount"]
+        if refund["status"] not in ("failed", "canceled"):
+            live = self.world.refunded_live
+            live[refund["charge"]] = live.get(refund["charge"], 0) + refund["amount"]
+            self.world.refund_counted[refund["id"]] = (refund["charge"], refund["amount"])
 
     def refund_released(self, refund: dict[str, Any]) -> None:
-        """A refund became failed or canceled: its amount is the charge's again."""
-        self.world.refunded_live[refund["charge"]] -= refund["amount"]
+        """A refund became failed or canceled: what it counted is the charge's again."""
+        counted = self.world.refund_counted.pop(refund["id"], None)
+        if counted is not None:
+            charge_id, amount = counted
+            self.world.refunded_live[charge_id] = self.live_refunded(charge_id) - amount
 
     def sync_charge_refunds(self, charge: dict[str, Any]) -> None:
-        """Bring a charge's refund fields up to date with its refunds."""
-        refund_ids = self.world.refunds_by_charge.get(charge["id"], [])
+        """Bring a charge's refund fields up to date with its refunds (after one changed)."""
         charge["amount_refunded"] = self.live_refunded(charge["id"])
         charge["refunded"] = charge["amount_refunded"] >= charge["amount"]
+        self.embed_refunds(charge)
+
+    def embed_refunds(self, charge: dict[str, Any]) -> None:
+        """A charge's embedded list: its newest ten refunds, as they are now. Only the list: the
+        amounts change with the refunds (sync_charge_refunds), so that an amount tampered with
+        stays as the test set it, and a refund forgotten leaves them as they were."""
+        refund_ids = self.world.refunds_by_charge.get(charge["id"], [])
         charge["refunds"] = {
             "object": "list",
             "data": [self.world.refunds[rid] for rid in refund_ids[:-11:-1]],
@@ -164,7 +213,7 @@ class State:
     def render(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The object as the API shows it now (a charge's embedded refunds as of now)."""
         if obj.get("object") == "charge":
-            self.sync_charge_refunds(obj)
+            self.embed_refunds(obj)
         return snapshot(obj)
 
     # --- events --------------------------------------------------------------------------
@@ -186,8 +235,7 @@ class State:
             idempotency_key=ctx.idempotency_key if ctx else None,
             pending_webhooks=endpoints,
         )
-        self.world.events[event["id"]] = event
-        self.born(event["id"])
+        self.store(event)
         if self.dispatcher is not None and endpoints:
             self.dispatcher.enqueue(event)
         return event
