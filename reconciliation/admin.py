@@ -364,7 +364,7 @@ def when(moment: datetime | None) -> str:
 
 
 def span(delta: timedelta) -> str:
-    """A length of time in the two largest units that matter: `2 d 3 h`, `3 h 12 min`, `40 s`."""
+    """A length of time in its two largest units: `2 d 3 h`, `3 h 12 min`, `3 min 20 s`."""
     seconds = int(abs(delta).total_seconds())
     days, rest = divmod(seconds, 86_400)
     hours, rest = divmod(rest, 3_600)
@@ -374,7 +374,7 @@ def span(delta: timedelta) -> str:
     if hours:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     if minutes:
-        return f"{minutes} min"
+        return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
     return f"{seconds} s"
 
 
