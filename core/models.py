@@ -71,3 +71,17 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation} {self.key}"
+
+
+class ProviderCallBudget(models.Model):
+    """The shared state of one provider call budget (core.budget): when its next call may start.
+    One row per budget, written only by core.budget's single-statement updates."""
+
+    name = models.CharField(primary_key=True, max_length=50, help_text="e.g. reconciliation")
+    # Unix seconds on the database's clock. A float is right here: a moment, never money.
+    next_slot_at = models.FloatField(
+        help_text="The earliest moment (Unix seconds) at which the next call may start."
+    )
+
+    def __str__(self) -> str:
+        return f"{self.name}: next call at {self.next_slot_at:.3f}"

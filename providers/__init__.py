@@ -2,17 +2,22 @@
 that imports the `stripe` SDK; everything else talks to it through the narrow operations of
 `StripeProvider` and gets typed `Outcome`s back."""
 
-from providers.outcomes import Outcome, OutcomeKind, WebhookSignatureError
+from providers.outcomes import Outcome, OutcomeKind, ProviderUnavailable, WebhookSignatureError
 from providers.stripe_provider import (
     IDEMPOTENCY_KEY_TTL,
+    LIST_KINDS,
+    Page,
     StripeProvider,
     provider_from_settings,
 )
 
 __all__ = [
     "IDEMPOTENCY_KEY_TTL",
+    "LIST_KINDS",
     "Outcome",
     "OutcomeKind",
+    "Page",
+    "ProviderUnavailable",
     "StripeProvider",
     "WebhookSignatureError",
     "provider_from_settings",

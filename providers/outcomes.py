@@ -32,6 +32,8 @@ class Outcome:
     replayed: bool = False
     request_id: str | None = None
     idempotency_key: str | None = None
+    # The response body exactly as received, when accepted (what a caller hashes and stores).
+    body: bytes | None = field(default=None, repr=False)
 
     @property
     def accepted(self) -> bool:
@@ -54,3 +56,27 @@ class Outcome:
 
 class WebhookSignatureError(Exception):
     """A webhook whose signature does not verify: refuse it, store nothing."""
+
+
+class ProviderUnavailable(Exception):
+    """A page of a list that could not be read, after the retry policy: the provider did not
+    answer, or refused (`outcome` says which, with the code and HTTP status). A stream of pages
+    raises it rather than end early: what was yielded before it stands, nothing after it was
+    read, and `params` is the request to resume from."""
+
+    def __init__(self, *, kind: str, params: dict[str, Any], outcome: Outcome) -> None:
+        self.kind = kind
+        self.params = params
+        self.outcome = outcome
+        super().__init__(
+            f"the {kind} page {params} could not be read: {outcome.kind} "
+            f"{outcome.error_code} (HTTP {outcome.http_status}) after {outcome.attempts} attempt(s)"
+        )
+
+    @property
+    def error_code(self) -> str | None:
+        return self.outcome.error_code
+
+    @property
+    def http_status(self) -> int | None:
+        return self.outcome.http_status

@@ -5,7 +5,12 @@ sandbox and real test mode are one setting apart), with connect and read timeout
 failures (network errors and timeouts, 5xx, 409, 429) are retried a bounded number of times with
 jittered exponential backoff, always with the *same* idempotency key, honouring
 `Stripe-Should-Retry` and `Retry-After`. Every call answers an `Outcome`: accepted, refused
-(the provider definitely did not do it) or unknown."""
+(the provider definitely did not do it) or unknown.
+
+Reads may draw on a call budget shared by every worker process (`core.budget.CallBudget`): each
+attempt, retries included, takes a slot first, and a 429 holds the whole budget off for the wait
+the provider asked for. Writes that move money never wait on a budget. Lists are streamed a page
+at a time (`list_pages`), each page with the body exactly as received."""
 
 from __future__ import annotations
 
@@ -15,21 +20,26 @@ import json
 import random
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 import stripe
 
 from core.timing import provider_wait
-from providers.outcomes import Outcome, OutcomeKind, WebhookSignatureError
+from providers.outcomes import Outcome, OutcomeKind, ProviderUnavailable, WebhookSignatureError
+
+if TYPE_CHECKING:
+    from core.budget import CallBudget
 
 DEFAULT_API_BASE = "https://api.stripe.com"
 # Stripe keeps an idempotency key 24 hours. Past this, repeating a write with its key could act
 # again instead of replaying: callers look the object up instead.
 IDEMPOTENCY_KEY_TTL = timedelta(hours=23)
+# What `list_pages` lists: Stripe's list endpoints that reconciliation compares.
+LIST_KINDS = frozenset({"refunds", "charges", "disputes", "events"})
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,37 @@ def classify(exc: stripe.StripeError) -> _Failure:
         # 400, 401, 402, 403, 404: the provider refused and did nothing.
         return _Failure(OutcomeKind.REFUSED, code or type(exc).__name__, retry=False)
     return _Failure(OutcomeKind.UNKNOWN, code or "unexpected_error", retry=False)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a provider list, as the provider sent it."""
+
+    kind: str  # refunds, charges, disputes, events
+    params: dict[str, Any]  # the request's parameters, as sent
+    data: list[dict[str, Any]]  # the objects, as the provider sent them
+    has_more: bool
+    body: bytes = field(repr=False)  # the response body exactly as received (to SHA-256 it)
+    attempts: int  # calls this page took, retries included
+    last_id: str | None  # the last object's id: the cursor of the next page
+
+
+# How a list goes on: the next page's parameters, or None after the last page.
+_Advance = Callable[[dict[str, Any], dict[str, Any]], "dict[str, Any] | None"]
+
+
+def _after_last(params: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any] | None:
+    """Stripe's list cursor: the page after the last object, while there is more."""
+    if not answer.get("has_more") or not answer["data"]:
+        return None
+    return {**params, "starting_after": answer["data"][-1]["id"]}
+
+
+def _next_search_page(params: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The Search API's cursor: `next_page`, while there is more."""
+    if not answer.get("has_more") or not answer.get("next_page"):
+        return None
+    return {**params, "page": answer["next_page"]}
 
 
 class _RequestsClient(stripe.RequestsClient):
@@ -162,43 +203,39 @@ class StripeProvider:
             idempotency_key=idempotency_key,
         )
 
-    def payment_intent_read(self, payment_intent_id: str) -> Outcome:
+    def payment_intent_read(
+        self, payment_intent_id: str, *, budget: CallBudget | None = None
+    ) -> Outcome:
         return self._call(
             lambda options: self._client.v1.payment_intents.retrieve(
                 payment_intent_id, options=options
-            )
+            ),
+            budget=budget,
         )
 
-    def payment_intents_with_metadata(self, key: str, value: str) -> Outcome:
+    def payment_intents_with_metadata(
+        self, key: str, value: str, *, budget: CallBudget | None = None
+    ) -> Outcome:
         """The PaymentIntents whose `metadata[key]` is `value` (Stripe's Search API), newest first,
         every page: accepted with `{"data": [...]}`. For finding a payment whose answer was lost
         after its idempotency key expired, without ever creating one."""
         if "'" in key or "'" in value:
             raise ValueError("metadata search terms may not contain quotes")
-        found: list[dict[str, Any]] = []
-        attempts = 0
-        page_cursor: str | None = None
-        while True:
-            params: Any = {"query": f"metadata['{key}']:'{value}'", "limit": 100}
-            if page_cursor:
-                params["page"] = page_cursor
+        params = {"query": f"metadata['{key}']:'{value}'", "limit": 100}
+        return _collect(
+            self._pages(
+                "payment_intents",
+                self._client.v1.payment_intents.search,
+                params,
+                budget=budget,
+                advance=_next_search_page,
+            )
+        )
 
-            def search(options: stripe.RequestOptions, params: Any = params) -> Any:
-                return self._client.v1.payment_intents.search(params=params, options=options)
-
-            page = self._call(search)
-            attempts += page.attempts
-            if not page.accepted:
-                return replace(page, attempts=attempts)
-            answer = page.require()
-            found.extend(answer["data"])
-            page_cursor = answer.get("next_page")
-            if not answer.get("has_more") or not page_cursor:
-                return Outcome(OutcomeKind.ACCEPTED, {"data": found}, attempts=attempts)
-
-    def charge_read(self, charge_id: str) -> Outcome:
+    def charge_read(self, charge_id: str, *, budget: CallBudget | None = None) -> Outcome:
         return self._call(
-            lambda options: self._client.v1.charges.retrieve(charge_id, options=options)
+            lambda options: self._client.v1.charges.retrieve(charge_id, options=options),
+            budget=budget,
         )
 
     # --- refunds -----------------------------------------------------------------------------
@@ -220,39 +257,25 @@ class StripeProvider:
             idempotency_key=idempotency_key,
         )
 
-    def refund_read(self, refund_id: str) -> Outcome:
+    def refund_read(self, refund_id: str, *, budget: CallBudget | None = None) -> Outcome:
         return self._call(
-            lambda options: self._client.v1.refunds.retrieve(refund_id, options=options)
+            lambda options: self._client.v1.refunds.retrieve(refund_id, options=options),
+            budget=budget,
         )
 
-    def refunds_of_charge(self, charge: str, *, page_size: int = 100) -> Outcome:
+    def refunds_of_charge(
+        self, charge: str, *, page_size: int = 100, budget: CallBudget | None = None
+    ) -> Outcome:
         """Every refund of a charge, newest first, all pages: accepted with `{"data": [...]}`."""
-        refunds: list[dict[str, Any]] = []
-        attempts = 0
-        starting_after: str | None = None
-        while True:
-            params: Any = {"charge": charge, "limit": page_size}
-            if starting_after:
-                params["starting_after"] = starting_after
-
-            def list_page(options: stripe.RequestOptions, params: Any = params) -> Any:
-                return self._client.v1.refunds.list(params=params, options=options)
-
-            page = self._call(list_page)
-            attempts += page.attempts
-            if not page.accepted:
-                return replace(page, attempts=attempts)
-            value = page.require()
-            refunds.extend(value["data"])
-            if not value["has_more"] or not value["data"]:
-                return Outcome(OutcomeKind.ACCEPTED, {"data": refunds}, attempts=attempts)
-            starting_after = value["data"][-1]["id"]
+        params = {"charge": charge, "limit": page_size}
+        return _collect(self._pages("refunds", self._client.v1.refunds.list, params, budget=budget))
 
     # --- disputes ----------------------------------------------------------------------------
 
-    def dispute_read(self, dispute_id: str) -> Outcome:
+    def dispute_read(self, dispute_id: str, *, budget: CallBudget | None = None) -> Outcome:
         return self._call(
-            lambda options: self._client.v1.disputes.retrieve(dispute_id, options=options)
+            lambda options: self._client.v1.disputes.retrieve(dispute_id, options=options),
+            budget=budget,
         )
 
     def dispute_submit_manually(self, *, dispute_id: str, idempotency_key: str) -> Outcome:
@@ -283,6 +306,85 @@ class StripeProvider:
             ),
             idempotency_key=idempotency_key,
         )
+
+    # --- lists --------------------------------------------------------------------------------
+
+    def list_pages(
+        self,
+        kind: str,
+        *,
+        created_gte: int | None = None,
+        created_lt: int | None = None,
+        types: Sequence[str] | None = None,
+        starting_after: str | None = None,
+        limit: int = 100,
+        budget: CallBudget | None = None,
+    ) -> Iterator[Page]:
+        """Stream a list (`kind`: refunds, charges, disputes, events), newest first, one `Page` per
+        provider page, following `has_more` from the last object's id. Lazy: a page is read when
+        the caller asks for it, and only one is held at a time. `created_gte`/`created_lt` send
+        `created[gte]`/`created[lt]`; `types` (events only) sends Stripe's `types[]`;
+        `starting_after` resumes after an object. A page that cannot be read after the retry
+        policy raises `ProviderUnavailable`: a list never ends early in silence."""
+        if kind not in LIST_KINDS:
+            raise ValueError(f"cannot list {kind!r} (listable: {', '.join(sorted(LIST_KINDS))})")
+        if types is not None and kind != "events":
+            raise ValueError("types selects events; it is not a filter of " + kind)
+        if isinstance(types, str):
+            raise ValueError("types is a sequence of event types, not one string")
+        if not 1 <= limit <= 100:
+            raise ValueError(f"limit is 1 to 100, not {limit}")
+        params: dict[str, Any] = {"limit": limit}
+        created = {
+            op: bound
+            for op, bound in (("gte", created_gte), ("lt", created_lt))
+            if bound is not None
+        }
+        if created:
+            params["created"] = created
+        if types is not None:
+            params["types"] = list(types)
+        if starting_after:
+            params["starting_after"] = starting_after
+        lister = getattr(self._client.v1, kind).list
+        return self._pages(kind, lister, params, budget=budget)
+
+    def _pages(
+        self,
+        kind: str,
+        lister: Callable[..., Any],
+        params: dict[str, Any],
+        *,
+        budget: CallBudget | None,
+        advance: _Advance = _after_last,
+    ) -> Iterator[Page]:
+        """The one paging loop: read a page, yield it, go on from it (`advance`)."""
+        following: dict[str, Any] | None = params
+        while following is not None:
+            sent = following
+
+            def read(options: stripe.RequestOptions, sent: dict[str, Any] = sent) -> Any:
+                return lister(params=sent, options=options)
+
+            outcome = self._call(read, budget=budget)
+            if not outcome.accepted:
+                raise ProviderUnavailable(kind=kind, params=sent, outcome=outcome)
+            answer = outcome.require()
+            data = answer["data"]
+            page = Page(
+                kind=kind,
+                params=sent,
+                data=data,
+                has_more=bool(answer.get("has_more")),
+                body=outcome.body or b"",
+                attempts=outcome.attempts,
+                last_id=data[-1]["id"] if data else None,
+            )
+            following = advance(sent, answer)
+            # Hold nothing of this page once the caller has it: the next read starts clean.
+            del outcome, answer, data
+            yield page
+            del page
 
     # --- webhooks ----------------------------------------------------------------------------
 
@@ -334,7 +436,11 @@ class StripeProvider:
         request: Callable[[stripe.RequestOptions], Any],
         *,
         idempotency_key: str | None = None,
+        budget: CallBudget | None = None,
     ) -> Outcome:
+        if budget is not None and idempotency_key is not None:
+            # A write that moves money is never held back behind reads.
+            raise ValueError("a write (one with an idempotency key) never draws on a call budget")
         options: stripe.RequestOptions = {}
         if idempotency_key is not None:
             options["idempotency_key"] = idempotency_key
@@ -343,15 +449,21 @@ class StripeProvider:
             attempt += 1
             try:
                 with provider_wait():
+                    if budget is not None:
+                        budget.take()
                     obj = request(options)
             except stripe.StripeError as exc:
                 failure = classify(exc)
-                if failure.retry and attempt < self.retry.max_attempts:
-                    delay = self._delay(attempt, failure.retry_after_s)
-                    if delay is not None:
-                        with provider_wait():  # backing off is waiting for the provider too
-                            self._sleep(delay)
-                        continue
+                delay = self._delay(attempt, failure.retry_after_s)
+                if budget is not None and failure.code == "rate_limit":
+                    # The limit is the account's: every process sharing the budget holds off.
+                    budget.penalize(
+                        failure.retry_after_s if failure.retry_after_s is not None else delay or 0
+                    )
+                if failure.retry and attempt < self.retry.max_attempts and delay is not None:
+                    with provider_wait():  # backing off is waiting for the provider too
+                        self._sleep(delay)
+                    continue
                 error = getattr(exc, "error", None)
                 return Outcome(
                     failure.kind,
@@ -374,13 +486,29 @@ class StripeProvider:
                 replayed=bool(response and response.headers.get("Idempotent-Replayed") == "true"),
                 request_id=response.request_id if response else None,
                 idempotency_key=idempotency_key,
+                body=response.body.encode("utf-8") if response is not None else None,
             )
 
     def _delay(self, attempt: int, retry_after_s: float | None) -> float | None:
+        """How long to wait before attempt `attempt + 1`; None: longer than we wait for."""
         if retry_after_s is not None:
             return retry_after_s if retry_after_s <= self.retry.max_retry_after_s else None
         backoff = min(self.retry.base_delay_s * 2 ** (attempt - 1), self.retry.max_delay_s)
         return backoff * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not secrecy
+
+
+def _collect(pages: Iterator[Page]) -> Outcome:
+    """Every object of every page as one accepted outcome (`{"data": [...]}`, attempts summed);
+    or, if a page cannot be read, that page's outcome (attempts summed)."""
+    found: list[dict[str, Any]] = []
+    attempts = 0
+    try:
+        for page in pages:
+            attempts += page.attempts
+            found.extend(page.data)
+    except ProviderUnavailable as exc:
+        return replace(exc.outcome, attempts=attempts + exc.outcome.attempts)
+    return Outcome(OutcomeKind.ACCEPTED, {"data": found}, attempts=attempts)
 
 
 _cached: dict[tuple[Any, ...], StripeProvider] = {}

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from core.budget import budget_from_settings
 from verification.contracts import Channel, Contract
 from verification.expressions import Context, missing
 from verification.models import ProviderEvent
@@ -76,7 +77,10 @@ class HttpVerifier:
         if missing(object_id) or not isinstance(object_id, str):
             return Observed({"found": False, "error": f"{channel.read.id} does not resolve"})
         operation = self.READERS[contract.provider][channel.read.resource]
-        outcome = getattr(self.provider(), operation)(object_id)
+        # Polling shares one budget of calls a second with every worker that polls.
+        outcome = getattr(self.provider(), operation)(
+            object_id, budget=budget_from_settings("verification")
+        )
         if outcome.accepted:
             return Observed(outcome.require())
         # Only `found` and `error`: no key that could shadow a field of the object (`status`).

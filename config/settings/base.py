@@ -206,6 +206,9 @@ VERIFICATION_LEASE_S = env.float("VERIFICATION_LEASE_S", default=300.0)
 VERIFICATION_CLOCK_SKEW_S = env.float("VERIFICATION_CLOCK_SKEW_S", default=2.0)
 VERIFICATION_EVENT_RETRY_AFTER_S = 30
 VERIFICATION_EVENT_KEEP_DAYS = env.int("VERIFICATION_EVENT_KEEP_DAYS", default=30)
+# Provider calls a second for verification's readbacks, all worker processes together
+# (core.budget; 0: unlimited).
+VERIFICATION_MAX_RPS = env.float("VERIFICATION_MAX_RPS", default=50.0)
 # Further folders of contract files (tests add contracts with short timing).
 VERIFICATION_CONTRACT_DIRS: list[str] = []
 
@@ -217,6 +220,9 @@ RECONCILIATION_FILING_STUCK_AFTER_S = env.int("RECONCILIATION_FILING_STUCK_AFTER
 # A running run whose heartbeat is older than this died: the next run of its lane resumes it.
 RECONCILIATION_HEARTBEAT_TIMEOUT_S = env.int("RECONCILIATION_HEARTBEAT_TIMEOUT_S", default=300)
 RECONCILIATION_EVENT_OVERLAP_S = 600
+# Provider calls a second for reconciliation, all runs and workers together (core.budget; 0:
+# unlimited): a fifth of Stripe's live limit.
+RECONCILIATION_MAX_RPS = env.float("RECONCILIATION_MAX_RPS", default=20.0)
 
 # --- Receipts (SPEC §8; receipts/keys.py) -----------------------------------------------------
 
