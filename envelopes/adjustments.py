@@ -203,11 +203,20 @@ def _check_refund(kind: str, refund: dict[str, Any], subject: Subject) -> int:
                 provider_amount=amount,
             )
         return leg.amount_micro
-    if named:
+    if named and not _is_second_refund_of(named, str(refund.get("id"))):
         raise _mismatch(
             f"Refund {refund.get('id')} carries Vouch's metadata (leg {named}): it is not foreign."
         )
     return amount * MICRO_PER_CENT
+
+
+def _is_second_refund_of(leg_id: str, refund_id: str) -> bool:
+    """A refund naming a leg that records another refund is a duplicate: money that left outside
+    the leg, recorded like a foreign refund."""
+    recorded = RefundLeg.objects.filter(public_id=leg_id).values_list(
+        "provider_refund_id", flat=True
+    )
+    return any(existing not in ("", refund_id) for existing in recorded)
 
 
 def _check_intent(intent: dict[str, Any], funding: FundingLeg) -> None:

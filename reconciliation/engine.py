@@ -30,6 +30,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, Sum
+from django.db.models.functions import Coalesce
 
 from disputes.models import Dispute, FilingStatus, Packet
 from envelopes.models import (
@@ -501,15 +502,16 @@ def _refund_totals(funding_ids: list[int]) -> dict[int, dict[str, int]]:
         totals[row["funding_leg_id"]]["open"] += row["open"] or 0
     foreign = (
         Adjustment.objects.filter(
-            funding_leg_id__in=funding_ids,
+            Q(funding_leg_id__in=funding_ids) | Q(refund_leg__funding_leg_id__in=funding_ids),
             kind=AdjustmentKind.FOREIGN_REFUND,
             status=AdjustmentStatus.APPLIED,
         )
-        .values("funding_leg_id")
+        .annotate(charged=Coalesce("funding_leg_id", "refund_leg__funding_leg_id"))
+        .values("charged")
         .annotate(s=Sum("amount_micro"))
     )
-    for row in foreign:
-        totals[row["funding_leg_id"]]["held"] += row["s"] or 0
+    for row in foreign:  # recorded on the funding leg, or on a leg of it (a duplicate)
+        totals[row["charged"]]["held"] += row["s"] or 0
     return totals
 
 

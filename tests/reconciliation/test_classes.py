@@ -249,3 +249,55 @@ def test_ledger_breach(alice: Api) -> None:
     assert ledger_breaches()
     run()
     assert open_classes() == [("ledger_breach", data["envelope_id"])]
+
+
+def _staff(username: str, *perms: str) -> Any:
+    from django.contrib.auth.models import Permission
+
+    from accounts.models import User
+
+    user = User.objects.create_user(username, f"{username}@example.com", "pw-12345-staff")
+    user.is_staff = True
+    user.save()
+    for perm in perms:
+        app, codename = perm.split(".")
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app, codename=codename)
+        )
+    return User.objects.get(pk=user.pk)
+
+
+@pytest.mark.parametrize("drift", ["foreign", "duplicate"])
+def test_an_approved_adjustment_resolves_the_refund_and_the_next_run_agrees(
+    alice: Api, sdk: stripe.StripeClient, drift: str
+) -> None:
+    from envelopes.adjustments import adjustment_approve
+    from reconciliation.services import discrepancy_adjustment_propose
+
+    data, funding = funded(alice)
+    leg = refunded(alice, data["envelope_id"], 2_000_000)
+    metadata = {"vouch_leg": leg.public_id} if drift == "duplicate" else {}
+    extra = sdk.v1.refunds.create(
+        params={"charge": funding.charge_id, "amount": 300, "metadata": metadata}
+    )
+    run()
+    discrepancy = Discrepancy.objects.get()
+    assert discrepancy.code == f"refund_{drift}"
+    proposer = _staff("pia", "envelopes.add_adjustment")
+    approver = _staff("abe", "reconciliation.approve_adjustment")
+    adjustment = discrepancy_adjustment_propose(
+        discrepancy=discrepancy,
+        actor=proposer,
+        kind="foreign_refund",
+        reason="Made in the Dashboard by support",
+        provider_object_id=extra.id,
+    )
+    assert adjustment.amount_micro == 3_000_000
+    adjustment_approve(adjustment=adjustment, actor=approver, confirmed_amount_micro=3_000_000)
+    discrepancy.refresh_from_db()
+    assert (discrepancy.status, discrepancy.resolution) == ("resolved", "adjusted")
+    envelope = Envelope.objects.get()
+    assert (envelope.total_refunded_micro, envelope.unspent_micro) == (5_000_000, 5_000_000)
+    assert ledger_breaches() == []
+    assert run().opened == {}
+    assert open_classes() == []
