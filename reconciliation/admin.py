@@ -35,7 +35,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.formats import date_format
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
@@ -58,6 +58,7 @@ from envelopes.models import AdjustmentKind, AdjustmentStatus, FundingLeg, Refun
 from reconciliation.models import (
     Adjustment,
     Discrepancy,
+    DiscrepancyClass,
     DiscrepancyStatus,
     Observation,
     Run,
@@ -516,6 +517,13 @@ class RunAdmin(ReadOnlyAdmin):
             obj.report_sha256[:12],
         )
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # A wide list: the app sidebar would push its last columns out of a 1366 px screen.
+        context = {"is_nav_sidebar_enabled": False, **(extra_context or {})}
+        return super().changelist_view(request, context)
+
     def page_context(self, request: HttpRequest, obj: Run | None) -> dict[str, Any]:
         if obj is None:
             return {}
@@ -612,6 +620,19 @@ class TargetFilter(admin.SimpleListFilter):
         return queryset
 
 
+class ClassFilter(admin.SimpleListFilter):
+    """By class, named by its stable code (the codes the runs, the CSV and the runbooks use)."""
+
+    title = "class"
+    parameter_name = "class"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(code, code) for code in DiscrepancyClass.values]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(code=self.value()) if self.value() else queryset
+
+
 class AcceptForm(forms.Form):
     # Not required here: `discrepancy_accept` is the one judge of an empty note, and its refusal
     # is shown as a message. The browser still asks for one.
@@ -632,6 +653,7 @@ class DiscrepancyProposeForm(forms.Form):
         required=False,
         max_length=100,
         label="Provider object",
+        widget=forms.TextInput(attrs={"size": 40}),
         help_text="The provider refund (re_…) or PaymentIntent (pi_…) the correction rests on, "
         "when it names one. It is read from the provider now and again at approval.",
     )
@@ -657,18 +679,18 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
     first (`reconciliation.selectors.discrepancy_queue`)."""
 
     list_display = (
-        "public_id",
-        "code",
+        "class_code",
         "severity_badge",
         "subject",
         "short_summary",
         "amount",
         "first_seen",
-        "seen_count",
+        "seen",
         "status_label",
         "time_left",
     )
-    list_filter = ("status", "severity", "code", TargetFilter)
+    list_display_links = ("class_code",)
+    list_filter = ("status", "severity", ClassFilter, TargetFilter)
     search_fields = ("public_id", "subject_id", "charge_id", "envelope_public_id")
     list_per_page = 100
     change_list_template = "admin/reconciliation/discrepancy/change_list.html"
@@ -684,6 +706,13 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         return QUEUE_ORDER
 
+    @admin.display(description="class", ordering="code")
+    def class_code(self, obj: Discrepancy) -> SafeString:
+        # Long codes wrap after an underscore, never inside a word.
+        parts = obj.code.split("_")
+        wrapped = format_html_join(mark_safe("_<wbr>"), "{}", ((part,) for part in parts))
+        return format_html('<span class="vouch-code" title="{}">{}</span>', obj.public_id, wrapped)
+
     @admin.display(description="severity", ordering="severity_rank")
     def severity_badge(self, obj: Discrepancy) -> SafeString:
         return badge(obj.severity, SEVERITY_TONES.get(Severity(obj.severity), "neutral"))
@@ -696,22 +725,28 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
 
     @admin.display(description="summary")
     def short_summary(self, obj: Discrepancy) -> str:
-        return Truncator(obj.summary).chars(100)
+        return Truncator(obj.summary).chars(90)
 
     @admin.display(description="amount", ordering="amount_micro")
     def amount(self, obj: Discrepancy) -> str:
         return dollars(obj.amount_micro) if obj.amount_micro else "—"
 
     @admin.display(description="first seen", ordering="first_seen_at")
-    def first_seen(self, obj: Discrepancy) -> str:
-        return when(obj.first_seen_at)
+    def first_seen(self, obj: Discrepancy) -> SafeString:
+        day, _, rest = when(obj.first_seen_at).partition(" ")
+        return format_html("{}<br>{}", day, rest)
 
     @admin.display(description="status", ordering="status")
     def status_label(self, obj: Discrepancy) -> SafeString:
         tone = STATUS_TONES.get(DiscrepancyStatus(obj.status), "neutral")
         if obj.resolution:
-            return badge(f"{obj.status} · {obj.resolution}", tone)
+            return format_html("{}<br>{}", badge(obj.status, tone), obj.resolution)
         return badge(obj.status, tone)
+
+    @admin.display(description="seen", ordering="seen_count")
+    def seen(self, obj: Discrepancy) -> int:
+        """How many runs saw it."""
+        return obj.seen_count
 
     @admin.display(description="time left", ordering="due_at")
     def time_left(self, obj: Discrepancy) -> SafeString:
@@ -752,6 +787,8 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
             "overdue_count": discrepancies_overdue(now=timezone.now()).count(),
             "overdue_url": f"{_url('discrepancy_changelist')}?target=overdue",
             "export_url": _url("discrepancy_export") + (f"?{query.urlencode()}" if query else ""),
+            # A wide list: the app sidebar would push its last columns out of a 1366 px screen.
+            "is_nav_sidebar_enabled": False,
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
@@ -789,7 +826,10 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
         return {
             "discrepancy": obj,
             "severity_badge": self.severity_badge(obj),
-            "status_badge": self.status_label(obj),
+            "status_badge": badge(
+                " · ".join(filter(None, (obj.status, obj.resolution))),
+                STATUS_TONES.get(DiscrepancyStatus(obj.status), "neutral"),
+            ),
             "time_left": time_left(obj, timezone.now()),
             "amount_usd": dollars(obj.amount_micro),
             "subject_html": provider_id(obj.subject_id),
