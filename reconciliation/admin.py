@@ -820,6 +820,7 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
         can_work = is_open and user.has_perm(WORK_PERMISSION)
         waiting = obj.adjustment is not None and obj.adjustment.status == AdjustmentStatus.PROPOSED
         correction = discrepancy_correction(obj) if is_open and not waiting else None
+        leg = (correction.refund_leg or correction.funding_leg) if correction else None
         can_propose = (
             correction is not None and bool(correction.kinds) and user.has_perm(PROPOSE_PERMISSION)
         )
@@ -884,11 +885,8 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
             "may_work": user.has_perm(WORK_PERMISSION),
             "may_propose": user.has_perm(PROPOSE_PERMISSION),
             "correction": correction,
-            "leg_usd": (
-                dollars((correction.refund_leg or correction.funding_leg).amount_micro)  # type: ignore[union-attr]
-                if correction is not None and (correction.refund_leg or correction.funding_leg)
-                else ""
-            ),
+            "leg": leg,
+            "leg_usd": dollars(leg.amount_micro) if leg is not None else "",
             "kinds": [(k.label, MOVES[k]) for k in correction.kinds] if correction else [],
             "can_propose": can_propose,
             "accept_form": AcceptForm(),

@@ -428,3 +428,19 @@ def test_a_discrepancy_naming_no_leg_offers_no_adjustment(sandbox: SandboxContro
     )
     assert any("names no leg" in m for m in messages_of(refused))
     assert not Adjustment.objects.exists()
+
+
+def test_a_proposer_who_cannot_read_adjustments_comes_back_to_the_discrepancy(
+    funded: FundingLeg, sdk: stripe.StripeClient
+) -> None:
+    discrepancy = foreign_refund(funded, sdk, 100)
+    client = as_(staff("pia", VIEW, PROPOSE))
+    done = client.post(
+        action("propose", discrepancy),
+        {"kind": "confirm", "reason": "The ledger is right; the refund is someone else's."},
+        follow=True,
+    )
+    assert done.redirect_chain[-1][0] == page_of(discrepancy)
+    assert any("is proposed" in m for m in messages_of(done))
+    assert "waits for a second person" in done.content.decode()
+    assert Adjustment.objects.get().kind == "confirm"

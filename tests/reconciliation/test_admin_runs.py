@@ -160,3 +160,11 @@ def test_runs_need_the_view_permission(run: Run) -> None:
     client = viewer("view_discrepancy")
     assert client.get(reverse("admin:reconciliation_run_changelist")).status_code == 403
     assert client.get(reverse("admin:reconciliation_run_change", args=[run.pk])).status_code == 403
+
+
+def test_all_pages_of_a_run_are_listed_from_its_page(run: Run) -> None:
+    response = viewer("view_observation").get(
+        reverse("admin:reconciliation_observation_changelist") + f"?run__id__exact={run.pk}"
+    )
+    assert response.status_code == 200
+    assert len(response.context["cl"].result_list) == 3
