@@ -65,6 +65,7 @@ from reconciliation.models import (
     RunStatus,
     Severity,
 )
+from reconciliation.runs import report_verify
 from reconciliation.selectors import (
     QUEUE_ORDER,
     discrepancies_overdue,
@@ -553,6 +554,7 @@ class RunAdmin(ReadOnlyAdmin):
             "cleared": [
                 (d, _url("discrepancy_change", d.pk)) for d in run_discrepancies_cleared(obj)
             ],
+            "report_check": report_verify(obj) if obj.report else None,
             "checkpoint_json": pretty_json(obj.checkpoint) if obj.checkpoint else "",
             "report_json": pretty_json(obj.report) if obj.report else "",
         }

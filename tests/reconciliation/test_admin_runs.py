@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from accounts.models import User
 from reconciliation.models import Observation, Run
+from reconciliation.runs import run_finish
 from reconciliation.services import Finding, discrepancy_record
 
 pytestmark = pytest.mark.django_db
@@ -168,3 +169,16 @@ def test_all_pages_of_a_run_are_listed_from_its_page(run: Run) -> None:
     )
     assert response.status_code == 200
     assert len(response.context["cl"].result_list) == 3
+
+
+def test_the_run_page_checks_the_report_now(run: Run) -> None:
+    client = viewer("view_run")
+    page = reverse("admin:reconciliation_run_change", args=[run.pk])
+    check = client.get(page).content.decode().split('id="report-check">', 1)[1]
+    assert check.startswith('<span class="vouch-badge vouch-bad">✗ not verified</span>')
+    assert "does not hash to its stored SHA-256" in check.split("</td>", 1)[0]
+    finished = run_finish(run)
+    assert finished.report_signature
+    check = client.get(page).content.decode().split('id="report-check">', 1)[1]
+    assert check.startswith('<span class="vouch-badge vouch-good">✓ verified</span>')
+    assert finished.report_sha256 in client.get(page).content.decode()
