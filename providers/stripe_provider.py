@@ -105,6 +105,8 @@ class Page:
     last_id: str | None  # the last object's id: the cursor of the next page
 
 
+# One request to the provider, given the request options (the idempotency key).
+_Request = Callable[[stripe.RequestOptions], Any]
 # How a list goes on: the next page's parameters, or None after the last page.
 _Advance = Callable[[dict[str, Any], dict[str, Any]], "dict[str, Any] | None"]
 
@@ -222,14 +224,14 @@ class StripeProvider:
         if "'" in key or "'" in value:
             raise ValueError("metadata search terms may not contain quotes")
         params = {"query": f"metadata['{key}']:'{value}'", "limit": 100}
-        return _collect(
-            self._pages(
-                "payment_intents",
-                self._client.v1.payment_intents.search,
-                params,
-                budget=budget,
-                advance=_next_search_page,
+
+        def search(params: Any) -> _Request:
+            return lambda options: self._client.v1.payment_intents.search(
+                params=params, options=options
             )
+
+        return _collect(
+            self._pages("payment_intents", search, params, budget=budget, advance=_next_search_page)
         )
 
     def charge_read(self, charge_id: str, *, budget: CallBudget | None = None) -> Outcome:
@@ -268,7 +270,11 @@ class StripeProvider:
     ) -> Outcome:
         """Every refund of a charge, newest first, all pages: accepted with `{"data": [...]}`."""
         params = {"charge": charge, "limit": page_size}
-        return _collect(self._pages("refunds", self._client.v1.refunds.list, params, budget=budget))
+
+        def list_page(params: Any) -> _Request:
+            return lambda options: self._client.v1.refunds.list(params=params, options=options)
+
+        return _collect(self._pages("refunds", list_page, params, budget=budget))
 
     # --- disputes ----------------------------------------------------------------------------
 
@@ -347,26 +353,28 @@ class StripeProvider:
         if starting_after:
             params["starting_after"] = starting_after
         lister = getattr(self._client.v1, kind).list
-        return self._pages(kind, lister, params, budget=budget)
+
+        def list_page(params: Any) -> _Request:
+            return lambda options: lister(params=params, options=options)
+
+        return self._pages(kind, list_page, params, budget=budget)
 
     def _pages(
         self,
         kind: str,
-        lister: Callable[..., Any],
+        request_for: Callable[[dict[str, Any]], _Request],
         params: dict[str, Any],
         *,
         budget: CallBudget | None,
         advance: _Advance = _after_last,
     ) -> Iterator[Page]:
-        """The one paging loop: read a page, yield it, go on from it (`advance`)."""
+        """The one paging loop: read a page, yield it, go on from it (`advance`). Each operation
+        makes its own requests (`request_for(params)`), so a request still names the operation
+        that made it (its qualified name), as every other call's does."""
         following: dict[str, Any] | None = params
         while following is not None:
             sent = following
-
-            def read(options: stripe.RequestOptions, sent: dict[str, Any] = sent) -> Any:
-                return lister(params=sent, options=options)
-
-            outcome = self._call(read, budget=budget)
+            outcome = self._call(request_for(sent), budget=budget)
             if not outcome.accepted:
                 raise ProviderUnavailable(kind=kind, params=sent, outcome=outcome)
             answer = outcome.require()
@@ -433,7 +441,7 @@ class StripeProvider:
 
     def _call(
         self,
-        request: Callable[[stripe.RequestOptions], Any],
+        request: _Request,
         *,
         idempotency_key: str | None = None,
         budget: CallBudget | None = None,
