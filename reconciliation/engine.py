@@ -399,9 +399,10 @@ def _refund_unrecorded(
     """A provider refund on a Vouch charge that no leg records by id."""
     refund_id, status = str(refund["id"]), refund.get("status")
     name = _leg_named(refund)
+    charge_id = _id(refund.get("charge"))
     provider = {
         "refund": refund_id,
-        "charge": _id(refund.get("charge")),
+        "charge": charge_id,
         "amount": refund.get("amount"),
         "vouch_leg": name,
         "status": status,
@@ -422,7 +423,7 @@ def _refund_unrecorded(
                         vouch_side=vouch,
                         provider_side=provider,
                         differing=["refund"],
-                        charge_id=provider["charge"],
+                        charge_id=charge_id,
                         envelope_public_id=envelope,
                         amount_micro=int(refund.get("amount") or 0) * MICRO_PER_CENT,
                         observation=observation,
@@ -442,7 +443,7 @@ def _refund_unrecorded(
                     vouch_side=vouch,
                     provider_side=provider,
                     differing=["refund", "status"],
-                    charge_id=provider["charge"],
+                    charge_id=charge_id,
                     envelope_public_id=envelope,
                     amount_micro=named.amount_micro,
                     observation=observation,
@@ -509,9 +510,11 @@ def _refund_totals(funding_ids: list[int]) -> dict[int, dict[str, int]]:
         .annotate(charged=Coalesce("funding_leg_id", "refund_leg__funding_leg_id"))
         .values("charged")
         .annotate(s=Sum("amount_micro"))
+        .order_by()
     )
-    for row in foreign:  # recorded on the funding leg, or on a leg of it (a duplicate)
-        totals[row["charged"]]["held"] += row["s"] or 0
+    for charged, amount in foreign.values_list("charged", "s"):
+        # recorded on the funding leg, or on a leg of it (a duplicate)
+        totals[charged]["held"] += amount or 0
     return totals
 
 

@@ -5,8 +5,8 @@ import logging
 
 from celery import shared_task
 
-from reconciliation import catch_up as catch_up_job
-from reconciliation import engine
+from reconciliation.catch_up import catch_up_run
+from reconciliation.engine import reconcile
 from reconciliation.runs import RunInProgress
 
 logger = logging.getLogger("vouch.reconciliation")
@@ -15,7 +15,7 @@ logger = logging.getLogger("vouch.reconciliation")
 @shared_task(name="reconciliation.catch_up")
 def catch_up() -> str | None:
     try:
-        return catch_up_job.catch_up_run().public_id
+        return catch_up_run().public_id
     except RunInProgress as exc:
         logger.info("reconciliation.catch_up: %s; not started", exc)
         return None
@@ -24,7 +24,7 @@ def catch_up() -> str | None:
 @shared_task(name="reconciliation.sweep")
 def sweep() -> str | None:
     try:
-        return engine.reconcile(kind="sweep").public_id
+        return reconcile(kind="sweep").public_id
     except RunInProgress as exc:
         logger.info("reconciliation.sweep: %s; not started", exc)
         return None
@@ -33,7 +33,7 @@ def sweep() -> str | None:
 @shared_task(name="reconciliation.full")
 def full() -> str | None:
     try:
-        return engine.reconcile(kind="full").public_id
+        return reconcile(kind="full").public_id
     except RunInProgress as exc:
         logger.info("reconciliation.full: %s; not started", exc)
         return None

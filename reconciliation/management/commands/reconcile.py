@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
@@ -34,6 +35,13 @@ def parse_moment(text: str, *, now: datetime) -> datetime:
             "(2026-11-01 or 2026-11-01T12:00:00Z)."
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass
+class _Progress:
+    compared: int = 0
+    phase: str = ""
+    line: float = 0.0
 
 
 class Command(BaseCommand):
@@ -66,27 +74,25 @@ class Command(BaseCommand):
             total=None,
             unit=" objects",
             disable=not interactive,
-            file=self.stdout._out,
+            file=cast(TextIO, self.stdout._out),
             dynamic_ncols=True,
         )
         started = time.monotonic()
-        last = {"compared": 0, "phase": "", "line": 0.0}
+        last = _Progress()
 
         def progress(run: Run) -> None:
             compared = sum(run.compared.values())
             phase = str((run.checkpoint or {}).get("phase", ""))
-            bar.update(compared - last["compared"])
+            bar.update(compared - last.compared)
             bar.set_postfix_str(f"{phase}, {run.provider_calls} provider calls")
-            last["compared"] = compared
-            if not interactive and (
-                phase != last["phase"] or time.monotonic() - last["line"] >= 10
-            ):
+            last.compared = compared
+            if not interactive and (phase != last.phase or time.monotonic() - last.line >= 10):
                 self.stdout.write(
                     f"{time.monotonic() - started:7.1f}s {phase:<10} {compared} compared, "
                     f"{run.provider_calls} provider calls, {run.pages} pages"
                 )
-                last["line"] = time.monotonic()
-            last["phase"] = phase
+                last.line = time.monotonic()
+            last.phase = phase
 
         self.stdout.write(
             f"Reconciling {since:%Y-%m-%dT%H:%M:%SZ} .. {until:%Y-%m-%dT%H:%M:%SZ}"
