@@ -196,9 +196,8 @@ def _events_store(events: Iterable[dict[str, Any]]) -> int:
         if str(event["id"]) in known:
             continue
         # The page's exact bytes are the observation's; the event's own are re-serialized.
-        row, created = provider_event_store(event=event, raw=json.dumps(event))
+        _, created = provider_event_store(event=event, raw=json.dumps(event), source=SOURCE)
         if created:
-            ProviderEvent.objects.filter(pk=row.pk).update(source=SOURCE)
             stored += 1
     return stored
 

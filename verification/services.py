@@ -468,9 +468,10 @@ def escalation_resolve(
 
 
 def provider_event_store(
-    *, event: dict[str, Any], raw: str, provider: str = "stripe"
+    *, event: dict[str, Any], raw: str, provider: str = "stripe", source: str = "webhook"
 ) -> tuple[ProviderEvent, bool]:
-    """Store a verified event once. A duplicate delivery is counted and changes nothing else."""
+    """Store a verified event once (`source`: delivered by `webhook`, or found by reconciliation's
+    `catch_up`). A duplicate delivery is counted and changes nothing else."""
     try:
         with transaction.atomic():
             stored = ProviderEvent.objects.create(
@@ -480,6 +481,7 @@ def provider_event_store(
                 provider_created=int(event.get("created") or 0),
                 payload=event,
                 raw=raw,
+                source=source,
             )
             return stored, True
     except IntegrityError:
