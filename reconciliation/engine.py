@@ -164,7 +164,11 @@ def reconcile(
 
 def _phases(ctx: _Context) -> None:
     checkpoint = ctx.run.checkpoint or {}
-    start = PHASES.index(checkpoint["phase"]) if checkpoint.get("phase") in PHASES else 0
+    start = 0
+    if checkpoint.get("phase") in PHASES:
+        # A phase the checkpoint marks done is not done again (its counts are in the run
+        # already): the run goes on with the next one.
+        start = PHASES.index(checkpoint["phase"]) + (1 if checkpoint.get("done") else 0)
     for phase in PHASES[start:]:
         after = checkpoint.get("after") if phase == checkpoint.get("phase") else None
         if phase in LISTED:
