@@ -20,6 +20,9 @@ from verification import clock
 
 _RELATIVE = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+# Exit status 1 says "discrepancies are open": a window the command cannot read is a run that was
+# not done, 2, like one that could not complete.
+NOT_RUN = 2
 
 
 def parse_moment(text: str, *, now: datetime) -> datetime:
@@ -32,7 +35,8 @@ def parse_moment(text: str, *, now: datetime) -> datetime:
     except ValueError:
         raise CommandError(
             f"{text!r} is neither a duration (7d, 12h, 30m) nor an ISO-8601 time "
-            "(2026-11-01 or 2026-11-01T12:00:00Z)."
+            "(2026-11-01 or 2026-11-01T12:00:00Z).",
+            returncode=NOT_RUN,
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
@@ -49,7 +53,9 @@ class Command(BaseCommand):
         "Compare the ledger with the provider over a window of provider `created` times (the "
         "last 7 days by default): refunds, charges, disputes, stuck legs and the ledger itself. "
         "Exit status 0 when no discrepancy is open, 1 when some are, 2 when the run could not "
-        "complete. With --verify-report RUN, check that run's signed report instead."
+        "complete or was not started (another run holds the lane, or a window it cannot read). "
+        "With --verify-report RUN, check that run's signed report instead (1: it does not "
+        "verify)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -68,7 +74,9 @@ class Command(BaseCommand):
         since = parse_moment(options["since"], now=now)
         until = parse_moment(options["until"], now=now) if options["until"] else now
         if since >= until:
-            raise CommandError(f"--since ({since:%Y-%m-%dT%H:%M:%SZ}) must be before --until.")
+            raise CommandError(
+                f"--since ({since:%Y-%m-%dT%H:%M:%SZ}) must be before --until.", returncode=NOT_RUN
+            )
         interactive = self.stdout.isatty()
         bar = tqdm(
             total=None,
