@@ -79,6 +79,8 @@ def discrepancy_record(*, run: Run, finding: Finding) -> tuple[Discrepancy, bool
         .order_by("id")
         .first()
     )
+    if existing is not None and existing.last_run_id == run.pk:
+        return existing, False  # this run recorded it already (a page read again on resume)
     if existing is not None:
         _seen_again(existing, run=run, finding=finding, now=now)
         _bump(run.seen, finding.code)
