@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -268,27 +268,40 @@ def _differing(vouch: dict[str, Any], provider: dict[str, Any], names: Iterable[
 def _refunds(ctx: _Context, refunds: list[dict[str, Any]], observation: Observation) -> list[str]:
     """Compare a page of provider refunds; returns the ids that a leg records (seen)."""
     ids = [str(r["id"]) for r in refunds]
-    legs = RefundLeg.objects.select_related("funding_leg", "operation__envelope")
+    legs = RefundLeg.objects.select_related("funding_leg", "operation__envelope").order_by()
     by_refund = {leg.provider_refund_id: leg for leg in legs.filter(provider_refund_id__in=ids)}
-    names = {_leg_named(r) for r in refunds} - {""}
-    by_name = {leg.public_id: leg for leg in legs.filter(public_id__in=names)}
-    charges = {_id(r.get("charge")) for r in refunds}
-    fundings = {
-        f.charge_id: f
-        for f in FundingLeg.objects.select_related("envelope").filter(charge_id__in=charges)
-    }
-    recorded = set(
-        Adjustment.objects.filter(
-            kind=AdjustmentKind.FOREIGN_REFUND,
-            status=AdjustmentStatus.APPLIED,
-            provider_object_id__in=ids,
-        ).values_list("provider_object_id", flat=True)
+    # Only the refunds no leg records need their named leg, their charge's funding leg, and
+    # whether a person recorded them (most pages: none).
+    unrecorded = [r for r in refunds if str(r["id"]) not in by_refund]
+    names = {_leg_named(r) for r in unrecorded} - {""}
+    by_name = {leg.public_id: leg for leg in legs.filter(public_id__in=names)} if names else {}
+    charges = {_id(r.get("charge")) for r in unrecorded}
+    fundings = (
+        {
+            f.charge_id: f
+            for f in FundingLeg.objects.select_related("envelope")
+            .order_by()
+            .filter(charge_id__in=charges)
+        }
+        if charges
+        else {}
+    )
+    recorded = (
+        set(
+            Adjustment.objects.filter(
+                kind=AdjustmentKind.FOREIGN_REFUND,
+                status=AdjustmentStatus.APPLIED,
+                provider_object_id__in=[str(r["id"]) for r in unrecorded],
+            ).values_list("provider_object_id", flat=True)
+        )
+        if unrecorded
+        else set()
     )
     seen = []
     for refund in refunds:
         refund_id, charge_id = str(refund["id"]), _id(refund.get("charge"))
         leg = by_refund.get(refund_id)
-        funding = fundings.get(charge_id)
+        funding = leg.funding_leg if leg is not None else fundings.get(charge_id)
         if leg is None and funding is None and _leg_named(refund) not in by_name:
             continue  # not on a Vouch charge: not ours to compare
         _count(ctx, "refund")
@@ -737,8 +750,11 @@ def _vouch_side(ctx: _Context) -> None:
         .exclude(Exists(seen.filter(object_id=OuterRef("provider_refund_id"))))
         .order_by("id")
     )
-    for leg in legs.iterator(chunk_size=500):
-        _refund_leg_alone(ctx, leg)
+    # The ids by a plain query, not a cursor: PostgreSQL plans a cursor for its first rows and,
+    # believing the run's fresh Seen rows few, nested-loops over them (quadratic in the listing).
+    for chunk in _chunks(list(legs.values_list("id", flat=True)), 500):
+        for leg in legs.filter(id__in=chunk):
+            _refund_leg_alone(ctx, leg)
     fundings = (
         FundingLeg.objects.select_related("envelope")
         .filter(status=FundingStatus.SUCCEEDED)
@@ -747,8 +763,14 @@ def _vouch_side(ctx: _Context) -> None:
         .exclude(Exists(seen.filter(object_id=OuterRef("charge_id"))))
         .order_by("id")
     )
-    for funding in fundings.iterator(chunk_size=500):
-        _funding_alone(ctx, funding)
+    for chunk in _chunks(list(fundings.values_list("id", flat=True)), 500):
+        for funding in fundings.filter(id__in=chunk):
+            _funding_alone(ctx, funding)
+
+
+def _chunks(ids: list[int], size: int) -> Iterator[list[int]]:
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
 
 
 def _refund_leg_alone(ctx: _Context, leg: RefundLeg) -> None:
