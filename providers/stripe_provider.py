@@ -488,7 +488,7 @@ class StripeProvider:
             # A raw request answers the response itself; an SDK call, an object carrying it.
             response = obj if isinstance(obj, stripe.StripeResponse) else obj.last_response
             # The JSON as the provider sent it (already parsed), not a copy of the SDK's objects.
-            value = response.data if response is not None else obj.to_dict()
+            value: dict[str, Any] = response.data if response is not None else obj.to_dict()
             return Outcome(
                 OutcomeKind.ACCEPTED,
                 value,
