@@ -23,7 +23,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import requests
 import stripe
@@ -488,7 +488,7 @@ class StripeProvider:
             # A raw request answers the response itself; an SDK call, an object carrying it.
             response = obj if isinstance(obj, stripe.StripeResponse) else obj.last_response
             # The JSON as the provider sent it (already parsed), not a copy of the SDK's objects.
-            value: dict[str, Any] = response.data if response is not None else obj.to_dict()
+            value = cast("dict[str, Any]", response.data if response is not None else obj.to_dict())
             return Outcome(
                 OutcomeKind.ACCEPTED,
                 value,
