@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q, Sum
 from django.db.models.functions import Coalesce
 
@@ -741,6 +742,11 @@ def _vouch_side(ctx: _Context) -> None:
     """Accepted legs and funded charges of the window that the listing did not show: each is
     read alone — gone at the provider (missing), or created just outside the window (compared)."""
     run = ctx.run
+    if connection.vendor == "postgresql":
+        # The run's Seen rows were all written just now: without fresh statistics the planner
+        # believes there are none and nested-loops over them (quadratic in the listing).
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE reconciliation_seen")
     seen = Seen.objects.filter(run=run)
     legs = (
         RefundLeg.objects.select_related("funding_leg", "operation__envelope")
