@@ -43,6 +43,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
         "processed_folder": str(_processed_dir),
+        # Broadcast (pidbox) exchanges; kombu's default is ./control in the working directory.
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
         # The transport polls the folder, and waits this long whenever the worker's prefetch is
         # full, too: at the default (1 s) the worker takes two tasks a second, far fewer than
