@@ -21,6 +21,7 @@ from rest_framework.renderers import JSONRenderer
 
 from core.api.responses import error_body
 from core.exceptions import VouchError
+from core.metrics import idempotency_refused, idempotency_replayed
 from core.models import IdempotencyRecord
 
 
@@ -116,18 +117,19 @@ def idempotency_claim(
                     continue
                 return Claim(created, replay=False)
             if record.running and record.lease_until > now:
-                raise IdempotencyKeyInUse()
+                raise idempotency_refused(IdempotencyKeyInUse(), surface=surface)
             if record.surface != surface:
-                raise IdempotencyKeyOtherSurface()
+                raise idempotency_refused(IdempotencyKeyOtherSurface(), surface=surface)
             if record.request_digest != digest:
-                raise IdempotencyKeyConflict()
+                raise idempotency_refused(IdempotencyKeyConflict(), surface=surface)
             if not record.running:
+                idempotency_replayed(surface=surface)
                 return Claim(record, replay=True)
             # The first request's process died: its lease lapsed. Resume what it names.
             record.lease_until = now + lease
             record.save(update_fields=["lease_until"])
             return Claim(record, replay=False, resumed=True)
-    raise IdempotencyKeyInUse()
+    raise idempotency_refused(IdempotencyKeyInUse(), surface=surface)
 
 
 def idempotency_attach(record: IdempotencyRecord | None, resource: str) -> None:

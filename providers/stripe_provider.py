@@ -29,6 +29,7 @@ import requests
 import stripe
 
 from core.timing import provider_wait
+from providers.metrics import operation_of, provider_call_observe
 from providers.outcomes import Outcome, OutcomeKind, ProviderUnavailable, WebhookSignatureError
 
 if TYPE_CHECKING:
@@ -451,6 +452,24 @@ class StripeProvider:
         if budget is not None and idempotency_key is not None:
             # A write that moves money is never held back behind reads.
             raise ValueError("a write (one with an idempotency key) never draws on a call budget")
+        started = time.perf_counter()
+        outcome_kind, attempts = "error", 1
+        try:
+            outcome = self._attempts(request, idempotency_key=idempotency_key, budget=budget)
+            outcome_kind, attempts = outcome.kind.value, outcome.attempts
+            return outcome
+        finally:
+            provider_call_observe(
+                operation=operation_of(request),
+                outcome=outcome_kind,
+                attempts=attempts,
+                seconds=time.perf_counter() - started,
+            )
+
+    def _attempts(
+        self, request: _Request, *, idempotency_key: str | None, budget: CallBudget | None
+    ) -> Outcome:
+        """Make the request until it is answered or not worth retrying: the call's outcome."""
         options: stripe.RequestOptions = {}
         if idempotency_key is not None:
             options["idempotency_key"] = idempotency_key

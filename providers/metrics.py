@@ -1,0 +1,42 @@
+"""What the provider adapter counts: every call (an operation, retries included) by outcome, and
+how long it took. Counted in process (prometheus-client; multiprocess mode when
+`PROMETHEUS_MULTIPROC_DIR` is set, so gunicorn's and Celery's workers add up) and exposed by
+`/metrics` (ops)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import Counter, Histogram
+
+PROVIDER_CALLS = Counter(
+    "vouch_provider_calls",
+    "Calls to the payment provider (one operation, retries included), by operation and outcome "
+    "(accepted, refused, unknown; error: the call raised).",
+    ["operation", "outcome"],
+)
+PROVIDER_ATTEMPTS = Counter(
+    "vouch_provider_attempts",
+    "HTTP requests made to the payment provider (a call's first request and its retries).",
+    ["operation"],
+)
+PROVIDER_CALL_SECONDS = Histogram(
+    "vouch_provider_call_seconds",
+    "Time one provider call took, retries and backoff included, by operation and outcome.",
+    ["operation", "outcome"],
+    buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
+)
+
+
+def operation_of(request: Callable[..., Any]) -> str:
+    """The adapter operation that made a request: the method of `StripeProvider` whose closure it
+    is (`StripeProvider.refund_create.<locals>.<lambda>` -> `refund_create`). A bounded label."""
+    parts = getattr(request, "__qualname__", "").split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "StripeProvider" else "other"
+
+
+def provider_call_observe(*, operation: str, outcome: str, attempts: int, seconds: float) -> None:
+    PROVIDER_CALLS.labels(operation, outcome).inc()
+    PROVIDER_ATTEMPTS.labels(operation).inc(attempts)
+    PROVIDER_CALL_SECONDS.labels(operation, outcome).observe(seconds)
