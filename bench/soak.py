@@ -1,0 +1,1130 @@
+"""Soak: random money operations against the whole system under faults and `kill -9`, then proof
+that the money is conserved once everything settled.
+
+Everything runs in throw-away stores: a PostgreSQL database (`vouch_soak_<pid>` on the server of
+DATABASE_URL, default postgres://postgres@127.0.0.1:5432, migrated, dropped at the end) and a
+Celery queue of its own (`soak-<pid>` on Redis database 10, settings `config.settings.bench`), so
+concurrent runs never take each other's tasks. Processes, each in its own session:
+
+- `python -m stripe_sandbox --seed S` (faults drawn from its seeded randomness);
+- `gunicorn config.wsgi:application` (2 sync workers), the sandbox's webhook endpoint;
+- a Celery worker (prefork, 2 processes) and Celery beat (the database scheduler, the project's
+  schedules from `setup_periodic_tasks`; `verification.poll` every second and
+  `envelopes.resume_stranded` every 10 s instead of 2 s and 30 s, as an operator may tune them).
+
+1. Plan (from `--seed` alone): N operations, operation i for client i mod C, each a fund, top-up,
+   debit (staff, bearer token) or refund (partial, sub-cent amounts included, or whole), some with
+   a declining card, some sent first with a client timeout far too short (then retried with the
+   same Idempotency-Key), some sent once more after their answer (the replay must be identical);
+   and K kills, each at an operation index: `kill -9` of gunicorn's whole process group or one of
+   its workers, of the Celery worker's whole group or one pool process. Killed groups are started
+   again after a seeded pause.
+2. Faults: at `--fault-rate` R each, on the provider's write routes (`POST /v1/payment_intents*`,
+   `POST /v1/refunds`): `server_error`, `timeout` (longer than the adapter's read timeout),
+   `apply_then_drop`, `delay` (also longer than the read timeout: the adapter's retry meets the
+   key in use), and `rate_limit`; on its reads: `server_error` and `delay`. Refusals are real:
+   a fund or top-up uses a declining test card with probability R (the sandbox stores the decline
+   under the key, as Stripe does; its `refuse` fault strikes before the key is looked at, so a
+   retry of an applied request could be refused, which Stripe never does: not used).
+3. Clients (threads) run their operations in order; each request is retried with the same key
+   after a timeout, a dropped connection (a kill), 409 `idempotency_key_in_use` or 429, for up to
+   OP_DEADLINE_S.
+4. Settle: kills done and every process up, the faults are lifted; then wait (at most
+   `--settle-timeout`) until no refund leg is reserved or unknown, no funding leg pending and no
+   verification run undecided.
+5. Checks, each printed: the ledger (`envelopes.selectors.ledger_breaches`); per charge, the
+   sandbox's amount and refunded amount against the ledger's (and no succeeded charge the ledger
+   does not hold); no two provider refunds with one `metadata[vouch_leg]` and none without it;
+   every accepted leg's refund at the provider; no leg left open; every accepted leg's run
+   decided, and VERIFIED; no answer 500; every replay identical. Then the longest time a leg took
+   to settle (its answer recorded; its run's verdict).
+
+Run from the repo root:
+    .venv/bin/python bench/soak.py [--operations 1000] [--kills 4] [--clients 4]
+        [--fault-rate 0.05] [--seed 1] [--settle-timeout 600] [--keep-db]
+Exit status 1 if a check fails; the same --seed replays the same plan (the interleaving of the
+threads, and so which requests the faults strike, varies with timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import queue
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from signal import SIGKILL, SIGTERM
+from types import FrameType
+from typing import Any
+
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+# Run as `python bench/soak.py`, sys.path[0] is bench/, where bench/verification.py would shadow
+# the project's `verification` package: put the repo root there instead.
+if sys.path and Path(sys.path[0]).resolve() == REPO / "bench":
+    sys.path[0] = str(REPO)
+elif str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.refund_api import (  # noqa: E402 - after the path fix above
+    Database,
+    bench_database_urls,
+    children_of,
+    free_port,
+    signals_held,
+)
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/vouch"
+SETTINGS = "config.settings.bench"
+BROKER_URL = "redis://127.0.0.1:6379/10"
+STRIPE_KEY = "sk_test_soak"
+WEBHOOK_SECRET = "whsec_soak"  # noqa: S105 - a sandbox signing secret, not a credential
+ENVELOPES = "/api/v1/escrow/envelopes"
+ME = "/api/v1/me"
+CONNECT_TIMEOUT_S = 3.0
+READ_TIMEOUT_S = 30.0
+OP_DEADLINE_S = 180.0  # one operation's retries (a kill's lease must lapse first)
+START_TIMEOUT_S = 60.0
+PROGRESS_EVERY_S = 10.0
+MAX_ENVELOPE_MICRO = 5_000_000_000
+DECLINING_CARDS = ("pm_card_chargeDeclined", "pm_card_insufficientFunds", "pm_card_lostCard")
+KILL_TARGETS = ("web", "worker", "web-worker", "worker-child")
+# The adapter's read timeout under the test settings is 0.5 s: these outlast it.
+PROVIDER_TIMEOUT_MS = 700
+PROVIDER_SLOW_MS = 800
+READ_DELAY_MS = 300
+
+
+def say(message: str) -> None:
+    print(f"  .. {message}", flush=True)
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Op:
+    index: int
+    client: int
+    kind: str  # fund, top_up, debit, refund
+    amount_micro: int | None  # None: refund the whole unspent balance
+    payment_method: str
+    slot: int  # which of the client's envelopes (modulo how many it has then)
+    first_timeout_s: float | None  # a client timeout far too short on the first try
+    replay: bool  # send it once more after the answer: it must be replayed as it was
+
+
+@dataclass(frozen=True)
+class Kill:
+    at_op: int
+    target: str
+    delay_s: float  # after operation `at_op` starts
+    down_s: float  # a killed group stays down this long
+
+
+def plan(
+    seed: int, operations: int, clients: int, kills: int, fault_rate: float
+) -> tuple[list[Op], list[Kill]]:
+    """The operations and the kills, from the seed alone."""
+    rng = random.Random(f"{seed}:operations")  # noqa: S311 - a test plan, not a secret
+    ops = []
+    for index in range(operations):
+        draw = rng.random()
+        kind = (
+            "fund"
+            if draw < 0.12
+            else "top_up"
+            if draw < 0.24
+            else "debit"
+            if draw < 0.36
+            else "refund"
+        )
+        payment_method = "pm_card_visa"
+        amount: int | None
+        if kind == "fund":
+            amount = rng.randint(20, 400) * 1_000_000 + rng.randint(0, 99) * 10_000
+        elif kind == "top_up":
+            amount = rng.randint(1, 100) * 1_000_000 + rng.randint(0, 99) * 10_000
+        elif kind == "debit":
+            amount = rng.randint(1, 2_000) * 10_000 + rng.choice([0, 0, rng.randint(1, 9_999)])
+        elif rng.random() < 0.15:
+            amount = None  # the whole unspent balance
+        else:
+            amount = rng.randint(1, 6_000) * 10_000 + rng.choice([0, 0, rng.randint(1, 9_999)])
+        if kind in ("fund", "top_up") and rng.random() < fault_rate:
+            payment_method = rng.choice(DECLINING_CARDS)
+        ops.append(
+            Op(
+                index=index,
+                client=index % clients,
+                kind=kind,
+                amount_micro=amount,
+                payment_method=payment_method,
+                slot=rng.randrange(1_000_000),
+                first_timeout_s=rng.uniform(0.02, 0.3) if rng.random() < 0.08 else None,
+                replay=rng.random() < 0.05,
+            )
+        )
+    krng = random.Random(f"{seed}:kills")  # noqa: S311
+    # The first kills of each kind come first: even two kills hit the web and the worker.
+    targets = [*krng.sample(KILL_TARGETS[:2], 2), *krng.sample(KILL_TARGETS[2:], 2)]
+    targets += [krng.choice(KILL_TARGETS) for _ in range(max(0, kills - len(targets)))]
+    spread = range(min(operations, max(1, operations // 20)), max(operations - 1, 1))
+    at = sorted(krng.sample(spread, min(kills, len(spread)))) if kills else []
+    kill_plan = [
+        Kill(at_op=i, target=targets[n], delay_s=krng.uniform(0, 1.5), down_s=krng.uniform(0.2, 3))
+        for n, i in enumerate(at)
+    ]
+    return ops, kill_plan
+
+
+def faults(rate: float) -> list[dict[str, Any]]:
+    """The sandbox faults, each striking with probability `rate`."""
+    if rate <= 0:
+        return []
+    writes = [("POST", "/v1/payment_intents*"), ("POST", "/v1/refunds")]
+    reads = [("GET", "/v1/refunds/*"), ("GET", "/v1/charges/*"), ("GET", "/v1/payment_intents/*")]
+    found: list[dict[str, Any]] = []
+    for method, path in writes:
+        found += [
+            {"method": method, "path": path, "kind": "server_error"},
+            {"method": method, "path": path, "kind": "timeout", "delay_ms": PROVIDER_TIMEOUT_MS},
+            {"method": method, "path": path, "kind": "apply_then_drop"},
+            {"method": method, "path": path, "kind": "delay", "delay_ms": PROVIDER_SLOW_MS},
+            {"method": method, "path": path, "kind": "rate_limit", "retry_after_s": 1},
+        ]
+    for method, path in reads:
+        found += [
+            {"method": method, "path": path, "kind": "server_error"},
+            {"method": method, "path": path, "kind": "delay", "delay_ms": READ_DELAY_MS},
+        ]
+    for fault in found:
+        fault["probability"] = rate
+    return found
+
+
+# --- the processes ------------------------------------------------------------------------------
+
+
+class Service:
+    """A process in its own session (so a group kill takes its children too), restartable; its
+    output appended to one log file across restarts."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log: Path) -> None:
+        self.name, self.cmd, self.env, self.log = name, cmd, env, log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            out.write(f"\n=== start {self.starts + 1} at {time.strftime('%X')}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(  # noqa: S603 - our own fixed argv
+                self.cmd,
+                cwd=REPO,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.starts += 1
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError(f"{self.name} was never started")
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill_group(self) -> None:
+        """`kill -9` of the process and all its children at once, as a machine's crash."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, SIGKILL)
+        self.proc.wait()
+
+    def kill_child(self, rng: random.Random) -> int | None:
+        """`kill -9` of one child (a gunicorn worker, a Celery pool process): its parent
+        replaces it."""
+        children = sorted(children_of(self.pid))
+        if not children:
+            return None
+        victim = rng.choice(children)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, SIGKILL)
+        return victim
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=15)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+
+def wait_for(what: str, ready: Any, service: Service | None = None) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if service is not None and not service.alive():
+            raise RuntimeError(f"{what} exited:\n{service.tail()}")
+        with contextlib.suppress(requests.RequestException):
+            if ready():
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} did not answer within {START_TIMEOUT_S:.0f} s")
+
+
+@dataclass
+class System:
+    sandbox: Service
+    web: Service
+    worker: Service
+    beat: Service
+    base: str
+    sandbox_url: str
+
+    def web_ready(self) -> None:
+        wait_for(
+            "gunicorn",
+            lambda: requests.get(self.base + ME, timeout=2).status_code in (401, 403),
+            self.web,
+        )
+
+    def all(self) -> list[Service]:
+        return [self.beat, self.worker, self.web, self.sandbox]
+
+
+class Killer(threading.Thread):
+    """Carries out the kills in order as the clients reach them; restarts what it killed."""
+
+    def __init__(self, system: System, seed: int) -> None:
+        super().__init__(daemon=True, name="killer")
+        self.system = system
+        self.rng = random.Random(f"{seed}:victims")  # noqa: S311
+        self.todo: queue.Queue[Kill | None] = queue.Queue()
+        self.done: list[str] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        while (kill := self.todo.get()) is not None:
+            try:
+                self.carry_out(kill)
+            except BaseException as exc:  # reported by the main thread
+                self.error = exc
+                return
+
+    def carry_out(self, kill: Kill) -> None:
+        time.sleep(kill.delay_s)
+        system = self.system
+        if kill.target in ("web", "worker"):
+            service = system.web if kill.target == "web" else system.worker
+            service.kill_group()
+            time.sleep(kill.down_s)
+            service.start()
+            if service is system.web:
+                system.web_ready()
+            what = f"kill -9 {service.name} (group), down {kill.down_s:.1f} s"
+        else:
+            service = system.web if kill.target == "web-worker" else system.worker
+            victim = service.kill_child(self.rng)
+            what = f"kill -9 {service.name} child {victim}"
+        self.done.append(f"op {kill.at_op}: {what}")
+
+    def finish(self) -> None:
+        self.todo.put(None)
+        self.join()
+        if self.error is not None:
+            raise RuntimeError(f"a kill failed: {self.error}") from self.error
+
+
+# --- the clients --------------------------------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    op: Op
+    status: int  # 0: no answer before the deadline
+    kind: str = ""  # what was sent: the op's kind, or a fund when the buyer had no envelope
+    code: str = ""
+    body: str = ""
+    tries: int = 0
+    timeouts: int = 0  # client timeouts (the short first one included)
+    dropped: int = 0  # connection refused or reset: a kill
+    in_use: int = 0  # 409 idempotency_key_in_use while the first request still ran
+    throttled: int = 0
+    seconds: float = 0.0
+    replay: str = ""  # "", "identical", or what differed
+
+
+@dataclass
+class Buyer:
+    """One client thread's buyer: its session, the staff token for debits, its envelopes."""
+
+    number: int
+    base: str
+    session_id: str
+    staff_token: str
+    seed: int
+    http: requests.Session = field(default_factory=requests.Session)
+    staff: requests.Session = field(default_factory=requests.Session)
+    envelopes: list[list[Any]] = field(default_factory=list)  # [public id, committed micro]
+
+    def login(self) -> None:
+        response = requests.get(
+            self.base + ME, cookies={"sessionid": self.session_id}, timeout=READ_TIMEOUT_S
+        )
+        token = response.cookies.get("csrftoken")
+        if response.status_code != 200 or not token:
+            raise RuntimeError(f"GET {ME} answered {response.status_code}: {response.text[:300]}")
+        self.http.headers.update(
+            {"Cookie": f"sessionid={self.session_id}; csrftoken={token}", "X-CSRFToken": token}
+        )
+        self.staff.headers["Authorization"] = f"Bearer {self.staff_token}"
+
+    def request_of(self, op: Op) -> tuple[str, requests.Session, str, dict[str, Any]]:
+        """What `op` sends, given the envelopes this buyer holds now (a top-up that would pass
+        the envelope's cap, or any operation before the first envelope, becomes a fund)."""
+        kind = op.kind
+        envelope = self.envelopes[op.slot % len(self.envelopes)] if self.envelopes else None
+        if envelope is None or (
+            kind == "top_up" and envelope[1] + (op.amount_micro or 0) > MAX_ENVELOPE_MICRO
+        ):
+            kind = "fund"
+        if kind == "fund" or envelope is None:
+            amount = op.amount_micro if op.kind in ("fund", "top_up") else 50_000_000
+            body = {"amount_micro": amount, "payment_method": op.payment_method}
+            return "fund", self.http, ENVELOPES, body
+        path = f"{ENVELOPES}/{envelope[0]}"
+        if kind == "top_up":
+            body = {"amount_micro": op.amount_micro, "payment_method": op.payment_method}
+            return kind, self.http, f"{path}/top-ups", body
+        if kind == "debit":
+            body = {"amount_micro": op.amount_micro, "reference": f"soak-{op.index}"}
+            return kind, self.staff, f"{path}/debits", body
+        body = {} if op.amount_micro is None else {"amount_micro": op.amount_micro}
+        return kind, self.http, f"{path}/refund", body
+
+    def run(self, op: Op) -> Answer:
+        kind, session, path, body = self.request_of(op)
+        key = f"soak-{self.seed}-{op.index}"
+        answer = self.send(op, session, path, body, key, op.first_timeout_s)
+        answer.kind = kind
+        if 200 <= answer.status < 300:
+            data = _json(answer.body).get("data") or {}
+            if path == ENVELOPES and data.get("envelope_id"):
+                self.envelopes.append([data["envelope_id"], body["amount_micro"]])
+            elif path.endswith("/top-ups"):
+                for envelope in self.envelopes:
+                    if path.startswith(f"{ENVELOPES}/{envelope[0]}/"):
+                        envelope[1] += body["amount_micro"]
+        if op.replay and answer.status:
+            again = self.send(op, session, path, body, key, None)
+            same = (again.status, again.body) == (answer.status, answer.body)
+            answer.replay = (
+                "identical"
+                if same
+                else (f"{answer.status} then {again.status}: {again.body[:200]}")
+            )
+        return answer
+
+    def send(
+        self,
+        op: Op,
+        session: requests.Session,
+        path: str,
+        body: dict[str, Any],
+        key: str,
+        first_timeout: float | None,
+    ) -> Answer:
+        """One request with its key, retried as a careful client does until a final answer."""
+        answer = Answer(op, 0)
+        started = time.monotonic()
+        timeout = first_timeout or READ_TIMEOUT_S
+        pause = 0.2
+        while time.monotonic() - started < OP_DEADLINE_S:
+            answer.tries += 1
+            try:
+                response = session.post(
+                    self.base + path,
+                    json=body,
+                    headers={"Idempotency-Key": key},
+                    timeout=(CONNECT_TIMEOUT_S, timeout),
+                )
+            except requests.Timeout:
+                answer.timeouts += 1
+                timeout = READ_TIMEOUT_S
+                continue  # at once: the first request may still hold the key (409, below)
+            except requests.ConnectionError:
+                answer.dropped += 1
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+                continue
+            code = str((_json(response.text).get("error") or {}).get("code") or "")
+            if response.status_code == 409 and code == "idempotency_key_in_use":
+                answer.in_use += 1
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+                continue
+            if response.status_code == 429:
+                answer.throttled += 1
+                time.sleep(float(response.headers.get("Retry-After") or 1))
+                continue
+            answer.status, answer.code, answer.body = response.status_code, code, response.text
+            break
+        answer.seconds = time.monotonic() - started
+        return answer
+
+
+def _json(text: str) -> dict[str, Any]:
+    try:
+        value = requests.models.complexjson.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def drive(ops: list[Op], kills: list[Kill], buyers: list[Buyer], killer: Killer) -> list[Answer]:
+    """Every buyer runs its operations in order, each in its own thread; a kill is handed to the
+    killer when its operation starts. Progress: a tqdm bar on a terminal, lines otherwise."""
+    from tqdm import tqdm
+
+    kill_at = {kill.at_op: kill for kill in kills}
+    answers: list[Answer] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    bar = tqdm(total=len(ops), desc="operations", unit="op", disable=None, smoothing=0.05)
+
+    def loop(buyer: Buyer) -> None:
+        try:
+            for op in ops[buyer.number :: len(buyers)]:
+                if op.index in kill_at:
+                    killer.todo.put(kill_at[op.index])
+                answer = buyer.run(op)
+                with lock:
+                    answers.append(answer)
+                    bar.update(1)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=loop, args=(b,), daemon=True) for b in buyers]
+    started = last = time.monotonic()
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.5)
+        if bar.disable and time.monotonic() - last >= PROGRESS_EVERY_S:
+            last = time.monotonic()
+            with lock:
+                done = len(answers)
+            say(
+                f"operations: {done}/{len(ops)} in {last - started:.0f} s, kills {len(killer.done)}"
+            )
+    bar.close()
+    if errors:
+        raise errors[0]
+    return answers
+
+
+# --- settling and checks ------------------------------------------------------------------------
+
+
+def outstanding() -> dict[str, int]:
+    from envelopes.models import FundingLeg, FundingStatus, LegOutcome, RefundLeg
+    from verification.models import VerificationRun
+
+    return {
+        "open refund legs": RefundLeg.objects.filter(
+            outcome__in=(LegOutcome.RESERVED, LegOutcome.UNKNOWN)
+        ).count(),
+        "pending funding legs": FundingLeg.objects.filter(status=FundingStatus.PENDING).count(),
+        "undecided runs": VerificationRun.objects.filter(verdict="PENDING").count(),
+    }
+
+
+def settle(timeout_s: float) -> tuple[bool, float, dict[str, int]]:
+    """Wait until nothing is outstanding, at most `timeout_s`, showing what is left."""
+    from django.db import connection
+    from tqdm import tqdm
+
+    started = last = time.monotonic()
+    left = outstanding()
+    bar = tqdm(total=sum(left.values()), desc="settling", unit="item", disable=None)
+    while True:
+        remaining = sum(left.values())
+        bar.total = max(bar.total, bar.n + remaining)
+        bar.update(max(0, bar.total - remaining - bar.n))
+        bar.set_postfix({k.split()[-2]: v for k, v in left.items()}, refresh=True)
+        elapsed = time.monotonic() - started
+        if bar.disable and (elapsed - (last - started) >= PROGRESS_EVERY_S or not remaining):
+            last = time.monotonic()
+            say(f"settling, {elapsed:.0f} s: " + ", ".join(f"{v} {k}" for k, v in left.items()))
+        if not remaining or elapsed >= timeout_s:
+            bar.close()
+            return not remaining, elapsed, left
+        time.sleep(1)
+        connection.close()  # a fresh snapshot and no idle transaction on the server
+        left = outstanding()
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    figure: str
+
+
+def provider_refunds(sandbox_url: str) -> list[dict[str, Any]]:
+    """Every refund the sandbox holds, through its Stripe API, 100 a page."""
+    refunds: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": 100}
+    while True:
+        response = requests.get(
+            f"{sandbox_url}/v1/refunds",
+            params=params,
+            headers={"Authorization": f"Bearer {STRIPE_KEY}"},
+            timeout=READ_TIMEOUT_S,
+        )
+        response.raise_for_status()
+        page = response.json()
+        refunds += page["data"]
+        if not page.get("has_more") or not page["data"]:
+            return refunds
+        params["starting_after"] = page["data"][-1]["id"]
+
+
+def checks(sandbox_url: str, answers: list[Answer]) -> list[Check]:
+    from django.db.models import F
+
+    from envelopes.models import (
+        MICRO_PER_CENT,
+        Envelope,
+        FundingLeg,
+        FundingStatus,
+        LegOutcome,
+        RefundLeg,
+    )
+    from envelopes.selectors import ledger_breaches
+    from verification.models import Escalation, VerificationRun
+
+    found: list[Check] = []
+    breaches = ledger_breaches()
+    found.append(
+        Check(
+            "ledger (check_ledger)",
+            not breaches,
+            f"{len(breaches)} breaches over {Envelope.objects.count()} envelopes"
+            + "".join(
+                f"; {b.envelope} {b.balance}: stored {b.stored}, journal "
+                f"{b.from_journal}, legs {b.from_legs}"
+                for b in breaches[:5]
+            ),
+        )
+    )
+
+    state = requests.get(f"{sandbox_url}/_sandbox/state", timeout=READ_TIMEOUT_S).json()
+    charges: dict[str, dict[str, Any]] = state["charges"]
+    legs = {leg.charge_id: leg for leg in FundingLeg.objects.exclude(charge_id="")}
+    differ = []
+    for charge_id, charge in charges.items():
+        leg = legs.get(charge_id)
+        if charge["status"] != "succeeded":
+            if leg is not None and leg.status == FundingStatus.SUCCEEDED:
+                differ.append(f"{charge_id} {charge['status']} at the provider, funded here")
+            continue
+        if leg is None or leg.status != FundingStatus.SUCCEEDED:
+            differ.append(f"{charge_id} succeeded at the provider, not funded here")
+            continue
+        if charge["amount"] * MICRO_PER_CENT != leg.amount_micro:
+            differ.append(f"{charge_id} amount {charge['amount']} c, leg {leg.amount_micro} micro")
+        if charge["amount_refunded"] * MICRO_PER_CENT != leg.refunded_micro:
+            differ.append(
+                f"{charge_id} refunded {charge['amount_refunded']} c at the provider, "
+                f"{leg.refunded_micro} micro here"
+            )
+    missing = [c for c in legs if c not in charges]
+    differ += [f"{c} funded here, unknown to the provider" for c in missing]
+    refunded_c = sum(c["amount_refunded"] for c in charges.values())
+    found.append(
+        Check(
+            "per charge: provider refunded = ledger",
+            not differ,
+            f"{len(differ)} differ of {len(charges)} charges (${refunded_c / 100:,.2f} refunded)"
+            + "".join(f"; {d}" for d in differ[:5]),
+        )
+    )
+
+    refunds = provider_refunds(sandbox_url)
+    by_leg = Counter(str((r.get("metadata") or {}).get("vouch_leg") or "") for r in refunds)
+    shared = {leg: n for leg, n in by_leg.items() if leg and n > 1}
+    foreign = by_leg.get("", 0)
+    found.append(
+        Check(
+            "provider refunds sharing a vouch_leg",
+            not shared and not foreign,
+            f"{len(shared)} legs with more than one refund, {foreign} refunds without vouch_leg "
+            f"(of {len(refunds)} refunds)"
+            + "".join(f"; {leg} x{n}" for leg, n in list(shared.items())[:5]),
+        )
+    )
+    live = RefundLeg.objects.filter(outcome=LegOutcome.ACCEPTED, released=False)
+    held = {r["id"] for r in refunds if r.get("status") not in ("failed", "canceled")}
+    absent = [
+        leg.public_id
+        for leg in live.only("public_id", "provider_refund_id")
+        if leg.provider_refund_id not in held
+    ]
+    found.append(
+        Check(
+            "accepted legs held by the provider",
+            not absent,
+            f"{live.count() - len(absent)} of {live.count()}"
+            + (f"; missing {absent[:5]}" if absent else ""),
+        )
+    )
+
+    open_refund = RefundLeg.objects.filter(outcome__in=(LegOutcome.RESERVED, LegOutcome.UNKNOWN))
+    pending_funding = FundingLeg.objects.filter(status=FundingStatus.PENDING)
+    found.append(
+        Check(
+            "legs left open",
+            not open_refund.exists() and not pending_funding.exists(),
+            f"{open_refund.count()} refund legs reserved/unknown, {pending_funding.count()} "
+            f"funding legs pending",
+        )
+    )
+
+    accepted = RefundLeg.objects.filter(outcome=LegOutcome.ACCEPTED)
+    verdicts = Counter(accepted.values_list("verification_run__verdict", flat=True).order_by())
+    charge_verdicts = Counter(
+        VerificationRun.objects.filter(contract_id="stripe.charge.succeeded")
+        .values_list("verdict", flat=True)
+        .order_by()
+    )
+    undecided = verdicts.get("PENDING", 0) + verdicts.get(None, 0)
+    bad = sum(n for v, n in verdicts.items() if v not in ("VERIFIED", "PENDING", None))
+    bad_charges = sum(n for v, n in charge_verdicts.items() if v != "VERIFIED")
+    found.append(
+        Check(
+            "accepted legs' runs decided",
+            not undecided,
+            f"{accepted.count() - undecided} of {accepted.count()} decided",
+        )
+    )
+    found.append(
+        Check(
+            "verdicts all VERIFIED",
+            not bad and not bad_charges,
+            f"refund legs {dict(verdicts)}; funding charges {dict(charge_verdicts)}",
+        )
+    )
+
+    errors = [a for a in answers if a.status == 500]
+    statuses = Counter(
+        f"{a.status} {a.code}".strip() for a in answers if a.status >= 500 or a.status == 0
+    )
+    found.append(
+        Check(
+            "answers 500 / no answer within the deadline",
+            not errors and not statuses.get("0"),
+            f"{len(errors)} / {statuses.get('0', 0)}; 5xx by code {dict(statuses)}",
+        )
+    )
+    replays = [a for a in answers if a.replay]
+    changed = [a for a in replays if a.replay != "identical" and not a.replay.startswith("202")]
+    found.append(
+        Check(
+            "replays identical",
+            not changed,
+            f"{len(replays) - len(changed)} of {len(replays)}"
+            + "".join(f"; op {a.op.index}: {a.replay}" for a in changed[:3]),
+        )
+    )
+
+    escalations = Counter(
+        Escalation.objects.filter(status="open").values_list("verdict_class", flat=True)
+    )
+    found.append(Check("open escalations", not escalations, str(dict(escalations) or 0)))
+
+    # How long legs took: the answer recorded, and the run's verdict.
+    decided = RefundLeg.objects.exclude(decided_at=None)
+    answer_s = [
+        (d - r).total_seconds() for d, r in decided.values_list("decided_at", "reserved_at")
+    ]
+    verdict_s = [
+        (d - r).total_seconds()
+        for d, r in accepted.exclude(verification_run__decided_at=None).values_list(
+            "verification_run__decided_at", "reserved_at"
+        )
+    ]
+    funding_s = [
+        (d - c).total_seconds()
+        for d, c in FundingLeg.objects.exclude(funded_at=None).values_list(
+            "funded_at", "created_at"
+        )
+    ]
+    slowest = decided.annotate(took=F("decided_at") - F("reserved_at")).order_by("-took").first()
+    found.append(
+        Check(
+            "longest settle: refund leg answer / its verdict / funding leg",
+            True,
+            f"{_max(answer_s)} / {_max(verdict_s)} / {_max(funding_s)} (medians "
+            f"{_median(answer_s)} / {_median(verdict_s)} / {_median(funding_s)})"
+            + (
+                f"; slowest leg {slowest.public_id}, {slowest.attempts} attempts" if slowest else ""
+            ),
+        )
+    )
+    return found
+
+
+def _max(values: list[float]) -> str:
+    return f"{max(values):.1f} s" if values else "-"
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} s" if values else "-"
+
+
+# --- setup --------------------------------------------------------------------------------------
+
+
+def django_setup(clients: int) -> tuple[list[str], str]:
+    """Migrate, install the schedules (poll every second, resume every 10 s), create the buyers
+    (logged in: their session ids) and a staff user allowed to debit (a bearer token)."""
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import Permission
+    from django.core.management import call_command
+    from django.test import Client
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    from accounts.models import User
+    from accounts.services import api_token_issue
+
+    started = time.monotonic()
+    call_command("migrate", verbosity=0)
+    call_command("setup_periodic_tasks", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    for task, seconds in (("verification.poll", 1), ("envelopes.resume_stranded", 10)):
+        every, _ = IntervalSchedule.objects.get_or_create(
+            every=seconds, period=IntervalSchedule.SECONDS
+        )
+        PeriodicTask.objects.filter(task=task).update(interval=every)
+    say(f"migrated and scheduled in {time.monotonic() - started:.1f} s")
+    sessions = []
+    for number in range(clients):
+        user = User.objects.create_user(username=f"soak_buyer_{number}", password=None)
+        client = Client()
+        client.force_login(user)
+        sessions.append(client.cookies["sessionid"].value)
+    staff = User.objects.create_user(username="soak_staff", password=None, is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="add_debit"))
+    _, token = api_token_issue(user=staff, name="soak")
+    return sessions, token
+
+
+def system_start(
+    database_url: str, queue_name: str, seed: int, logs: Path
+) -> tuple[System, dict[str, str]]:
+    sandbox_port, app_port = free_port(), free_port()
+    sandbox_url = f"http://127.0.0.1:{sandbox_port}"
+    base = f"http://127.0.0.1:{app_port}"
+    env = dict(os.environ)
+    env.pop("VOUCH_CRASH_AT", None)  # a test-only crash point must never fire here
+    env.update(
+        DJANGO_SETTINGS_MODULE=SETTINGS,
+        DATABASE_URL=database_url,
+        CELERY_BROKER_URL=BROKER_URL,
+        CELERY_TASK_DEFAULT_QUEUE=queue_name,
+        STRIPE_API_BASE=sandbox_url,
+        STRIPE_API_KEY=STRIPE_KEY,
+        STRIPE_WEBHOOK_SECRET=WEBHOOK_SECRET,
+        # A claimed run whose attempt died with its worker is claimed again after this (300 s
+        # by default): an attempt takes a few seconds under the test settings' timeouts.
+        VERIFICATION_LEASE_S="30",
+        PYTHONUNBUFFERED="1",
+    )
+    py = sys.executable
+    celery = [py, "-m", "celery", "-A", "config.celery_app"]
+    system = System(
+        sandbox=Service(
+            "sandbox",
+            [
+                py,
+                "-m",
+                "stripe_sandbox",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(sandbox_port),
+                "--seed",
+                str(seed),
+            ],
+            env,
+            logs / "sandbox.log",
+        ),
+        web=Service(
+            "gunicorn",
+            [
+                py,
+                "-m",
+                "gunicorn",
+                "config.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{app_port}",
+                "--workers",
+                "2",
+                "--timeout",
+                "60",
+                "--graceful-timeout",
+                "5",
+                "--log-level",
+                "warning",
+            ],
+            env,
+            logs / "gunicorn.log",
+        ),
+        worker=Service(
+            "celery worker",
+            [
+                *celery,
+                "worker",
+                "--concurrency=2",
+                "--loglevel=WARNING",
+                "--without-mingle",
+                "--without-gossip",
+                "-n",
+                f"{queue_name}@%h",
+            ],
+            env,
+            logs / "worker.log",
+        ),
+        beat=Service(
+            "celery beat",
+            [
+                *celery,
+                "beat",
+                "--loglevel=WARNING",
+                f"--pidfile={logs / 'beat.pid'}",
+                f"--schedule={logs / 'beat-schedule'}",
+            ],
+            env,
+            logs / "beat.log",
+        ),
+        base=base,
+        sandbox_url=sandbox_url,
+    )
+    return system, env
+
+
+def broker_forget(queue_name: str) -> None:
+    """Delete this run's queue (and kombu's bindings of it) from the broker."""
+    import redis
+
+    client = redis.Redis.from_url(BROKER_URL)
+    for key in client.scan_iter(f"*{queue_name}*"):
+        client.delete(key)
+
+
+# --- the soak -----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--operations", type=int, default=1000)
+    parser.add_argument("--kills", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--fault-rate", type=float, default=0.05, help="each fault's probability")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--settle-timeout", type=float, default=600.0, help="seconds")
+    parser.add_argument(
+        "--keep-db", action="store_true", help="keep the database and logs, also on success"
+    )
+    args = parser.parse_args(argv)
+    if not 1 <= args.operations <= 1_000_000 or not 1 <= args.clients <= 64:
+        parser.error("--operations must be in [1, 1000000] and --clients in [1, 64]")
+    if not 0 <= args.fault_rate <= 0.2 or args.kills < 0:
+        parser.error("--fault-rate must be in [0, 0.2] and --kills >= 0")
+
+    def terminated(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)  # unwinds through the finally blocks
+
+    signal.signal(SIGTERM, terminated)
+    ops, kills = plan(args.seed, args.operations, args.clients, args.kills, args.fault_rate)
+    kinds = Counter(op.kind for op in ops)
+    print(
+        f"soak: seed {args.seed}, {len(ops)} operations ({dict(kinds)}) from {args.clients} "
+        f"clients, {len(kills)} kills ({dict(Counter(k.target for k in kills))}), fault rate "
+        f"{args.fault_rate} each ({len(faults(args.fault_rate))} faults)",
+        flush=True,
+    )
+    name = f"vouch_soak_{os.getpid()}"
+    queue_name = f"soak-{os.getpid()}"
+    bench_url, maintenance = bench_database_urls(
+        os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), name
+    )
+    os.environ.update(
+        DATABASE_URL=bench_url,
+        DJANGO_SETTINGS_MODULE=SETTINGS,
+        CELERY_BROKER_URL=BROKER_URL,
+        CELERY_TASK_DEFAULT_QUEUE=queue_name,
+        STRIPE_API_KEY=STRIPE_KEY,
+    )
+    os.environ.pop("VOUCH_CRASH_AT", None)
+    database = Database(maintenance, name)
+    logs = Path(tempfile.mkdtemp(prefix="vouch-soak-"))
+    system: System | None = None
+    results: list[Check] = []
+    began = time.monotonic()
+    try:
+        database.create()
+        sessions, staff_token = django_setup(args.clients)
+        system, _ = system_start(bench_url, queue_name, args.seed, logs)
+        system.sandbox.start()
+        wait_for(
+            "stripe_sandbox",
+            lambda: requests.get(f"{system.sandbox_url}/_sandbox/state", timeout=2).ok,
+            system.sandbox,
+        )
+        system.web.start()
+        system.worker.start()
+        system.beat.start()
+        system.web_ready()
+        control = f"{system.sandbox_url}/_sandbox"
+        requests.post(
+            f"{control}/webhooks",
+            json={
+                "url": f"{system.base}/webhooks/stripe",
+                "secret": WEBHOOK_SECRET,
+                "max_attempts": 8,
+                "backoff_ms": 500,
+            },
+            timeout=10,
+        ).raise_for_status()
+        say(f"gunicorn on {system.base}, sandbox on {system.sandbox_url}, queue {queue_name}")
+
+        buyers = [
+            Buyer(n, system.base, sid, staff_token, args.seed) for n, sid in enumerate(sessions)
+        ]
+        for buyer in buyers:
+            buyer.login()
+        for fault in faults(args.fault_rate):
+            requests.post(f"{control}/faults", json=fault, timeout=10).raise_for_status()
+
+        killer = Killer(system, args.seed)
+        killer.start()
+        started = time.monotonic()
+        answers = drive(ops, kills, buyers, killer)
+        killer.finish()
+        ops_s = time.monotonic() - started
+        for service in system.all():
+            if not service.alive():
+                raise RuntimeError(
+                    f"{service.name} is down after the operations:\n{service.tail()}"
+                )
+        hits = sum(
+            f["hits"] for f in requests.get(f"{control}/faults", timeout=10).json()["faults"]
+        )
+        requests.delete(f"{control}/faults", timeout=10).raise_for_status()
+        by_status = Counter(f"{a.kind} {a.status}" for a in answers)
+        print(f"operations done in {ops_s:.0f} s ({len(answers) / ops_s:.1f}/s)", flush=True)
+        for line in killer.done:
+            say(line)
+
+        settled, settle_s, left = settle(args.settle_timeout)
+        say(
+            f"settled in {settle_s:.0f} s"
+            if settled
+            else f"NOT settled after {settle_s:.0f} s: {left}"
+        )
+        results = checks(system.sandbox_url, answers)
+        results.insert(
+            0,
+            Check(
+                "settled", settled, f"in {settle_s:.0f} s" + ("" if settled else f"; left {left}")
+            ),
+        )
+        client_lines = [
+            (
+                "answers by operation and status",
+                ", ".join(f"{k} x{n}" for k, n in sorted(by_status.items())),
+            ),
+            (
+                "client timeouts / dropped connections / 409 in use / 429",
+                f"{sum(a.timeouts for a in answers)} / {sum(a.dropped for a in answers)} / "
+                f"{sum(a.in_use for a in answers)} / {sum(a.throttled for a in answers)}",
+            ),
+            ("faults struck", f"{hits}"),
+            (
+                "kills",
+                f"{len(killer.done)}; starts: "
+                + ", ".join(f"{s.name} {s.starts}" for s in system.all()),
+            ),
+            ("slowest operation (with its retries)", f"{max(a.seconds for a in answers):.1f} s"),
+        ]
+    finally:
+        with signals_held():
+            if system is not None:
+                for service in system.all():
+                    service.stop()
+            if "django" in sys.modules:
+                from django.db import connections
+
+                connections.close_all()
+            with contextlib.suppress(Exception):
+                broker_forget(queue_name)
+            failed = not results or not all(c.ok for c in results)
+            if args.keep_db or failed:
+                say(f"logs kept in {logs}")
+            else:
+                shutil.rmtree(logs, ignore_errors=True)
+            if args.keep_db:
+                say(f"database {name} kept")
+            else:
+                database.drop()
+
+    width = max(len(label) for label, _ in client_lines) + 2
+    width = max(width, *(len(c.name) + 8 for c in results))
+    print()
+    for label, value in client_lines:
+        print(f"{label + ':':<{width}}{value}")
+    for check in results:
+        print(f"{('ok   ' if check.ok else 'FAIL ') + check.name + ':':<{width}}{check.figure}")
+    print(f"(seed {args.seed}; total {time.monotonic() - began:.0f} s)")
+    failed_checks = [c.name for c in results if not c.ok]
+    if failed_checks:
+        print(f"FAILED: {', '.join(failed_checks)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
