@@ -7,12 +7,13 @@ PORT ?= 8000
 APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint typecheck check-migrations check-deploy lock clean
+.PHONY: help run test soak lint typecheck check-migrations check-deploy lock clean
 
 help:
 	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat; PORT=8001 for another port); Ctrl-C stops all"
 	@echo "make test   run the whole test suite against PostgreSQL (DATABASE_URL, default local server)"
 	@echo "make lint   ruff check and format check;  make typecheck: mypy on the apps"
+	@echo "make soak   bench/soak.py, the short soak CI runs (SOAK_ARGS=\"--operations 10000 --kills 20\" for the full one)"
 	@echo "make lock   re-pin requirements/*.txt from pyproject.toml"
 
 $(PY):
@@ -37,6 +38,12 @@ run: $(VENV)/.installed-base
 
 test: $(VENV)/.installed-dev
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m pytest $(PYTEST_ARGS)
+
+# Money operations under provider faults and kill -9, then the conservation checks
+# (bench/README.md, "Soak"). Needs PostgreSQL and Redis, as `make test` does.
+SOAK_ARGS ?= --operations 200 --kills 2 --clients 4 --fault-rate 0.05 --seed 1 --settle-timeout 150
+soak: $(VENV)/.installed-dev
+	$(PY) bench/soak.py $(SOAK_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
