@@ -25,18 +25,22 @@ concurrent runs never take each other's tasks. Processes, each in its own sessio
    key in use), and `rate_limit`; on its reads: `server_error` and `delay`. Refusals are real:
    a fund or top-up uses a declining test card with probability R (the sandbox stores the decline
    under the key, as Stripe does; its `refuse` fault strikes before the key is looked at, so a
-   retry of an applied request could be refused, which Stripe never does: not used).
+   retry of an applied request could be refused, which Stripe never does: not used). With
+   probability R an accepted refund is then failed by the provider (`refund.failed`: Vouch must
+   give the leg back, once), and each webhook is delivered twice, or never (the event catch-up,
+   every 60 s here, must find it).
 3. Clients (threads) run their operations in order; each request is retried with the same key
    after a timeout, a dropped connection (a kill), 409 `idempotency_key_in_use` or 429, for up to
    OP_DEADLINE_S.
 4. Settle: kills done and every process up, the faults are lifted; then wait (at most
-   `--settle-timeout`) until no refund leg is reserved or unknown, no funding leg pending and no
-   verification run undecided.
+   `--settle-timeout`) until no refund leg is reserved or unknown, no funding leg pending, no
+   verification run undecided and every refund the provider failed released.
 5. Checks, each printed: the ledger (`envelopes.selectors.ledger_breaches`); per charge, the
    sandbox's amount and refunded amount against the ledger's (and no succeeded charge the ledger
    does not hold); no two provider refunds with one `metadata[vouch_leg]` and none without it;
    every accepted leg's refund at the provider; no leg left open; every accepted leg's run
-   decided, and VERIFIED; no answer 500; every replay identical. Then the longest time a leg took
+   decided, and VERIFIED (or FAILED, released); every refund failed later released; no answer
+   500; every replay identical; no open escalation. Then the longest time a leg took
    to settle (its answer recorded; its run's verdict).
 
 Run from the repo root:
@@ -124,6 +128,7 @@ class Op:
     slot: int  # which of the client's envelopes (modulo how many it has then)
     first_timeout_s: float | None  # a client timeout far too short on the first try
     replay: bool  # send it once more after the answer: it must be replayed as it was
+    fail_later: bool  # an accepted refund's first leg is then failed by the provider
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,7 @@ def plan(
                 slot=rng.randrange(1_000_000),
                 first_timeout_s=rng.uniform(0.02, 0.3) if rng.random() < 0.08 else None,
                 replay=rng.random() < 0.05,
+                fail_later=rng.random() < fault_rate,
             )
         )
     krng = random.Random(f"{seed}:kills")  # noqa: S311
@@ -389,6 +395,8 @@ class Buyer:
     session_id: str
     staff_token: str
     seed: int
+    sandbox_url: str
+    failed_later: set[str]  # provider refunds this soak made fail (shared by the buyers)
     http: requests.Session = field(default_factory=requests.Session)
     staff: requests.Session = field(default_factory=requests.Session)
     envelopes: list[list[Any]] = field(default_factory=list)  # [public id, committed micro]
@@ -441,6 +449,8 @@ class Buyer:
                 for envelope in self.envelopes:
                     if path.startswith(f"{ENVELOPES}/{envelope[0]}/"):
                         envelope[1] += body["amount_micro"]
+        if op.fail_later and kind == "refund" and answer.status == 200:
+            self.fail_first_leg(answer)
         if op.replay and answer.status:
             again = self.send(op, session, path, body, key, None)
             same = (again.status, again.body) == (answer.status, answer.body)
@@ -450,6 +460,22 @@ class Buyer:
                 else (f"{answer.status} then {again.status}: {again.body[:200]}")
             )
         return answer
+
+    def fail_first_leg(self, answer: Answer) -> None:
+        """The provider fails an accepted refund after the fact (a closed card account):
+        `refund.failed` follows; Vouch must give the leg's money back, once."""
+        legs = (_json(answer.body).get("data") or {}).get("legs") or []
+        accepted = [leg for leg in legs if leg.get("outcome") == "accepted"]
+        if not accepted:
+            return
+        refund_id = str(accepted[0]["provider_refund_id"])
+        response = requests.post(
+            f"{self.sandbox_url}/_sandbox/refunds/{refund_id}/status",
+            json={"status": "failed", "failure_reason": "expired_or_canceled_card"},
+            timeout=READ_TIMEOUT_S,
+        )
+        if response.ok:
+            self.failed_later.add(refund_id)
 
     def send(
         self,
@@ -552,11 +578,14 @@ def drive(ops: list[Op], kills: list[Kill], buyers: list[Buyer], killer: Killer)
 # --- settling and checks ------------------------------------------------------------------------
 
 
-def outstanding() -> dict[str, int]:
+def outstanding(failed_later: set[str]) -> dict[str, int]:
     from envelopes.models import FundingLeg, FundingStatus, LegOutcome, RefundLeg
     from verification.models import VerificationRun
 
     return {
+        "failed refunds unreleased": RefundLeg.objects.filter(
+            provider_refund_id__in=failed_later, released=False
+        ).count(),
         "open refund legs": RefundLeg.objects.filter(
             outcome__in=(LegOutcome.RESERVED, LegOutcome.UNKNOWN)
         ).count(),
@@ -565,13 +594,13 @@ def outstanding() -> dict[str, int]:
     }
 
 
-def settle(timeout_s: float) -> tuple[bool, float, dict[str, int]]:
+def settle(timeout_s: float, failed_later: set[str]) -> tuple[bool, float, dict[str, int]]:
     """Wait until nothing is outstanding, at most `timeout_s`, showing what is left."""
     from django.db import connection
     from tqdm import tqdm
 
     started = last = time.monotonic()
-    left = outstanding()
+    left = outstanding(failed_later)
     bar = tqdm(total=sum(left.values()), desc="settling", unit="item", disable=None)
     while True:
         remaining = sum(left.values())
@@ -587,7 +616,7 @@ def settle(timeout_s: float) -> tuple[bool, float, dict[str, int]]:
             return not remaining, elapsed, left
         time.sleep(1)
         connection.close()  # a fresh snapshot and no idle transaction on the server
-        left = outstanding()
+        left = outstanding(failed_later)
 
 
 @dataclass
@@ -616,7 +645,7 @@ def provider_refunds(sandbox_url: str) -> list[dict[str, Any]]:
         params["starting_after"] = page["data"][-1]["id"]
 
 
-def checks(sandbox_url: str, answers: list[Answer]) -> list[Check]:
+def checks(sandbox_url: str, answers: list[Answer], failed_later: set[str]) -> list[Check]:
     from django.db.models import F
 
     from envelopes.models import (
@@ -725,7 +754,9 @@ def checks(sandbox_url: str, answers: list[Answer]) -> list[Check]:
         .order_by()
     )
     undecided = verdicts.get("PENDING", 0) + verdicts.get(None, 0)
-    bad = sum(n for v, n in verdicts.items() if v not in ("VERIFIED", "PENDING", None))
+    # A leg the provider failed later may have been decided FAILED (and released) instead.
+    live_verdicts = Counter(live.values_list("verification_run__verdict", flat=True).order_by())
+    bad = sum(n for v, n in live_verdicts.items() if v not in ("VERIFIED", "PENDING", None))
     bad_charges = sum(n for v, n in charge_verdicts.items() if v != "VERIFIED")
     found.append(
         Check(
@@ -738,7 +769,17 @@ def checks(sandbox_url: str, answers: list[Answer]) -> list[Check]:
         Check(
             "verdicts all VERIFIED",
             not bad and not bad_charges,
-            f"refund legs {dict(verdicts)}; funding charges {dict(charge_verdicts)}",
+            f"refund legs {dict(verdicts)} ({bad} not VERIFIED among the unreleased); funding "
+            f"charges {dict(charge_verdicts)}",
+        )
+    )
+    failed_legs = RefundLeg.objects.filter(provider_refund_id__in=failed_later)
+    unreleased = failed_legs.filter(released=False).count()
+    found.append(
+        Check(
+            "refunds failed later by the provider: released",
+            not unreleased,
+            f"{failed_legs.count() - unreleased} of {len(failed_later)} released",
         )
     )
 
@@ -829,7 +870,12 @@ def django_setup(clients: int) -> tuple[list[str], str]:
     started = time.monotonic()
     call_command("migrate", verbosity=0)
     call_command("setup_periodic_tasks", stdout=open(os.devnull, "w"))  # noqa: SIM115
-    for task, seconds in (("verification.poll", 1), ("envelopes.resume_stranded", 10)):
+    tuned = (
+        ("verification.poll", 1),
+        ("envelopes.resume_stranded", 10),
+        ("reconciliation.catch_up", 60),
+    )
+    for task, seconds in tuned:
         every, _ = IntervalSchedule.objects.get_or_create(
             every=seconds, period=IntervalSchedule.SECONDS
         )
@@ -1025,10 +1071,17 @@ def main(argv: list[str] | None = None) -> int:
             },
             timeout=10,
         ).raise_for_status()
+        requests.post(
+            f"{control}/webhook-behaviour",
+            json={"duplicate_probability": args.fault_rate, "drop_probability": args.fault_rate},
+            timeout=10,
+        ).raise_for_status()
         say(f"gunicorn on {system.base}, sandbox on {system.sandbox_url}, queue {queue_name}")
 
+        failed_later: set[str] = set()
         buyers = [
-            Buyer(n, system.base, sid, staff_token, args.seed) for n, sid in enumerate(sessions)
+            Buyer(n, system.base, sid, staff_token, args.seed, system.sandbox_url, failed_later)
+            for n, sid in enumerate(sessions)
         ]
         for buyer in buyers:
             buyer.login()
@@ -1055,13 +1108,13 @@ def main(argv: list[str] | None = None) -> int:
         for line in killer.done:
             say(line)
 
-        settled, settle_s, left = settle(args.settle_timeout)
+        settled, settle_s, left = settle(args.settle_timeout, failed_later)
         say(
             f"settled in {settle_s:.0f} s"
             if settled
             else f"NOT settled after {settle_s:.0f} s: {left}"
         )
-        results = checks(system.sandbox_url, answers)
+        results = checks(system.sandbox_url, answers, failed_later)
         results.insert(
             0,
             Check(
