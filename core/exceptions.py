@@ -85,10 +85,28 @@ class UnsupportedMediaType(VouchError):
     default_message = "Send the request body as application/json."
 
 
+class PayloadTooLarge(VouchError):
+    code = "payload_too_large"
+    status_code = 413
+    default_message = "The request body is larger than this API accepts."
+
+
+class UriTooLong(VouchError):
+    code = "uri_too_long"
+    status_code = 414
+    default_message = "The URL is longer than this API accepts."
+
+
+class HeadersTooLarge(VouchError):
+    code = "headers_too_large"
+    status_code = 431
+    default_message = "The request's headers are larger or more numerous than this API accepts."
+
+
 class Throttled(VouchError):
-    code = "throttled"
+    code = "rate_limited"
     status_code = 429
-    default_message = "Too many requests; retry later."
+    default_message = "Too many requests; retry after the number of seconds in Retry-After."
 
 
 class InternalError(VouchError):

@@ -58,6 +58,22 @@ def validate_key(key: str) -> str:
     return key
 
 
+# The column the operation name is stored in (IdempotencyRecord.operation).
+OPERATION_MAX_LENGTH = 255
+
+
+def operation_bounded(name: str) -> str:
+    """The stored form of an operation name, within its column. A name that fits is kept as it is
+    (every record stored before stays matched); a longer one (an id nobody could own, or a very
+    long one) becomes its action and a SHA-256 of the whole name: stable, so a retry replays, and
+    distinct per id. The `/` cannot appear in an id taken from a URL path segment, so a digested
+    name never equals a name that fits."""
+    if len(name) <= OPERATION_MAX_LENGTH:
+        return name
+    action = name.split(":", 1)[0][:100]
+    return f"{action}:/sha256/{hashlib.sha256(name.encode()).hexdigest()}"
+
+
 def body_digest(body: Any) -> str:
     """Canonical JSON (sorted keys, no spaces); no body equals {}."""
     canonical = json.dumps(
@@ -92,6 +108,7 @@ def idempotency_claim(
 ) -> Claim:
     """Present a key for an operation: a new record to run under (leased for `provider_calls`
     provider calls), a stored answer to replay, or a record whose process died to resume."""
+    operation = operation_bounded(operation)
     digest = body_digest(body)
     now = timezone.now()
     lease = lease_for(provider_calls=provider_calls)

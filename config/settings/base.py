@@ -133,7 +133,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # DRF's JSON parser with two more refusals: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (413)
+    # and JSON nested deeper than core.api.parsing.MAX_JSON_DEPTH (400).
+    "DEFAULT_PARSER_CLASSES": ["core.api.parsing.JSONParser"],
     "EXCEPTION_HANDLER": "core.api.exception_handler.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }

@@ -2,9 +2,11 @@
 error envelope; anything unexpected is logged and answered with a 500 envelope, never a trace."""
 
 import logging
+import math
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -26,6 +28,7 @@ _DRF_TO_DOMAIN: list[tuple[type[Exception], type[domain.VouchError]]] = [
     (drf.Throttled, domain.Throttled),
     (drf.ValidationError, domain.InvalidInput),
     (Http404, domain.NotFound),
+    (RequestDataTooBig, domain.PayloadTooLarge),
     (DjangoPermissionDenied, domain.PermissionDenied),
 ]
 
@@ -37,7 +40,9 @@ def _as_domain_error(exc: Exception) -> domain.VouchError | None:
         if isinstance(exc, source):
             if isinstance(exc, drf.ValidationError):
                 return target(details=exc.detail)
-            if isinstance(exc, drf.MethodNotAllowed | drf.Throttled | drf.ParseError):
+            if isinstance(exc, drf.Throttled):
+                return target(details={"retry_after_s": _retry_after(exc)})
+            if isinstance(exc, drf.MethodNotAllowed | drf.ParseError):
                 return target(str(getattr(exc, "detail", "")) or None)
             return target()
     return None
@@ -60,7 +65,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     auth_header = getattr(exc, "auth_header", None)
     if auth_header:
         response["WWW-Authenticate"] = auth_header
-    wait = getattr(exc, "wait", None)
-    if wait:
-        response["Retry-After"] = str(int(wait))
+    if isinstance(exc, drf.Throttled):
+        response["Retry-After"] = str(_retry_after(exc))
     return response
+
+
+def _retry_after(exc: drf.Throttled) -> int:
+    """Whole seconds, rounded up (a client that waits that long is let through), at least 1."""
+    return max(1, math.ceil(getattr(exc, "wait", None) or 0))

@@ -16,6 +16,7 @@ from core.idempotency import (
     idempotency_drop,
     idempotency_lease_end,
     idempotency_store,
+    operation_bounded,
     render_json,
     validate_key,
 )
@@ -92,4 +93,6 @@ def _digestible(body: Any) -> dict[str, Any]:
 
 
 def operation_name(action: str, *ids: Any) -> str:
-    return ":".join([action, *(str(i) for i in ids)])
+    """`action:id:…`, as stored (core.idempotency.operation_bounded: a name too long for its
+    column is digested, one that fits is unchanged)."""
+    return operation_bounded(":".join([action, *(str(i) for i in ids)]))

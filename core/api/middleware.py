@@ -18,6 +18,10 @@ _CODES = {
     403: ("permission_denied", "You do not have permission to do this."),
     404: ("not_found", "Not found."),
     405: ("method_not_allowed", "This method is not allowed here."),
+    413: ("payload_too_large", "The request body is larger than this API accepts."),
+    414: ("uri_too_long", "The URL is longer than this API accepts."),
+    429: ("rate_limited", "Too many requests; retry after the number of seconds in Retry-After."),
+    431: ("headers_too_large", "The request's headers are larger than this API accepts."),
     500: ("internal_error", "Something went wrong on our side; it has been logged."),
 }
 

@@ -1,12 +1,21 @@
 """Strict parsing of JSON bodies for every API view: exact JSON types (no silent coercion),
 unknown fields refused, and one validation error shape."""
 
+from collections.abc import Mapping
 from typing import Any
 
-from rest_framework import serializers
+from django.conf import settings
+from rest_framework import parsers, serializers
+from rest_framework.exceptions import ParseError
 from rest_framework.request import Request
 
 from core import exceptions as core_errors
+
+# No body this API takes nests deeper than a few levels; a deeper one is refused before anything
+# walks it (the digest of an Idempotency-Key's body, the serializers).
+MAX_JSON_DEPTH = 32
+# The range of a PostgreSQL bigint: OFFSET and every integer column.
+BIGINT_MAX = 2**63 - 1
 
 MICRO = "Micro-dollars: 1 USD = 1,000,000 micro (not cents). Each `_micro` field has a `_usd` twin."
 
@@ -90,10 +99,84 @@ def parse_body(serializer_class: type[serializers.Serializer], request: Request)
 
 
 def page_params(request: Request, *, default: int = 20, most: int = 100) -> tuple[int, int]:
-    """`limit` (1 to `most`, default `default`) and `offset` (0 or more) from the query string."""
-    try:
-        limit = min(max(int(request.query_params.get("limit", default)), 1), most)
-        offset = max(int(request.query_params.get("offset", 0)), 0)
-    except ValueError as exc:
-        raise core_errors.InvalidInput("limit and offset are integers.") from exc
+    """`limit` (1 to `most`, default `default`) and `offset` (0 to the largest bigint, default 0)
+    from the query string; anything else is `validation_error`, never clamped or truncated."""
+    limit = query_int(request, "limit", default=default, least=1, most=most)
+    offset = query_int(request, "offset", default=0, least=0, most=BIGINT_MAX)
     return limit, offset
+
+
+def query_int(request: Request, name: str, *, default: int, least: int, most: int) -> int:
+    """The query parameter `name` as a decimal integer from `least` to `most` (`default` when
+    absent), else `validation_error` naming it."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    # ASCII digits only: int() would also take "1_000", " 5" and other scripts' digits. Twenty
+    # digits bound the conversion before the range check.
+    if raw.isascii() and raw.isdigit() and len(raw) <= 20 and least <= int(raw) <= most:
+        return int(raw)
+    message = f"{name} must be an integer from {least} to {most}."
+    raise core_errors.InvalidInput(message, details={name: [message]})
+
+
+def query_text(request: Request, name: str) -> str | None:
+    """The query parameter `name` (None when absent); a NUL character, which no stored value
+    can hold, is `validation_error`."""
+    raw = request.query_params.get(name)
+    if raw is not None and "\x00" in raw:
+        message = f"{name} must not contain a NUL character."
+        raise core_errors.InvalidInput(message, details={name: [message]})
+    return raw
+
+
+def path_id(value: str) -> str:
+    """An id from the URL path. One holding a NUL character names nothing that can exist: the
+    same `not_found` as any unknown id, before it reaches the database or an idempotency key."""
+    if "\x00" in value:
+        raise core_errors.NotFound()
+    return value
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's JSON parser, with two more refusals: a body over DATA_UPLOAD_MAX_MEMORY_SIZE
+    (`payload_too_large`, before it is read) and JSON nested deeper than MAX_JSON_DEPTH
+    (`malformed_request`, where the plain parser raises RecursionError)."""
+
+    def parse(
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
+        request = (parser_context or {}).get("request")
+        if request is not None:
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            length = request.META.get("CONTENT_LENGTH") or 0
+            if limit is not None and str(length).isdigit() and int(length) > limit:
+                raise core_errors.PayloadTooLarge(
+                    f"The request body is over {limit} bytes.", details={"max_bytes": limit}
+                )
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError as exc:
+            raise ParseError(_TOO_DEEP) from exc
+        if _nested_deeper_than(data, MAX_JSON_DEPTH):
+            raise ParseError(_TOO_DEEP)
+        return data
+
+
+_TOO_DEEP = f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels."
+
+
+def _nested_deeper_than(value: Any, most: int) -> bool:
+    """Whether `value` nests arrays and objects more than `most` deep (iterative: no recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= most:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False

@@ -19,6 +19,8 @@ from core.api.parsing import (
     StrictCharField,
     page_params,
     parse_body,
+    path_id,
+    query_text,
     request_object,
 )
 from core.api.permissions import caller
@@ -123,8 +125,8 @@ class DisputeListApi(APIView):
     def get(self, request: Request) -> Response:
         limit, offset = page_params(request)
         disputes = selectors.disputes_filtered(
-            dispute_id=request.query_params.get("dispute_id"),
-            charge=request.query_params.get("charge"),
+            dispute_id=query_text(request, "dispute_id"),
+            charge=query_text(request, "charge"),
         )
         total = disputes.count()
         page = list(disputes[offset : offset + limit])
@@ -179,6 +181,7 @@ class DisputeDetailApi(APIView):
         },
     )
     def get(self, request: Request, dispute_id: str) -> Response:
+        dispute_id = path_id(dispute_id)
         return ok(selectors.dispute_data(selectors.dispute_named(dispute_id)))
 
 
@@ -208,6 +211,7 @@ class EvidenceApi(APIView):
         },
     )
     def post(self, request: Request, dispute_id: str) -> Response | HttpResponse:
+        dispute_id = path_id(dispute_id)
         # One dispute, one operation name, whichever id the path gives (`dsp_…` or `dp_…`). An
         # unknown dispute is a 404 before any key is claimed: nothing is stored under it.
         dispute = selectors.dispute_named(dispute_id)
@@ -260,6 +264,7 @@ class PacketApi(APIView):
         },
     )
     def post(self, request: Request, dispute_id: str) -> Response | HttpResponse:
+        dispute_id = path_id(dispute_id)
         dispute = selectors.dispute_named(dispute_id)  # the canonical operation name, as above
 
         def action(record: IdempotencyRecord | None) -> Response:

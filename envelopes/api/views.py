@@ -12,7 +12,15 @@ from rest_framework.views import APIView
 
 from core import exceptions as core_errors
 from core.api.idempotent import idempotent, operation_name
-from core.api.parsing import MICRO, MicroField, Strict, StrictCharField, page_params, parse_body
+from core.api.parsing import (
+    MICRO,
+    MicroField,
+    Strict,
+    StrictCharField,
+    page_params,
+    parse_body,
+    path_id,
+)
 from core.api.permissions import SessionRequired, caller, django_permission
 from core.api.responses import error_responses, ok, success_envelope
 from core.idempotency import (
@@ -167,6 +175,7 @@ class EnvelopeDetailApi(APIView):
         },
     )
     def get(self, request: Request, envelope_id: str) -> Response:
+        envelope_id = path_id(envelope_id)
         envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
         return ok(selectors.envelope_data(envelope))
 
@@ -193,6 +202,8 @@ class TopUpApi(APIView):
         },
     )
     def post(self, request: Request, envelope_id: str) -> Response | HttpResponse:
+        envelope_id = path_id(envelope_id)
+
         def action(record: IdempotencyRecord | None) -> Response:
             envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
             data = _parse(FundingInput, request)
@@ -228,6 +239,8 @@ class DebitApi(APIView):
     )
     def post(self, request: Request, envelope_id: str) -> Response | HttpResponse:
         from envelopes.models import Envelope
+
+        envelope_id = path_id(envelope_id)
 
         def action(record: IdempotencyRecord | None) -> Response:
             envelope = Envelope.objects.filter(public_id=envelope_id).first()
@@ -284,6 +297,8 @@ class RefundApi(APIView):
         },
     )
     def post(self, request: Request, envelope_id: str) -> Response | HttpResponse:
+        envelope_id = path_id(envelope_id)
+
         def action(record: IdempotencyRecord | None) -> Response:
             data = _parse(RefundInput, request)
             operation = services.envelope_refund(
@@ -307,6 +322,7 @@ class EnvelopeRefundsApi(APIView):
         },
     )
     def get(self, request: Request, envelope_id: str) -> Response:
+        envelope_id = path_id(envelope_id)
         envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
         operations = envelope.refunds.order_by("-created_at", "-id")
         return ok({"results": [selectors.refund_data(op) for op in operations]})
@@ -322,6 +338,7 @@ class RefundDetailApi(APIView):
         },
     )
     def get(self, request: Request, refund_id: str) -> Response:
+        refund_id = path_id(refund_id)
         return ok(
             selectors.refund_data(
                 selectors.refund_get_owned(user=caller(request), refund_id=refund_id)
