@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
-APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox
+APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox ops
 
 .DEFAULT_GOAL := help
 .PHONY: help run test soak lint typecheck check-migrations check-deploy lock clean
@@ -63,6 +63,7 @@ check-deploy: $(VENV)/.installed-dev
 	ALLOWED_HOSTS=vouch.example.com \
 	DATABASE_URL=postgres://vouch@db.example.com:5432/vouch \
 	CELERY_BROKER_URL=redis://redis.example.com:6379/0 \
+	CACHE_URL=redis://redis.example.com:6379/1 \
 	STRIPE_API_KEY=sk_live_dummy STRIPE_WEBHOOK_SECRET=whsec_dummy VOUCH_ENVIRONMENT=production \
 		$(PY) manage.py check --deploy --fail-level WARNING
 

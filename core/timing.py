@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from django.http import HttpRequest, HttpResponse
 
@@ -24,6 +24,21 @@ def provider_wait() -> Iterator[None]:
         spent = _provider_seconds.get()
         if spent is not None:
             _provider_seconds.set(spent + time.perf_counter() - started)
+
+
+def provider_seconds() -> float | None:
+    """The time spent waiting for the provider so far in this request or job run (None: not
+    timed here)."""
+    return _provider_seconds.get()
+
+
+def provider_timing_start() -> Token[float | None]:
+    """Start counting provider time in this context (a job run); reset with the token."""
+    return _provider_seconds.set(0.0)
+
+
+def provider_timing_reset(token: Token[float | None]) -> None:
+    _provider_seconds.reset(token)
 
 
 class ServerTimingMiddleware:

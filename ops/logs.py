@@ -1,0 +1,137 @@
+"""Structured logs: one line per request and per job run, through structlog.
+
+Every record, ours (structlog) and the standard library's (`logging.getLogger("vouch.…")`, Django,
+Celery), is rendered by one `ProcessorFormatter` on the root handler: JSON lines in production and
+tests, human-readable under `make run` (`logging_config(renderer="console")`). The context bound
+by django-structlog (request_id, user_id, ip; in a job run task_id, parent_task_id and the
+request_id of the request that enqueued it) is merged into every record, foreign ones included.
+
+The request line is django-structlog's `request_finished` (its `request_started` is DEBUG), with
+`route`, `status`, `duration_ms` and `provider_ms` added here; the job line is its
+`task_succeeded` / `task_failed` (its `task_started` is DEBUG), with `task`, `duration_ms` and
+`provider_ms`. This module imports no model: settings import it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from core.timing import provider_seconds, provider_timing_reset, provider_timing_start
+
+# The events that end a request or a job run: they carry the provider time.
+_LAST_EVENTS = frozenset({"request_finished", "request_failed", "task_succeeded", "task_failed"})
+
+
+def add_provider_time(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """`provider_ms` on the line that ends a request or a job run: the time spent waiting for the
+    provider (core.timing), counted by the adapter's one call path."""
+    if event_dict.get("event") in _LAST_EVENTS and "provider_ms" not in event_dict:
+        seconds = provider_seconds()
+        if seconds is not None:
+            event_dict["provider_ms"] = round(seconds * 1000, 2)
+    return event_dict
+
+
+def _shared_processors() -> list[Processor]:
+    """What every record gets, whoever logged it."""
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+
+
+def structlog_configure() -> None:
+    """structlog's loggers hand their records to the standard library (filtered by its levels,
+    rendered by the root handler's formatter)."""
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *_shared_processors(),
+            structlog.stdlib.PositionalArgumentsFormatter(),
+            structlog.processors.StackInfoRenderer(),
+            add_provider_time,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+
+
+def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
+    """Django's LOGGING: every record through one formatter, `json` (one object a line) or
+    `console` (aligned, coloured when a terminal)."""
+    final: list[Processor]
+    if renderer == "json":
+        final = [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    elif renderer == "console":
+        final = [structlog.dev.ConsoleRenderer()]
+    else:
+        raise ValueError(f"renderer must be json or console, not {renderer!r}")
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "structured": {
+                "()": structlog.stdlib.ProcessorFormatter,
+                "processors": [structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
+                # Records from the standard library (ours, Django's, Celery's): the same context.
+                "foreign_pre_chain": [*_shared_processors(), structlog.stdlib.ExtraAdder()],
+            }
+        },
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {
+            # Django's own loggers write to the root handler only, not to it and their own.
+            "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+            # A 4xx is on its request line already; a 5xx keeps its traceback.
+            "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+            # The SDK logs two INFO lines per call: noise beside our own records.
+            "stripe": {"level": "WARNING"},
+            # Celery's "received" / "succeeded in" lines: the job line says it (task_succeeded).
+            "celery.app.trace": {"level": "WARNING"},
+            "celery.worker.strategy": {"level": "WARNING"},
+        },
+    }
+
+
+# --- django-structlog's signals: what the request line adds -------------------------------------
+
+
+def request_started(request: Any, **kwargs: Any) -> None:
+    request._vouch_started = time.perf_counter()
+
+
+def request_finished(request: Any, log_kwargs: dict[str, Any], **kwargs: Any) -> None:
+    """route (the URL pattern, not the path: ids stay out of the label), status, duration."""
+    match = getattr(request, "resolver_match", None)
+    log_kwargs["route"] = match.route if match is not None else None
+    if "code" in log_kwargs:
+        log_kwargs["status"] = log_kwargs.pop("code")
+    started = getattr(request, "_vouch_started", None)
+    if started is not None:
+        log_kwargs["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
+
+
+def task_started(task: Any, **kwargs: Any) -> None:
+    """The task's name on every line of its run (django-structlog's job line lacks it)."""
+    structlog.contextvars.bind_contextvars(task=task.name)
+
+
+# --- Celery's signals: provider time per job run -----------------------------------------------
+
+
+def task_prerun(task: Any = None, **kwargs: Any) -> None:
+    if task is not None:
+        task.request._vouch_provider_timing = provider_timing_start()
+
+
+def task_postrun(task: Any = None, **kwargs: Any) -> None:
+    token = getattr(getattr(task, "request", None), "_vouch_provider_timing", None)
+    if token is not None:
+        provider_timing_reset(token)
