@@ -3,6 +3,7 @@ from django.urls import include, path
 from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from accounts.views import admin_login
 from verification.api.webhooks import stripe_webhook
 
 # One table of API routes, served twice: /api/v1/... (namespace "api", used by reverse()) and
@@ -12,6 +13,8 @@ API_ROUTES = ("config.api_urls", "api")
 
 urlpatterns = [
     path("", TemplateView.as_view(template_name="home.html"), name="home"),
+    # Before the admin's own: its login goes through allauth's (and its limits), accounts/views.py.
+    path("admin/login/", admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -3,6 +3,8 @@ from the environment (django-environ); local.py, test.py and production.py set t
 that suit them."""
 
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -99,8 +101,8 @@ AUTHENTICATION_BACKENDS = [
     "allauth.account.auth_backends.AuthenticationBackend",
 ]
 
-# Sessions read through a per-process cache (written through to the database): one query fewer
-# on every authenticated request.
+# Sessions read through the shared cache (below; written through to the database): one query
+# fewer on every authenticated request.
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 
 STATIC_URL = "/static/"
@@ -115,6 +117,41 @@ DEFAULT_FROM_EMAIL = env.str("DJANGO_DEFAULT_FROM_EMAIL", default="Vouch <vouch@
 # calls inside a transaction.
 ATOMIC_REQUESTS = False
 
+# --- Cache: one for every process of a deployment ---------------------------------------------
+
+# Login limits (allauth), API throttles (DRF) and sessions count in the `default` cache, so it must
+# be shared by every process: with a per-process cache (Django's default) each gunicorn worker
+# would count on its own. CACHE_URL is redis://host:6379/<db> (or rediss://) for Redis, or
+# file:///<folder> for a folder on this machine. Never call cache.clear(): on Redis it empties the
+# whole database, other runs' keys with it.
+
+
+def cache_from_url(url: str, *, key_prefix: str) -> dict[str, dict[str, Any]]:
+    """The CACHES setting for a CACHE_URL, or stop with a message naming it."""
+    scheme = urlsplit(url).scheme
+    if scheme in ("redis", "rediss"):
+        backend: dict[str, Any] = {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": url,
+        }
+    elif scheme == "file":
+        backend = {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": unquote(urlsplit(url).path),
+            # Past MAX_ENTRIES the file cache drops a third of its entries, counters with them.
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        }
+    else:
+        raise ImproperlyConfigured(
+            f"CACHE_URL must be a redis://, rediss:// or file:/// URL, not {url!r}: e.g. "
+            "redis://127.0.0.1:6379/1."
+        )
+    return {"default": {**backend, "KEY_PREFIX": key_prefix}}
+
+
+CACHE_URL = env.str("CACHE_URL", default="redis://127.0.0.1:6379/1")
+CACHES = cache_from_url(CACHE_URL, key_prefix=env.str("CACHE_KEY_PREFIX", default="vouch"))
+
 # --- Authentication (django-allauth) -------------------------------------------------------
 
 LOGIN_REDIRECT_URL = "/"
@@ -122,6 +159,14 @@ ACCOUNT_LOGOUT_REDIRECT_URL = "/accounts/login/"
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["username*", "email*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = env.str("ACCOUNT_EMAIL_VERIFICATION", default="optional")
+# allauth's limits (its defaults, named here), counted in the shared cache. `login_failed`: after 5
+# failures for one login name in 5 minutes (or 10 from one address in a minute) even the right
+# password is refused until the window has passed. The admin has no login form of its own
+# (`/admin/login/` sends to allauth's, accounts/views.py), so these hold for staff too.
+ACCOUNT_RATE_LIMITS = {"login": "30/m/ip", "login_failed": "10/m/ip,5/5m/key"}
+# The client address the per-address limits count: behind N reverse proxies, the N-th address
+# from the right of X-Forwarded-For. 0 (no proxy): the connection's address.
+ALLAUTH_TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
 # --- API (Django REST framework, SPEC §13) -------------------------------------------------
 

@@ -4,7 +4,7 @@ import base64
 import hashlib
 
 from .base import *
-from .base import VAR_DIR, env
+from .base import VAR_DIR, cache_from_url, env
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
 SECRET_KEY = env.str("SECRET_KEY", default="local-development-only-not-a-secret-0123456789abcdef")
@@ -30,6 +30,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
+
+# The cache (login limits, API throttles, sessions) in a folder under var/, shared by the web
+# server's threads, the worker's processes and beat with no service to start. CACHE_URL points
+# it at Redis instead.
+CACHE_URL = env.str("CACHE_URL", default=f"file://{VAR_DIR / 'cache'}")
+CACHES = cache_from_url(CACHE_URL, key_prefix=env.str("CACHE_KEY_PREFIX", default="vouch"))
 
 # The embedded broker: kombu's filesystem transport keeps messages as files under var/, so the
 # worker and beat need no service. CI and production point CELERY_BROKER_URL at Redis.

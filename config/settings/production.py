@@ -5,7 +5,7 @@ live for `production`, test for `sandbox` (receipts record and check it, SPEC §
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *
-from .base import env, require
+from .base import cache_from_url, env, require
 
 
 def _stripe_key_mode(key: str) -> str:
@@ -41,6 +41,14 @@ DATABASES = {
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 CELERY_BROKER_URL = require("CELERY_BROKER_URL", "e.g. redis://host:6379/0.")
+# Redis, shared by every web process: login limits and API throttles are counted there.
+CACHE_URL = require("CACHE_URL", "the Redis that login limits count in, e.g. redis://host:6379/1.")
+if not CACHE_URL.startswith(("redis://", "rediss://")):
+    raise ImproperlyConfigured(
+        f"CACHE_URL must be a redis:// or rediss:// URL in production, not {CACHE_URL!r}: login "
+        "limits and API throttles must be counted where every web process sees them."
+    )
+CACHES = cache_from_url(CACHE_URL, key_prefix=env.str("CACHE_KEY_PREFIX", default="vouch"))
 # This deployment's environment: `production` moves live money, `sandbox` (a staging deployment)
 # runs on Stripe test mode. Receipts are trusted and checked against it (SPEC §8).
 VOUCH_ENVIRONMENT = env.str("VOUCH_ENVIRONMENT", default="production")

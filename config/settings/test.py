@@ -2,13 +2,15 @@
 
 import base64
 import hashlib
+import os
+import sys
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *
-from .base import BASE_DIR, env
+from .base import BASE_DIR, cache_from_url, env
 
 DEBUG = False
 SECRET_KEY = "test-only-not-a-secret-0123456789abcdefghijklmnopqrstuvwxyz"  # noqa: S105
@@ -24,6 +26,24 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     )
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
+
+
+def _run_cache_prefix() -> str:
+    """Counters (login limits, API throttles) of this test run only: other runs on this machine
+    share the Redis database. Named by the test database and the process that first loads these
+    settings, and handed to the processes it starts (live servers, workers) through the
+    environment. A gunicorn started outside pytest loads settings in each worker, never in its
+    master: its workers take the master's pid, so they count together."""
+    if prefix := env.str("CACHE_KEY_PREFIX", default=""):
+        return prefix
+    owner = os.getppid() if "gunicorn" in sys.argv[0] else os.getpid()
+    prefix = f"vouch-test:{DATABASES['default']['NAME']}:{owner}"
+    os.environ["CACHE_KEY_PREFIX"] = prefix
+    return prefix
+
+
+CACHE_URL = env.str("CACHE_URL", default="redis://127.0.0.1:6379/1")
+CACHES = cache_from_url(CACHE_URL, key_prefix=_run_cache_prefix())
 # Short provider timeouts (SPEC §12): the sandbox's `timeout` fault then costs little.
 STRIPE_READ_TIMEOUT_S = 0.5
 STRIPE_CONNECT_TIMEOUT_S = 2.0

@@ -42,9 +42,10 @@ def person(username: str, *perms: tuple[str, str]) -> User:
 def log_in(page: Page, base: str, username: str, next_url: str) -> None:
     page.context.clear_cookies()
     page.goto(f"{base}{reverse('admin:login')}?next={next_url}")
-    page.get_by_label("Username").fill(username)
+    # /admin/login/ sends to allauth's form (accounts/views.py).
+    page.get_by_label("Login").fill(username)
     page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("button", name="Sign In").click()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -11,6 +11,7 @@ PRODUCTION_ENV = {
     "ALLOWED_HOSTS": "vouch.example.com",
     "DATABASE_URL": "postgres://vouch@db.example.com:5432/vouch",
     "CELERY_BROKER_URL": "redis://redis.example.com:6379/0",
+    "CACHE_URL": "redis://redis.example.com:6379/1",
     "STRIPE_API_KEY": "sk_live_dummy",
     "STRIPE_WEBHOOK_SECRET": "whsec_dummy",
 }
@@ -36,6 +37,13 @@ def test_production_refuses_to_start_without_each_variable(missing: str) -> None
     result = _manage(env, "check")
     assert result.returncode != 0
     assert f"Set the environment variable {missing}" in result.stderr
+
+
+def test_production_refuses_a_cache_other_processes_cannot_see() -> None:
+    """Login limits and API throttles count in the cache: production's must be Redis."""
+    result = _manage({**PRODUCTION_ENV, "CACHE_URL": "file:///tmp/vouch-cache"}, "check")
+    assert result.returncode != 0
+    assert "CACHE_URL must be a redis:// or rediss:// URL in production" in result.stderr
 
 
 def test_production_passes_the_deployment_checklist() -> None:
