@@ -15,7 +15,9 @@ concurrent runs never take each other's tasks. Processes, each in its own sessio
 1. Plan (from `--seed` alone): N operations, operation i for client i mod C, each a fund, top-up,
    debit (staff, bearer token) or refund (partial, sub-cent amounts included, or whole), some with
    a declining card, some sent first with a client timeout far too short (then retried with the
-   same Idempotency-Key), some sent once more after their answer (the replay must be identical);
+   same Idempotency-Key), some abandoned after such a timeout (the request goes on in the server
+   beside the client's next operations), some sent once more after their answer (the replay must
+   be identical); debits land on any buyer's envelope, concurrently with its owner's operations;
    and K kills, each at an operation index: `kill -9` of gunicorn's whole process group or one of
    its workers, of the Celery worker's whole group or one pool process. Killed groups are started
    again after a seeded pause.
@@ -103,7 +105,11 @@ OP_DEADLINE_S = 180.0  # one operation's retries (a kill's lease must lapse firs
 START_TIMEOUT_S = 60.0
 PROGRESS_EVERY_S = 10.0
 MAX_ENVELOPE_MICRO = 5_000_000_000
-DECLINING_CARDS = ("pm_card_chargeDeclined", "pm_card_insufficientFunds", "pm_card_lostCard")
+DECLINING_CARDS = (
+    "pm_card_chargeDeclined",
+    "pm_card_chargeDeclinedInsufficientFunds",
+    "pm_card_chargeDeclinedLostCard",
+)
 KILL_TARGETS = ("web", "worker", "web-worker", "worker-child")
 # The adapter's read timeout under the test settings is 0.5 s: these outlast it.
 PROVIDER_TIMEOUT_MS = 700
@@ -129,6 +135,7 @@ class Op:
     first_timeout_s: float | None  # a client timeout far too short on the first try
     replay: bool  # send it once more after the answer: it must be replayed as it was
     fail_later: bool  # an accepted refund's first leg is then failed by the provider
+    abandon: bool  # the client gives up after its short first timeout and goes on
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,7 @@ def plan(
                 first_timeout_s=rng.uniform(0.02, 0.3) if rng.random() < 0.08 else None,
                 replay=rng.random() < 0.05,
                 fail_later=rng.random() < fault_rate,
+                abandon=rng.random() < 0.03,
             )
         )
     krng = random.Random(f"{seed}:kills")  # noqa: S311
@@ -397,6 +405,7 @@ class Buyer:
     seed: int
     sandbox_url: str
     failed_later: set[str]  # provider refunds this soak made fail (shared by the buyers)
+    everyone: list[str]  # every buyer's envelopes, for the staff's debits (shared)
     http: requests.Session = field(default_factory=requests.Session)
     staff: requests.Session = field(default_factory=requests.Session)
     envelopes: list[list[Any]] = field(default_factory=list)  # [public id, committed micro]
@@ -430,7 +439,8 @@ class Buyer:
         if kind == "top_up":
             body = {"amount_micro": op.amount_micro, "payment_method": op.payment_method}
             return kind, self.http, f"{path}/top-ups", body
-        if kind == "debit":
+        if kind == "debit":  # on any buyer's envelope: concurrent with its owner's operations
+            path = f"{ENVELOPES}/{self.everyone[op.slot % len(self.everyone)]}"
             body = {"amount_micro": op.amount_micro, "reference": f"soak-{op.index}"}
             return kind, self.staff, f"{path}/debits", body
         body = {} if op.amount_micro is None else {"amount_micro": op.amount_micro}
@@ -439,19 +449,23 @@ class Buyer:
     def run(self, op: Op) -> Answer:
         kind, session, path, body = self.request_of(op)
         key = f"soak-{self.seed}-{op.index}"
-        answer = self.send(op, session, path, body, key, op.first_timeout_s)
+        if op.abandon:  # it goes on in the server, beside this client's next operations
+            answer = self.send(op, session, path, body, key, 0.02 + op.slot % 200 / 1000, True)
+        else:
+            answer = self.send(op, session, path, body, key, op.first_timeout_s)
         answer.kind = kind
         if 200 <= answer.status < 300:
             data = _json(answer.body).get("data") or {}
             if path == ENVELOPES and data.get("envelope_id"):
                 self.envelopes.append([data["envelope_id"], body["amount_micro"]])
+                self.everyone.append(data["envelope_id"])
             elif path.endswith("/top-ups"):
                 for envelope in self.envelopes:
                     if path.startswith(f"{ENVELOPES}/{envelope[0]}/"):
                         envelope[1] += body["amount_micro"]
         if op.fail_later and kind == "refund" and answer.status == 200:
             self.fail_first_leg(answer)
-        if op.replay and answer.status:
+        if op.replay and answer.status > 0:
             again = self.send(op, session, path, body, key, None)
             same = (again.status, again.body) == (answer.status, answer.body)
             answer.replay = (
@@ -485,8 +499,10 @@ class Buyer:
         body: dict[str, Any],
         key: str,
         first_timeout: float | None,
+        abandon: bool = False,
     ) -> Answer:
-        """One request with its key, retried as a careful client does until a final answer."""
+        """One request with its key, retried as a careful client does until a final answer;
+        `abandon`: not retried after a timeout (status -1)."""
         answer = Answer(op, 0)
         started = time.monotonic()
         timeout = first_timeout or READ_TIMEOUT_S
@@ -502,6 +518,9 @@ class Buyer:
                 )
             except requests.Timeout:
                 answer.timeouts += 1
+                if abandon:
+                    answer.status = -1
+                    break
                 timeout = READ_TIMEOUT_S
                 continue  # at once: the first request may still hold the key (409, below)
             except requests.ConnectionError:
@@ -1079,8 +1098,18 @@ def main(argv: list[str] | None = None) -> int:
         say(f"gunicorn on {system.base}, sandbox on {system.sandbox_url}, queue {queue_name}")
 
         failed_later: set[str] = set()
+        everyone: list[str] = []
         buyers = [
-            Buyer(n, system.base, sid, staff_token, args.seed, system.sandbox_url, failed_later)
+            Buyer(
+                n,
+                system.base,
+                sid,
+                staff_token,
+                args.seed,
+                system.sandbox_url,
+                failed_later,
+                everyone,
+            )
             for n, sid in enumerate(sessions)
         ]
         for buyer in buyers:
@@ -1103,7 +1132,10 @@ def main(argv: list[str] | None = None) -> int:
             f["hits"] for f in requests.get(f"{control}/faults", timeout=10).json()["faults"]
         )
         requests.delete(f"{control}/faults", timeout=10).raise_for_status()
-        by_status = Counter(f"{a.kind} {a.status}" for a in answers)
+        by_status = Counter(
+            f"{a.kind} " + ("abandoned" if a.status < 0 else f"{a.status} {a.code}".strip())
+            for a in answers
+        )
         print(f"operations done in {ops_s:.0f} s ({len(answers) / ops_s:.1f}/s)", flush=True)
         for line in killer.done:
             say(line)
