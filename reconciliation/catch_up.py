@@ -37,6 +37,7 @@ from providers import Page, ProviderUnavailable, StripeProvider, provider_from_s
 from reconciliation.models import Cursor, Observation, Run, RunKind
 from reconciliation.runs import run_checkpoint, run_fail, run_finish, run_start
 from verification import clock
+from verification.events import InvalidProviderEvent, event_check
 from verification.models import ProviderEvent
 from verification.services import provider_event_process, provider_event_store
 from verification.tasks import _enqueue
@@ -108,13 +109,14 @@ def catch_up_run(*, now: datetime | None = None) -> Run:
     checkpoint = _process(run, checkpoint)
     logger.info(
         "reconciliation.catch_up %s: %s event(s) listed on %s page(s), %s stored, %s processed, "
-        "%s failed to process",
+        "%s failed to process, %s skipped as not storable",
         run.public_id,
         run.compared.get("event", 0),
         run.pages,
         checkpoint.get("stored", 0),
         checkpoint.get("processed", 0),
         checkpoint.get("failed", 0),
+        checkpoint.get("rejected", 0),
     )
     return run_finish(run)
 
@@ -158,7 +160,8 @@ def _page_record(run: Run, checkpoint: dict[str, Any], page: Page) -> dict[str, 
     run.pages += 1
     run.provider_calls += page.attempts
     run.compared = {**run.compared, "event": run.compared.get("event", 0) + len(page.data)}
-    created = [int(event.get("created") or 0) for event in page.data]
+    events, rejected = _events_checked(page.data)
+    created = [int(event["created"]) for event in events]
     newest = max([*created, int(checkpoint.get("newest") or 0)]) or None
     with transaction.atomic():
         Observation.objects.create(
@@ -169,16 +172,40 @@ def _page_record(run: Run, checkpoint: dict[str, Any], page: Page) -> dict[str, 
             sha256=hashlib.sha256(page.body).hexdigest(),
             observed_at=clock.now(),
         )
-        stored = _events_store(page.data)
+        stored = _events_store(events)
         checkpoint = {
             **checkpoint,
             "phase": "list",
             "starting_after": page.last_id or checkpoint.get("starting_after"),
             "newest": newest,
             "stored": int(checkpoint.get("stored", 0)) + stored,
+            "rejected": int(checkpoint.get("rejected", 0)) + rejected,
         }
         run_checkpoint(run, **checkpoint)
     return checkpoint
+
+
+def _events_checked(listed: Iterable[Any]) -> tuple[list[dict[str, Any]], int]:
+    """The listed events Vouch can store, and how many it cannot: an event the webhook would
+    refuse (`invalid_event`: an id or type too long, a bad `created`, a NUL, no `data` object) is
+    logged and skipped, never a reason to stop the run; the page's observation keeps it."""
+    events: list[dict[str, Any]] = []
+    rejected = 0
+    for event in listed:
+        try:
+            event_check(event)
+        except InvalidProviderEvent as exc:
+            rejected += 1
+            name = event.get("id") if isinstance(event, dict) else None
+            logger.warning(
+                "reconciliation.catch_up: listed event %.100r skipped (%s: %s)",
+                name,
+                exc.details.get("field"),
+                exc.message,
+            )
+            continue
+        events.append(event)
+    return events, rejected
 
 
 def _events_store(events: Iterable[dict[str, Any]]) -> int:

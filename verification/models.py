@@ -232,7 +232,10 @@ class Notification(models.Model):
 
 
 class ProviderEvent(models.Model):
-    """A provider event received by webhook, stored raw and once (unique event id)."""
+    """A provider event received by webhook, stored raw and once (unique event id). Processing
+    ends with `processed_at` set: done (`processing_error` empty), or given up after
+    VERIFICATION_EVENT_MAX_ATTEMPTS failures (`processing_error` says why; an escalation is
+    open)."""
 
     provider = models.CharField(max_length=20, default="stripe")
     event_id = models.CharField(max_length=255, unique=True)
@@ -243,7 +246,18 @@ class ProviderEvent(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)
     processed_at = models.DateTimeField(null=True, blank=True)
     duplicates = models.PositiveIntegerField(default=0, help_text="Deliveries after the first.")
-    processing_error = models.TextField(blank=True)
+    processing_error = models.TextField(
+        blank=True, help_text="Why the last attempt to process it failed (empty once processed)."
+    )
+    attempts = models.PositiveIntegerField(
+        default=0,
+        help_text="Attempts to process it so far (bounded: VERIFICATION_EVENT_MAX_ATTEMPTS).",
+    )
+    next_attempt_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Not processed yet: no attempt before this time (the backoff after a failure).",
+    )
     source = models.CharField(
         max_length=10,
         default="webhook",

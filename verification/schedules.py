@@ -13,7 +13,8 @@ SCHEDULES = [
         name="verification: retry unprocessed provider events",
         task="verification.retry_events",
         every_seconds=60,
-        description="Processes again stored webhook events whose processing did not finish.",
+        description="Processes again stored webhook events whose processing did not finish, "
+        "with backoff, at most VERIFICATION_EVENT_MAX_ATTEMPTS times.",
     ),
     Schedule(
         name="verification: prune provider events",

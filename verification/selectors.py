@@ -1,13 +1,22 @@
 from datetime import timedelta
 
+from django.db.models import Q
+
 from verification import clock
 from verification.models import Escalation, EscalationStatus, ProviderEvent
 
 
 def events_unprocessed(*, older_than_s: float, limit: int = 500) -> list[int]:
-    cutoff = clock.now() - timedelta(seconds=older_than_s)
+    """Stored events to process again, oldest first: those never attempted that arrived more than
+    `older_than_s` ago (their task was lost), and those whose failed attempt's backoff has run
+    out (`next_attempt_at` passed). Given-up events are processed (`processed_at` set): never."""
+    now = clock.now()
+    cutoff = now - timedelta(seconds=older_than_s)
     return list(
-        ProviderEvent.objects.filter(processed_at__isnull=True, received_at__lt=cutoff)
+        ProviderEvent.objects.filter(processed_at__isnull=True)
+        .filter(
+            Q(next_attempt_at__isnull=True, received_at__lt=cutoff) | Q(next_attempt_at__lte=now)
+        )
         .order_by("received_at")
         .values_list("pk", flat=True)[:limit]
     )

@@ -34,7 +34,8 @@ def process_event(event_pk: int) -> None:
 
 @shared_task(name="verification.retry_events")
 def retry_events() -> int:
-    """Process again the stored events whose processing never finished (a lost task, a crash)."""
+    """Process again the stored events whose processing did not finish: a lost task, a crash, or
+    a failed attempt whose backoff has run out (bounded: VERIFICATION_EVENT_MAX_ATTEMPTS)."""
     pending = selectors.events_unprocessed(older_than_s=settings.VERIFICATION_EVENT_RETRY_AFTER_S)
     for event_pk in pending:
         process_event.delay(event_pk)

@@ -253,6 +253,12 @@ VERIFICATION_LEASE_S = env.float("VERIFICATION_LEASE_S", default=300.0)
 VERIFICATION_CLOCK_SKEW_S = env.float("VERIFICATION_CLOCK_SKEW_S", default=2.0)
 VERIFICATION_EVENT_RETRY_AFTER_S = 30
 VERIFICATION_EVENT_KEEP_DAYS = env.int("VERIFICATION_EVENT_KEEP_DAYS", default=30)
+# A stored event whose processing fails is tried again after min(base * 2^(k-1), max) seconds,
+# at most MAX_ATTEMPTS times in all (defaults: about two hours), then given up: its error kept,
+# an escalation opened, and the event pruned like any processed one.
+VERIFICATION_EVENT_MAX_ATTEMPTS = env.int("VERIFICATION_EVENT_MAX_ATTEMPTS", default=8)
+VERIFICATION_EVENT_RETRY_BASE_S = env.float("VERIFICATION_EVENT_RETRY_BASE_S", default=60.0)
+VERIFICATION_EVENT_RETRY_MAX_S = env.float("VERIFICATION_EVENT_RETRY_MAX_S", default=3600.0)
 # Provider calls a second for verification's readbacks, all worker processes together
 # (core.budget; 0: unlimited).
 VERIFICATION_MAX_RPS = env.float("VERIFICATION_MAX_RPS", default=50.0)
