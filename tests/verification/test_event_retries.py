@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.core import mail
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import User
@@ -129,6 +131,24 @@ def test_an_event_whose_data_is_not_an_object_is_retried_with_backoff_then_given
     event.refresh_from_db()
     assert event.attempts == ATTEMPTS
     assert Escalation.objects.count() == 1
+
+    # A person sees it in the admin: the escalation, and the event with its error.
+    staff = User.objects.create_user("viewer", is_staff=True)
+    staff.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="verification",
+            codename__in=["view_escalation", "view_providerevent"],
+        )
+    )
+    client = Client()
+    client.force_login(staff)
+    escalation = Escalation.objects.get()
+    page = client.get(reverse("admin:verification_escalation_change", args=[escalation.pk]))
+    assert page.status_code == 200
+    assert "evt_bad_data" in page.content.decode()
+    page = client.get(reverse("admin:verification_providerevent_change", args=[event.pk]))
+    assert page.status_code == 200
+    assert "AttributeError" in page.content.decode()
 
     # Pruned with the other processed events once old enough, not before.
     settings_days = 30
