@@ -10,6 +10,8 @@ Views parse, check permission, call one service (`reconciliation.services`,
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -597,11 +599,30 @@ class ObservationAdmin(ReadOnlyAdmin):
             "observed_text": when(obj.observed_at),
             "run_url": _url("run_change", obj.run_id),
             "request_json": pretty_json(obj.request),
-            "data_json": pretty_json(obj.data),
+            **observation_shown(obj),
             "discrepancies": [
                 (d, _url("discrepancy_change", d.pk)) for d in observation_discrepancies(obj)
             ],
         }
+
+
+def observation_shown(obj: Observation) -> dict[str, Any]:
+    """The answer for the page: the stored bytes decompressed (pretty-printed when they are
+    JSON), whether they still hash to the recorded SHA-256, and how large they are."""
+    raw = obj.body_bytes()
+    if raw is None:  # stored before bodies were kept: the parsed JSON is all there is
+        return {"legacy": True, "data_json": pretty_json(obj.data), "sha256_matches": None}
+    try:
+        shown = pretty_json(json.loads(raw))
+    except ValueError:
+        shown = raw.decode("utf-8", errors="replace")
+    return {
+        "legacy": False,
+        "data_json": shown,
+        "sha256_matches": hashlib.sha256(raw).hexdigest() == obj.sha256,
+        "body_length": len(raw),
+        "stored_length": len(bytes(obj.body or b"")),
+    }
 
 
 # --- the discrepancy queue ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import zlib
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -168,7 +169,8 @@ def _page_record(run: Run, checkpoint: dict[str, Any], page: Page) -> dict[str, 
             run=run,
             kind="events",
             request=page.params,
-            data=page.data,
+            body=zlib.compress(page.body, 1),
+            body_length=len(page.body),
             sha256=hashlib.sha256(page.body).hexdigest(),
             observed_at=clock.now(),
         )

@@ -6,7 +6,11 @@ proposed by one person and approved by another; the adjustment itself is money, 
 
 from __future__ import annotations
 
+import hashlib
+import json
+import zlib
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -120,13 +124,25 @@ class Cursor(models.Model):
 
 
 class Observation(models.Model):
-    """One provider read of a run (a list page, or one object read), stored as received with its
-    SHA-256: the data behind every discrepancy it opens or clears."""
+    """One provider read of a run (a list page, or one object read), stored as the bytes received
+    (zlib-compressed) with their SHA-256: the data behind every discrepancy it opens or clears.
+    Decompressed, `body` hashes to `sha256`, which anyone can check again. Observations stored
+    before bodies were kept have their answer as parsed JSON in `data` (legacy) and no body."""
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="observations")
     kind = models.CharField(max_length=20, help_text="refunds, charges, disputes, events, or one")
     request = models.JSONField(default=dict, help_text="What was asked (path, parameters).")
-    data = models.JSONField(help_text="The provider's answer as parsed.")
+    body = models.BinaryField(
+        null=True, blank=True, help_text="The answer's bytes as received, zlib-compressed."
+    )
+    body_length = models.PositiveIntegerField(
+        default=0, help_text="The answer's length in bytes, uncompressed."
+    )
+    data = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Legacy: the answer as parsed, for observations stored before bodies were kept.",
+    )
     sha256 = models.CharField(max_length=64, help_text="SHA-256 of the answer's bytes.")
     observed_at = models.DateTimeField()
 
@@ -135,6 +151,29 @@ class Observation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} page of {self.run.public_id}"
+
+    def body_bytes(self) -> bytes | None:
+        """The answer's bytes as received (None: a legacy observation, kept as parsed JSON)."""
+        if self.body is None:
+            return None
+        return zlib.decompress(bytes(self.body))
+
+    def answer(self) -> Any:
+        """The answer, parsed: from the stored bytes, or a legacy observation's JSON."""
+        raw = self.body_bytes()
+        return self.data if raw is None else json.loads(raw)
+
+    def listed(self) -> list[Any]:
+        """A list page's objects (a legacy observation's `data` is that list already)."""
+        answer = self.answer()
+        if self.body is None:
+            return list(answer) if isinstance(answer, list) else []
+        return list(answer.get("data") or []) if isinstance(answer, dict) else []
+
+    def sha256_matches(self) -> bool | None:
+        """Whether the stored bytes hash to the recorded SHA-256 (None: no bytes stored)."""
+        raw = self.body_bytes()
+        return None if raw is None else hashlib.sha256(raw).hexdigest() == self.sha256
 
 
 class Severity(models.TextChoices):

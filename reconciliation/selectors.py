@@ -265,8 +265,8 @@ def run_totals(run: Run) -> RunTotals:
 
 
 def run_observations(run: Run) -> QuerySet[Observation]:
-    """The provider pages a run read, in order, without their (large) data."""
-    return run.observations.defer("data").order_by("observed_at", "id")
+    """The provider pages a run read, in order, without their (large) bodies."""
+    return run.observations.defer("body", "data").order_by("observed_at", "id")
 
 
 def run_discrepancies_opened(run: Run, *, now: datetime) -> QuerySet[Discrepancy]:

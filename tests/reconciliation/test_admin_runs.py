@@ -6,6 +6,7 @@ SHA-256, the discrepancies it opened, and its signed report."""
 from __future__ import annotations
 
 import hashlib
+import zlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -155,6 +156,45 @@ def test_an_observation_page_shows_the_data_as_received(run: Run) -> None:
     assert observation.sha256 in html
     assert "re_0" in html
     assert reverse("admin:reconciliation_run_change", args=[run.pk]) in html
+
+
+def test_an_observation_stored_as_bytes_is_shown_decompressed_and_checked_against_its_sha256(
+    run: Run,
+) -> None:
+    body = b'{"object": "list", "data": [{"id": "re_kept", "amount": 150}], "has_more": false}'
+    kept = Observation.objects.create(
+        run=run,
+        kind="refunds",
+        request={"path": "/v1/refunds", "params": {"limit": 100}},
+        body=zlib.compress(body, 1),
+        body_length=len(body),
+        sha256=hashlib.sha256(body).hexdigest(),
+        observed_at=STARTED,
+    )
+    client = viewer("view_observation")
+    url = reverse("admin:reconciliation_observation_change", args=[kept.pk])
+    html = client.get(url).content.decode()
+    assert kept.sha256 in html
+    assert "re_kept" in html  # the page, decompressed
+    integrity = html.split('id="observation-integrity"', 1)[1].split("</td>", 1)[0]
+    assert "match the SHA-256" in integrity
+    assert "NOT" not in integrity
+    assert f"{len(body)} bytes" in integrity
+
+    # Bytes that no longer hash to the recorded SHA-256 are called out.
+    Observation.objects.filter(pk=kept.pk).update(body=zlib.compress(body.replace(b"150", b"151")))
+    integrity = client.get(url).content.decode().split('id="observation-integrity"', 1)[1]
+    assert "do NOT match the SHA-256" in integrity.split("</td>", 1)[0]
+
+    # One stored as parsed JSON, before bytes were kept, says the hash cannot be checked.
+    legacy = run.observations.filter(body=None).first()
+    assert legacy is not None
+    html = client.get(
+        reverse("admin:reconciliation_observation_change", args=[legacy.pk])
+    ).content.decode()
+    integrity = html.split('id="observation-integrity"', 1)[1].split("</td>", 1)[0]
+    assert "cannot be checked" in integrity
+    assert "re_0" in html or "re_1" in html or "re_2" in html
 
 
 def test_runs_need_the_view_permission(run: Run) -> None:

@@ -213,10 +213,11 @@ def test_each_page_is_an_observation_with_the_sha256_of_its_bytes_and_events_go_
         # The same request again: the provider's bytes hash to what the run stored.
         again = sdk.raw_request("get", "/v1/events", **observation.request)
         assert observation.sha256 == hashlib.sha256(again.body.encode("utf-8")).hexdigest()
-        assert observation.data == json.loads(again.body)["data"]
-    assert [len(o.data) for o in observations] == [4, 2]
+        assert observation.body_bytes() == again.body.encode("utf-8")
+        assert observation.listed() == json.loads(again.body)["data"]
+    assert [len(o.listed()) for o in observations] == [4, 2]
     assert "starting_after" not in observations[0].request
-    assert observations[1].request["starting_after"] == observations[0].data[-1]["id"]
+    assert observations[1].request["starting_after"] == observations[0].listed()[-1]["id"]
     assert sorted(observations[0].request["types"]) == sorted(EVENT_TYPES)
     # Processed as webhooks, oldest first (the provider lists newest first).
     chronological = [e["id"] for e in provider_events(sdk)]

@@ -68,7 +68,7 @@ def test_charge_missing(alice: Api, stripe_at_sandbox: SandboxControl) -> None:
     discrepancy = Discrepancy.objects.get()
     assert discrepancy.severity == "money"
     assert discrepancy.observation is not None
-    assert discrepancy.observation.data["error"] == "resource_missing"
+    assert discrepancy.observation.answer()["error"] == "resource_missing"
 
 
 def test_charge_mismatch_and_it_clears_when_repaired(
@@ -92,7 +92,7 @@ def test_charge_mismatch_and_it_clears_when_repaired(
     assert (discrepancy.status, discrepancy.resolution) == ("resolved", "cleared")
     assert discrepancy.cleared_by is not None
     assert discrepancy.cleared_by.run == third
-    assert funding.charge_id in str(discrepancy.cleared_by.data)
+    assert funding.charge_id in str(discrepancy.cleared_by.answer())
     assert third.cleared == {"charge_mismatch": 1}
 
 

@@ -109,9 +109,9 @@ def test_a_run_killed_while_listing_is_resumed_from_its_checkpoint(
     run.refresh_from_db()
     assert run.status == "running"
     second_page = pages_of(run, "refunds")[1]
-    assert run.checkpoint == {"phase": "refunds", "after": second_page.data[-1]["id"]}
+    assert run.checkpoint == {"phase": "refunds", "after": second_page.listed()[-1]["id"]}
     assert run.compared == {"refund": 200}
-    read_before = {o["id"] for page in pages_of(run, "refunds")[:2] for o in page.data}
+    read_before = {o["id"] for page in pages_of(run, "refunds")[:2] for o in page.listed()}
 
     # Its heartbeat is fresh: it holds the lane, whatever kind of run asks.
     for kind in ("manual", "sweep", "full"):
@@ -141,7 +141,7 @@ def test_a_run_killed_while_listing_is_resumed_from_its_checkpoint(
     assert [page.request["params"].get("starting_after") for page in again] == [
         run.checkpoint["after"]
     ]
-    assert not read_before & {o["id"] for page in again for o in page.data}
+    assert not read_before & {o["id"] for page in again for o in page.listed()}
     assert Seen.objects.filter(run=run, object_id__startswith="re_").count() == refunds
     resume = AuditEvent.objects.get(action="reconciliation.resume")
     assert resume.details["checkpoint"] == run.checkpoint

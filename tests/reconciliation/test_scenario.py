@@ -404,7 +404,7 @@ def test_every_drift_is_found_and_nothing_else_among_a_thousand_clean_objects(
         observation = discrepancy.cleared_by
         assert observation is not None, drift.code
         assert observation.run_id == third.pk, drift.code
-        shown = str(observation.data)
+        shown = str(observation.answer())
         assert drift.subject_id in shown, (drift.code, shown)
         assert drift.provider_id in shown, (drift.code, shown)
     still = Discrepancy.objects.exclude(status="resolved")
