@@ -64,6 +64,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "core.timing.ServerTimingMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "core.api.middleware.RequestLimitsMiddleware",
     "core.api.middleware.ApiJsonErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -182,7 +183,30 @@ REST_FRAMEWORK = {
     # and JSON nested deeper than core.api.parsing.MAX_JSON_DEPTH (400).
     "DEFAULT_PARSER_CLASSES": ["core.api.parsing.JSONParser"],
     "EXCEPTION_HANDLER": "core.api.exception_handler.api_exception_handler",
+    # Rates: VOUCH_THROTTLE_RATES below. Money-moving views add core.api.throttling.MoneyThrottle.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "core.api.throttling.UserThrottle",
+        "core.api.throttling.TokenThrottle",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+# Django's bounds on a request (core.api.middleware.RequestLimitsMiddleware): 414 `uri_too_long`,
+# 431 `headers_too_large` in the error envelope under /api/. gunicorn's own limits
+# (gunicorn.conf.py) are looser, so that it hands such requests on rather than answer in HTML.
+REQUEST_MAX_URL_BYTES = 8192
+REQUEST_MAX_HEADERS = 100
+REQUEST_MAX_HEADER_BYTES = 8190
+
+# API throttles (core/api/throttling.py), counted in the `default` cache (shared by every worker):
+# "<n>/<s|min|hour|day>" per fixed window; an empty rate turns one off. `user`: every request of
+# one user; `token`: every request with one API token; `money`: the unsafe requests of one user on
+# the routes that move money or file disputes (creation, top-up, refund, debit, dispute writes).
+# Over a rate: 429 `rate_limited` with Retry-After.
+VOUCH_THROTTLE_RATES = {
+    "user": env.str("VOUCH_THROTTLE_USER", default="600/min"),
+    "token": env.str("VOUCH_THROTTLE_TOKEN", default="300/min"),
+    "money": env.str("VOUCH_THROTTLE_MONEY", default="30/min"),
 }
 
 SPECTACULAR_SETTINGS = {

@@ -4,6 +4,7 @@ itself (an unknown path, an exception outside a DRF view), in DEBUG as in produc
 import logging
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from core.api.responses import error_json_response
@@ -53,3 +54,62 @@ class ApiJsonErrorsMiddleware:
         logger.exception("Unhandled error under %s", request.path_info)
         code, message = _CODES[500]
         return error_json_response(code, message, 500)
+
+
+class RequestLimitsMiddleware:
+    """Django's own bounds on a request's URL and headers, below gunicorn's (gunicorn.conf.py), so
+    that an API client is told in the error envelope: 414 `uri_too_long` past
+    REQUEST_MAX_URL_BYTES, 431 `headers_too_large` past REQUEST_MAX_HEADERS fields or a field past
+    REQUEST_MAX_HEADER_BYTES. Outside /api/, a plain-text answer with the same status; there too
+    (the admin's object ids and filters), a NUL character, which no stored text can hold, is 404
+    in the path and 400 in the query string. API views check the ids and values they read
+    themselves (core.api.parsing), so that their 404 is the unknown id's, byte for byte."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        refusal = _over_limits(request)
+        if refusal is None and not _is_api(request):
+            refusal = _nul_outside_api(request)
+        if refusal is None:
+            return self.get_response(request)
+        status, code, message = refusal
+        if _is_api(request):
+            return error_json_response(code, message, status)
+        return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
+def _over_limits(request: HttpRequest) -> tuple[int, str, str] | None:
+    meta = request.META
+    # gunicorn passes the request target as sent (RAW_URI); other servers, path and query.
+    url = meta.get("RAW_URI") or f"{meta.get('PATH_INFO', '')}?{meta.get('QUERY_STRING', '')}"
+    if len(url) > settings.REQUEST_MAX_URL_BYTES:
+        return 414, "uri_too_long", f"The URL is over {settings.REQUEST_MAX_URL_BYTES} bytes."
+    fields = [
+        (name, value)
+        for name, value in meta.items()
+        if name.startswith("HTTP_") or name in ("CONTENT_TYPE", "CONTENT_LENGTH")
+    ]
+    if len(fields) > settings.REQUEST_MAX_HEADERS:
+        return 431, "headers_too_large", f"More than {settings.REQUEST_MAX_HEADERS} header fields."
+    # Name, ": " and value, as on the wire (the name as sent is as long as its META key, less
+    # the HTTP_ prefix).
+    if any(
+        len(name.removeprefix("HTTP_")) + 2 + len(str(value)) > settings.REQUEST_MAX_HEADER_BYTES
+        for name, value in fields
+    ):
+        return (
+            431,
+            "headers_too_large",
+            f"A header field is over {settings.REQUEST_MAX_HEADER_BYTES} bytes.",
+        )
+    return None
+
+
+def _nul_outside_api(request: HttpRequest) -> tuple[int, str, str] | None:
+    if "\x00" in request.path_info:
+        return 404, "not_found", "Not found."
+    if any("\x00" in key + "".join(values) for key, values in request.GET.lists()):
+        return 400, "malformed_request", "The query string must not contain a NUL character."
+    return None

@@ -25,6 +25,7 @@ from core.api.parsing import (
 )
 from core.api.permissions import caller
 from core.api.responses import error_responses, ok, success_envelope
+from core.api.throttling import MONEY_MOVING
 from core.idempotency import (
     IdempotencyKeyConflict,
     IdempotencyKeyInUse,
@@ -107,6 +108,7 @@ class PacketInput(Strict):
 
 class DisputeListApi(APIView):
     permission_classes = STAFF
+    throttle_classes = MONEY_MOVING
 
     @extend_schema(
         operation_id="disputes_list",
@@ -187,6 +189,7 @@ class DisputeDetailApi(APIView):
 
 class EvidenceApi(APIView):
     permission_classes = STAFF
+    throttle_classes = MONEY_MOVING
 
     @extend_schema(
         operation_id="disputes_evidence_admit",
@@ -238,6 +241,7 @@ class EvidenceApi(APIView):
 
 class PacketApi(APIView):
     permission_classes = STAFF
+    throttle_classes = MONEY_MOVING
 
     @extend_schema(
         operation_id="disputes_packet_prepare",

@@ -23,6 +23,7 @@ from core.api.parsing import (
 )
 from core.api.permissions import SessionRequired, caller, django_permission
 from core.api.responses import error_responses, ok, success_envelope
+from core.api.throttling import MONEY_MOVING
 from core.idempotency import (
     IdempotencyKeyConflict,
     IdempotencyKeyInUse,
@@ -111,6 +112,7 @@ def _funding_response(result: services.FundingResult, created: bool) -> Response
 
 class EnvelopeListCreateApi(APIView):
     permission_classes = [IsAuthenticated, SessionRequired]
+    throttle_classes = MONEY_MOVING
 
     @extend_schema(
         operation_id="envelopes_list",
@@ -182,6 +184,7 @@ class EnvelopeDetailApi(APIView):
 
 class TopUpApi(APIView):
     permission_classes = [IsAuthenticated, SessionRequired]
+    throttle_classes = MONEY_MOVING
 
     @extend_schema(
         operation_id="envelopes_top_up",
@@ -217,6 +220,7 @@ class TopUpApi(APIView):
 
 class DebitApi(APIView):
     permission_classes = [IsAuthenticated, django_permission("envelopes.add_debit")]
+    throttle_classes = MONEY_MOVING
 
     @extend_schema(
         operation_id="envelopes_debit",
@@ -269,6 +273,7 @@ class DebitApi(APIView):
 
 class RefundApi(APIView):
     permission_classes = [IsAuthenticated, SessionRequired]
+    throttle_classes = MONEY_MOVING
 
     @extend_schema(
         operation_id="envelopes_refund",

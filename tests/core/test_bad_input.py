@@ -318,3 +318,35 @@ def test_a_nul_in_a_body_string_is_a_400_that_stores_nothing(
     assert response.status_code == 400, response.content
     assert response.json()["success"] is False
     _nothing_stored()
+
+
+# --- the admin: NUL in a query value or an object id ----------------------------------------------
+
+
+def _admin_models() -> list[str]:
+    from django.contrib import admin
+
+    return sorted(
+        f"{model._meta.app_label}/{model._meta.model_name}" for model in admin.site._registry
+    )
+
+
+@pytest.fixture
+def superuser_client(db: None) -> APIClient:
+    user = User.objects.create_superuser("root", "root@example.com", "root-password-1")
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("model", _admin_models())
+def test_a_nul_in_the_admin_is_never_a_500(superuser_client: APIClient, model: str) -> None:
+    for path in (
+        f"/admin/{model}/?q=a%00b",
+        f"/admin/{model}/?o=%00",
+        f"/admin/{model}/?p=%00",
+        f"/admin/{model}/%00/change/",
+        f"/admin/{model}/env_%00x/change/",
+    ):
+        response = superuser_client.get(path)
+        assert response.status_code in (200, 302, 400, 404), (path, response.status_code)

@@ -1,0 +1,103 @@
+"""API throttles (DRF), counted in Django's `default` cache so that every worker process shares
+one count. Each rate is named in the setting VOUCH_THROTTLE_RATES (`"<n>/<s|min|hour|day>"`; no
+rate, or an empty one, turns that throttle off), read on every request. A refused request is
+429 `rate_limited` with `Retry-After` (core.api.exception_handler); it runs nothing and stores
+nothing under an Idempotency-Key, since throttles are checked before the view runs (after
+authentication and permissions, so they never tell whether an id exists).
+
+- `user`: every authenticated request of one user, however authenticated.
+- `token`: every request made with one API token (a user's tokens count apart).
+- `money`: unsafe requests of one user on the routes that move money or file disputes (views
+  list `MONEY_MOVING` as their throttles): creation and top-up, refund, debit, dispute writes."""
+
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_rate(rate: str) -> tuple[int, int]:
+    """`"30/min"` -> (30, 60): requests allowed, and the window in seconds (s, min, hour, day:
+    the first letter counts, as in DRF)."""
+    num, period = rate.split("/")
+    return int(num), _PERIODS[period.strip()[0]]
+
+
+class _WindowThrottle(BaseThrottle):
+    """At most n requests per fixed window of the scope's rate, counted with the cache's atomic
+    `incr` (one round trip more than `add`, whatever the rate; no list of timestamps that grows
+    with the traffic). At a window's edge a client may pass up to 2n in a short span; Retry-After
+    is the time to the window's end, when the count starts again. Requests refused count too:
+    hammering while refused does not shorten the wait, nor lengthen it."""
+
+    scope = ""
+    wait_s: float | None = None
+
+    def ident(self, request: Request) -> Any:
+        """What the count is kept for; None: this throttle does not apply."""
+        raise NotImplementedError
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        rate: str | None = dict(settings.VOUCH_THROTTLE_RATES).get(self.scope)
+        if not rate:
+            return True
+        ident = self.ident(request)
+        if ident is None:
+            return True
+        allowed, window_s = parse_rate(rate)
+        now = time.time()
+        window = int(now // window_s)
+        key = throttle_cache_key(self.scope, ident, window)
+        cache.add(key, 0, timeout=window_s + 1)
+        try:
+            count = cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, timeout=window_s + 1)
+            count = 1
+        if count <= allowed:
+            return True
+        self.wait_s = (window + 1) * window_s - now
+        return False
+
+    def wait(self) -> float | None:
+        return self.wait_s
+
+
+def _authenticated_pk(request: Request) -> Any:
+    user = request.user
+    return user.pk if user and user.is_authenticated else None
+
+
+class UserThrottle(_WindowThrottle):
+    scope = "user"
+
+    def ident(self, request: Request) -> Any:
+        return _authenticated_pk(request)  # anonymous: refused by authentication before this
+
+
+class TokenThrottle(_WindowThrottle):
+    scope = "token"
+
+    def ident(self, request: Request) -> Any:
+        return getattr(request.auth, "pk", None)  # an ApiToken; None for a session
+
+
+class MoneyThrottle(_WindowThrottle):
+    scope = "money"
+
+    def ident(self, request: Request) -> Any:
+        return None if request.method in SAFE_METHODS else _authenticated_pk(request)
+
+
+# The throttles of a view that moves money (its reads count as any other request).
+MONEY_MOVING = [UserThrottle, TokenThrottle, MoneyThrottle]
+
+
+def throttle_cache_key(scope: str, ident: Any, window: int) -> str:
+    return f"throttle:{scope}:{ident}:{window}"

@@ -1,0 +1,24 @@
+"""gunicorn's settings for Vouch. gunicorn reads ./gunicorn.conf.py from its working directory
+by default: production and bench/refund_api.py start it in the repository root (`gunicorn
+config.wsgi:application ...`), so these apply there without `-c`. Options given on the command
+line (bind, workers, threads, timeouts) take precedence over this file.
+
+Request limits. gunicorn answers a request over its own limits itself, with an HTML page (414,
+431) Django never sees. So its limits here are looser than Django's, and Django answers within
+them, in the API's JSON error envelope under /api/ (core.api.middleware.RequestLimitsMiddleware,
+settings REQUEST_MAX_URL_BYTES, REQUEST_MAX_HEADERS, REQUEST_MAX_HEADER_BYTES):
+
+| what                    | Django (JSON under /api/)          | gunicorn (HTML), this file      |
+|-------------------------|------------------------------------|---------------------------------|
+| URL (path and query)    | 8,192 bytes: 414 `uri_too_long`    | request line: no limit (0)      |
+| number of header fields | 100: 431 `headers_too_large`       | 200                             |
+| one header field        | 8,190 bytes: 431 `headers_too_large` | 32,768 bytes                  |
+
+`limit_request_line` has no value between 8,190 and unlimited; 0 lets a longer URL reach Django,
+which refuses it. The request line is then bounded only by what sits in front of gunicorn (the
+reverse proxy's header buffers, e.g. nginx's `large_client_header_buffers`), and by the worker
+timeout: never expose gunicorn directly to the internet."""
+
+limit_request_line = 0
+limit_request_fields = 200
+limit_request_field_size = 32768

@@ -1,0 +1,157 @@
+"""API throttles (issue 12, finding 5): per user, per API token, and stricter on the routes that
+move money; over a rate, 429 `rate_limited` with Retry-After in the error envelope, having run
+and stored nothing. Counted in the default cache. Rates are per hour here, so that no test
+straddles a window's edge."""
+
+import time
+from typing import Any
+
+import pytest
+import stripe
+from django.core.cache import cache
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
+
+from accounts.models import User
+from accounts.services import api_token_issue
+from core.api.throttling import MoneyThrottle, parse_rate, throttle_cache_key
+from core.models import IdempotencyRecord
+from tests.envelopes.conftest import Api, alice, bob, sdk, stripe_at_sandbox  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def _rates(settings: Any, **rates: str) -> None:
+    settings.VOUCH_THROTTLE_RATES = {"user": "", "token": "", "money": "", **rates}
+
+
+def _forget(settings: Any, scope: str, ident: Any) -> None:
+    """The window passes: drop the current count (never cache.clear(): the cache is shared)."""
+    _, window_s = parse_rate(settings.VOUCH_THROTTLE_RATES[scope])
+    cache.delete(throttle_cache_key(scope, ident, int(time.time() // window_s)))
+
+
+def _assert_rate_limited(response: Any) -> None:
+    assert response.status_code == 429, response.content
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["success"] is False
+    assert body["error"]["code"] == "rate_limited"
+    retry_after = int(response["Retry-After"])
+    assert 1 <= retry_after <= 3600
+    assert body["error"]["details"] == {"retry_after_s": retry_after}
+
+
+def test_a_money_route_over_its_rate_is_429_and_changes_nothing(
+    settings: Any,
+    alice: Api,
+    bob: Api,
+    sdk: stripe.StripeClient,  # noqa: F811 (fixtures)
+) -> None:
+    _rates(settings, user="1000/hour", money="2/hour")
+    for api in (alice, bob):
+        _forget(settings, "money", api.user.pk)
+        _forget(settings, "user", api.user.pk)
+    envelope = alice.create(10_000_000)["envelope_id"]
+    refund = f"/api/v1/escrow/envelopes/{envelope}/refund"
+    assert alice.post(refund, {"amount_micro": 1_000_000}, key="r-1").status_code == 200
+
+    refused = alice.post(refund, {"amount_micro": 2_000_000}, key="r-2")
+    _assert_rate_limited(refused)
+    # Every money route of this user shares the count, on both prefixes.
+    _assert_rate_limited(
+        alice.post(
+            f"/api/escrow/envelopes/{envelope}/top-ups",
+            {"amount_micro": 1_000_000, "payment_method": "pm_card_visa"},
+        )
+    )
+    _assert_rate_limited(
+        alice.post("/api/v1/escrow/envelopes", {"amount_micro": 1, "payment_method": "pm_x"})
+    )
+    # Nothing ran, nothing was kept under the key: one refund, at the provider as in the ledger.
+    assert not IdempotencyRecord.objects.filter(key="r-2").exists()
+    assert len(sdk.refunds.list().data) == 1
+    # Reads are not money: the envelope still answers, unchanged.
+    state = alice.get(f"/api/v1/escrow/envelopes/{envelope}")
+    assert state.status_code == 200
+    assert state.json()["data"]["total_refunded_micro"] == 1_000_000
+    # Per user: another buyer moves money meanwhile.
+    assert bob.create(5_000_000)["total_funded_micro"] == 5_000_000
+
+    # The window passes: the same key runs afresh (the 429 was never stored to be replayed).
+    _forget(settings, "money", alice.user.pk)
+    retried = alice.post(refund, {"amount_micro": 2_000_000}, key="r-2")
+    assert retried.status_code == 200, retried.content
+    assert "Idempotent-Replayed" not in retried
+    assert retried.json()["data"]["refunded_micro"] == 2_000_000
+    assert len(sdk.refunds.list().data) == 2
+
+
+def test_throttles_count_per_token_and_per_user(settings: Any, db: None) -> None:
+    _rates(settings, user="4/hour", token="2/hour", money="1000/hour")
+    ann = User.objects.create_user("ann", "ann@example.com", "ann-password-1")
+    ben = User.objects.create_user("ben", "ben@example.com", "ben-password-1")
+    first, raw_first = api_token_issue(user=ann, name="one")
+    second, raw_second = api_token_issue(user=ann, name="two")
+    for scope, ident in [("user", ann.pk), ("user", ben.pk), ("token", first.pk),
+                         ("token", second.pk)]:  # fmt: skip
+        _forget(settings, scope, ident)
+
+    def by_token(raw: str, path: str = "/api/v1/me") -> Any:
+        return APIClient().get(path, HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    assert by_token(raw_first).status_code == 200
+    assert by_token(raw_first, "/api/me").status_code == 200
+    _assert_rate_limited(by_token(raw_first))  # over the first token's 2 (ann's 3rd: refused
+    # requests count too, so hammering does not shorten the wait)
+    assert by_token(raw_second).status_code == 200  # another token: ann's 4th request
+    _assert_rate_limited(by_token(raw_second))  # over ann's 4 (user), whatever the token
+    session = APIClient()
+    session.force_login(ann)
+    _assert_rate_limited(session.get("/api/v1/me"))  # ... and by session
+    other = APIClient()
+    other.force_login(ben)
+    assert other.get("/api/v1/me").status_code == 200  # another user is not throttled
+
+
+def test_an_anonymous_or_forbidden_request_is_refused_before_it_counts(
+    settings: Any, db: None
+) -> None:
+    _rates(settings, user="1/hour", money="1/hour")
+    cy = User.objects.create_user("cy", "cy@example.com", "cy-password-1")
+    _forget(settings, "user", cy.pk)
+    _forget(settings, "money", cy.pk)
+    client = APIClient()
+    client.force_login(cy)
+    for _ in range(3):  # not staff: 403 each time, never 429, and nothing counted
+        assert client.post("/api/v1/disputes", {}, format="json").status_code == 403
+    assert client.get("/api/v1/me").status_code == 200
+    assert APIClient().get("/api/v1/me").status_code in (401, 403)
+
+
+def _api_views() -> list[tuple[str, Any]]:
+    found = []
+
+    def walk(patterns: list[Any], prefix: str) -> None:
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, prefix + str(entry.pattern))
+            elif isinstance(entry, URLPattern):
+                view = getattr(entry.callback, "cls", None)
+                if view is not None and (prefix + str(entry.pattern)).startswith("api/v1/"):
+                    found.append((prefix + str(entry.pattern), view))
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def test_every_api_route_that_writes_is_throttled_as_money() -> None:
+    views = _api_views()
+    writers = [
+        (path, view)
+        for path, view in views
+        if any(hasattr(view, m) for m in ("post", "put", "patch", "delete"))
+    ]
+    assert len(writers) >= 6
+    for path, view in writers:
+        assert MoneyThrottle in view.throttle_classes, path
