@@ -226,6 +226,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "PREPROCESSING_HOOKS": ["core.api.schema.versioned_routes_only"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.api.schema.document_common_responses",
+    ],
     "COMPONENT_SPLIT_REQUEST": True,
     # Two choice sets share the field name `kind` (a funding leg's, a dispute evidence's).
     "ENUM_NAME_OVERRIDES": {

@@ -1,22 +1,34 @@
 """Output shapes of the disputes API, for the OpenAPI schema (the views render selectors' dicts)."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from envelopes.api.schemas import money_serializer
+from core.api.parsing import MicroField, StrictCharField
+from envelopes.api.schemas import INT64_MAX, money_serializer
+from envelopes.models import MICRO_PER_CENT
+
+# The admission rules' own patterns (disputes/evidence.py), for the schema.
+EVIDENCE_REF_PATTERN = r"^[A-Za-z0-9][!#-&(-z|~]{0,199}$"
+EVIDENCE_SHA256_PATTERN = r"^[0-9a-f]{64}$"
 
 POSTURES = ["accept", "contest", "refund_already_sent", "needs_more_evidence", "operator_review"]
 
 
-class EvidenceOut(serializers.Serializer):
-    evidence_id = serializers.CharField(
-        required=False, help_text="The admission's id (evd_…); not in a packet's evidence refs."
-    )
+class EvidenceRefOut(serializers.Serializer):
+    """Evidence as a packet cites it."""
+
     ref = serializers.CharField()
     sha256 = serializers.CharField()
     kind = serializers.ChoiceField(
         choices=["delivery", "consent", "communication", "policy", "other"]
     )
     summary = serializers.CharField()
+
+
+class EvidenceOut(EvidenceRefOut):
+    """An admission: the evidence, who admitted it and when."""
+
+    evidence_id = serializers.CharField(help_text="The admission's id (evd_…).")
     admitted_by = serializers.CharField(allow_null=True)
     admitted_at = serializers.DateTimeField()
 
@@ -70,7 +82,7 @@ class PacketOut(serializers.Serializer):
         child=serializers.CharField(), help_text="Admitted receipt ids and evidence refs."
     )
     receipt_ids = serializers.ListField(child=serializers.CharField())
-    evidence_refs = EvidenceOut(many=True)
+    evidence_refs = EvidenceRefOut(many=True)
     open_questions = serializers.ListField(child=serializers.CharField())
     validation = serializers.JSONField(help_text='{"ok": bool, "errors": [{"code", "message"}]}')
     digest = serializers.CharField(help_text="SHA-256 of the canonical JSON of the content.")
@@ -123,3 +135,22 @@ class EvidenceAdmittedOut(serializers.Serializer):
     evidence = EvidenceOut()
     created = serializers.BooleanField()
     dispute = DisputeOut()
+
+
+@extend_schema_field(
+    {
+        "type": "integer",
+        "format": "int64",
+        "minimum": MICRO_PER_CENT,
+        "maximum": INT64_MAX - INT64_MAX % MICRO_PER_CENT,
+        "multipleOf": MICRO_PER_CENT,
+    }
+)
+class DisputeMicroField(MicroField):
+    """A disputed amount: a positive whole number of cents, in micro-dollars (else
+    `validation_error`)."""
+
+
+@extend_schema_field({"type": "string", "enum": ["usd"]})
+class DisputeCurrencyField(StrictCharField):
+    """`usd`, the only currency; else `unsupported_currency`."""

@@ -14,7 +14,6 @@ from rest_framework.views import APIView
 from core import exceptions as core_errors
 from core.api.idempotent import idempotent, operation_name
 from core.api.parsing import (
-    MicroField,
     Strict,
     StrictCharField,
     page_params,
@@ -25,6 +24,7 @@ from core.api.parsing import (
 )
 from core.api.permissions import caller
 from core.api.responses import error_responses, ok, success_envelope
+from core.api.schema import IDEMPOTENCY_KEY_HEADER, PAGE_PARAMETERS
 from core.api.throttling import MONEY_MOVING
 from core.idempotency import (
     IdempotencyKeyConflict,
@@ -61,13 +61,7 @@ EVIDENCE_ERRORS = (
     errors.EvidenceRefConflict,
     errors.ReceiptDetailRefused,
 )
-IDEMPOTENCY_HEADER = OpenApiParameter(
-    "Idempotency-Key",
-    str,
-    OpenApiParameter.HEADER,
-    required=False,
-    description="1-255 printable ASCII characters; scoped to the caller and the operation.",
-)
+IDEMPOTENCY_HEADER = IDEMPOTENCY_KEY_HEADER  # one definition, with its rules: core/api/schema.py
 
 
 class IsStaff(BasePermission):
@@ -85,17 +79,21 @@ STAFF = [IsAuthenticated, IsStaff]
 class DisputeInput(Strict):
     dispute_id = StrictCharField(max_length=100, help_text="The provider's dispute id (dp_…)")
     charge_id = StrictCharField(max_length=100, help_text="The disputed charge (ch_…)")
-    amount_micro = MicroField()
-    currency = StrictCharField(required=False, max_length=10, help_text="usd (the only one)")
+    amount_micro = schemas.DisputeMicroField()
+    currency = schemas.DisputeCurrencyField(
+        required=False, max_length=10, help_text="usd (the only one)"
+    )
     reason = StrictCharField(max_length=60, help_text="Stripe's dispute reason, e.g. fraudulent")
     response_deadline = serializers.DateTimeField(required=False, allow_null=True)
 
 
-class EvidenceInput(serializers.Serializer):
-    """For the schema only: the view hands the raw object to the admission rules."""
+class EvidenceInput(Strict):
+    """For the schema only: the view hands the raw object to the admission rules
+    (disputes/evidence.py), which no schema can state in full (credentials, card numbers and raw
+    payloads are refused wherever they appear)."""
 
-    ref = serializers.CharField(max_length=200)
-    sha256 = serializers.CharField(min_length=64, max_length=64)
+    ref = serializers.RegexField(schemas.EVIDENCE_REF_PATTERN, max_length=200)
+    sha256 = serializers.RegexField(schemas.EVIDENCE_SHA256_PATTERN)
     kind = serializers.ChoiceField(
         choices=["delivery", "consent", "communication", "policy", "other"]
     )
@@ -116,8 +114,7 @@ class DisputeListApi(APIView):
         parameters=[
             OpenApiParameter("dispute_id", str, description="The provider's dispute id"),
             OpenApiParameter("charge", str, description="The disputed charge id"),
-            OpenApiParameter("limit", int, description="1-100, default 20"),
-            OpenApiParameter("offset", int),
+            *PAGE_PARAMETERS,
         ],
         responses={
             200: success_envelope(schemas.DisputeListOut, name="DisputeListEnvelope"),

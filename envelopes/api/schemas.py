@@ -3,7 +3,14 @@ is documented as micro-dollars and gets its `_usd` twin."""
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from core.api.parsing import MICRO, MicroField, StrictCharField
+from envelopes.models import MICRO_PER_CENT
+from envelopes.services import MAX_ENVELOPE_MICRO, MIN_FUNDING_MICRO
+
+INT64_MAX = 2**63 - 1
 
 MICRO_HELP = "Micro-dollars (1 USD = 1,000,000 micro), an integer: compute on this."
 USD_HELP = "The same amount in US dollars, for reading only."
@@ -140,3 +147,42 @@ RefundOut = money_serializer(
 
 class RefundListOut(serializers.Serializer):
     results = RefundOut(many=True)
+
+
+# --- amounts in request bodies: the bounds the services enforce, for the schema ----------------
+# Each validates as MicroField (a JSON integer within 64 bits); the service checks the bounds and
+# answers `invalid_amount` with a message naming the rule. The schema states the same bounds.
+
+
+@extend_schema_field(
+    {
+        "type": "integer",
+        "format": "int64",
+        "minimum": MIN_FUNDING_MICRO,
+        "maximum": MAX_ENVELOPE_MICRO,
+        "multipleOf": MICRO_PER_CENT,
+    }
+)
+class FundingMicroField(MicroField):
+    """A funding charge: whole cents, at least $1.00; an envelope's funding (this charge and every
+    charge not abandoned before it) is at most $5,000.00, else `invalid_amount`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text",
+            MICRO + " A whole number of cents (a multiple of 10,000), at least 1,000,000 ($1.00); "
+            "an envelope's funding in all is at most 5,000,000,000 ($5,000.00). Else "
+            "`invalid_amount`.",
+        )
+        super().__init__(**kwargs)
+
+
+@extend_schema_field({"type": "integer", "format": "int64", "minimum": 1, "maximum": INT64_MAX})
+class PositiveMicroField(MicroField):
+    """A debit or a refund: any positive number of micro-dollars (a refund rounds each leg down
+    to a cent); more than the unspent balance is 422 `amount_exceeds_unspent`."""
+
+
+@extend_schema_field({"type": "string", "pattern": "^[uU][sS][dD]$"})
+class FundingCurrencyField(StrictCharField):
+    """`usd` in any case, the only currency; else `unsupported_currency`."""

@@ -3,7 +3,7 @@
 from typing import Any
 
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -14,7 +14,6 @@ from core import exceptions as core_errors
 from core.api.idempotent import idempotent, operation_name
 from core.api.parsing import (
     MICRO,
-    MicroField,
     Strict,
     StrictCharField,
     page_params,
@@ -23,6 +22,7 @@ from core.api.parsing import (
 )
 from core.api.permissions import SessionRequired, caller, django_permission
 from core.api.responses import error_responses, ok, success_envelope
+from core.api.schema import IDEMPOTENCY_KEY_HEADER, PAGE_PARAMETERS
 from core.api.throttling import MONEY_MOVING
 from core.idempotency import (
     IdempotencyKeyConflict,
@@ -44,15 +44,7 @@ from envelopes.exceptions import (
     UnsupportedCurrency,
 )
 
-IDEMPOTENCY_HEADER = OpenApiParameter(
-    "Idempotency-Key",
-    str,
-    OpenApiParameter.HEADER,
-    required=False,
-    description=(
-        "1-255 printable ASCII characters; scoped to the caller and the operation (SPEC §4)."
-    ),
-)
+IDEMPOTENCY_HEADER = IDEMPOTENCY_KEY_HEADER  # one definition, with its rules: core/api/schema.py
 AUTH_ERRORS = (core_errors.NotAuthenticated, core_errors.AuthenticationFailed)
 # What a funding request (creation or top-up) can be refused with.
 FUNDING_ERRORS = (
@@ -73,18 +65,20 @@ IDEMPOTENCY_ERRORS = (
 
 
 class FundingInput(Strict):
-    amount_micro = MicroField()
+    amount_micro = schemas.FundingMicroField()
     payment_method = StrictCharField(max_length=100, help_text="e.g. pm_card_visa")
-    currency = StrictCharField(required=False, max_length=10, help_text="usd (the only one)")
+    currency = schemas.FundingCurrencyField(
+        required=False, max_length=10, help_text="usd (the only one)"
+    )
 
 
 class DebitInput(Strict):
-    amount_micro = MicroField()
+    amount_micro = schemas.PositiveMicroField()
     reference = StrictCharField(max_length=200, help_text="e.g. the claim or job id")
 
 
 class RefundInput(Strict):
-    amount_micro = MicroField(
+    amount_micro = schemas.PositiveMicroField(
         required=False, help_text=MICRO + " Omit for the whole unspent balance."
     )
 
@@ -117,13 +111,10 @@ class EnvelopeListCreateApi(APIView):
     @extend_schema(
         operation_id="envelopes_list",
         summary="The caller's envelopes",
-        parameters=[
-            OpenApiParameter("limit", int, description="1-100, default 20"),
-            OpenApiParameter("offset", int),
-        ],
+        parameters=PAGE_PARAMETERS,
         responses={
             200: success_envelope(schemas.EnvelopeListOut, name="EnvelopeListEnvelope"),
-            **error_responses(*AUTH_ERRORS),
+            **error_responses(core_errors.InvalidInput, *AUTH_ERRORS),
         },
     )
     def get(self, request: Request) -> Response:

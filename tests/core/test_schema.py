@@ -19,7 +19,7 @@ def test_schema_lists_each_route_once_at_v1() -> None:
 def test_schema_documents_envelopes_error_codes_and_auth_schemes() -> None:
     schema = _schema()
     me = schema["paths"]["/api/v1/me"]["get"]
-    assert set(me["responses"]) == {"200", "401"}
+    assert {"200", "401"} <= set(me["responses"])  # all: test_schema_conformance.py
     assert "`not_authenticated`" in me["responses"]["401"]["description"]
     assert "`authentication_failed`" in me["responses"]["401"]["description"]
     ok_schema = me["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
