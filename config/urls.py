@@ -4,6 +4,7 @@ from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts.views import admin_login
+from ops import views as ops_views
 from verification.api.webhooks import stripe_webhook
 
 # One table of API routes, served twice: /api/v1/... (namespace "api", used by reverse()) and
@@ -22,6 +23,10 @@ urlpatterns = [
     path("api/v1/", include(API_ROUTES, namespace="api")),
     path("api/", include(API_ROUTES, namespace="api-alias")),
     path("webhooks/stripe", stripe_webhook, name="stripe-webhook"),
+    # Operations (ops/): liveness, readiness, Prometheus metrics.
+    path("healthz", ops_views.healthz, name="healthz"),
+    path("readyz", ops_views.readyz, name="readyz"),
+    path("metrics", ops_views.metrics, name="metrics"),
 ]
 
 admin.site.site_header = "Vouch operations"

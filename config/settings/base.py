@@ -2,12 +2,15 @@
 from the environment (django-environ); local.py, test.py and production.py set the defaults
 that suit them."""
 
+import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+from ops.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -59,10 +62,15 @@ INSTALLED_APPS = [
     "receipts",
     "disputes",
     "reconciliation",
+    "django_structlog",
+    "ops",
 ]
 
 MIDDLEWARE = [
     "core.timing.ServerTimingMiddleware",
+    # One log line per request (ops/logs.py): request id (handed on to the Celery tasks the request
+    # enqueues), user, route, status, duration and the time spent waiting for the provider.
+    "django_structlog.middlewares.RequestMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "core.api.middleware.RequestLimitsMiddleware",
     "core.api.middleware.ApiJsonErrorsMiddleware",
@@ -322,19 +330,26 @@ RECEIPT_TRUSTED_KEYS: dict[str, dict[str, str]] = env.json("RECEIPT_TRUSTED_KEYS
 
 # --- Logging -------------------------------------------------------------------------------
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    # Django's own loggers write to the root handler only, not to it and their own.
-    "loggers": {
-        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        # The SDK logs two INFO lines per call: noise beside our own records.
-        "stripe": {"level": "WARNING"},
-    },
-}
+# Structured (ops/logs.py): one JSON object a line here, human-readable under `make run`
+# (local.py). django-structlog adds the request's context to every line and hands its request id
+# to the Celery tasks it enqueues; the start lines are DEBUG, so a request and a job run each
+# write one line at INFO (`request_finished`, `task_succeeded` / `task_failed`).
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = logging_config(renderer="json", level=LOG_LEVEL)
+DJANGO_STRUCTLOG_CELERY_ENABLED = True
+DJANGO_STRUCTLOG_STATUS_START_LOG_LEVEL = logging.DEBUG
+DJANGO_STRUCTLOG_CELERY_TASK_START_LOG_LEVEL = logging.DEBUG
+
+# --- Operations endpoints (ops/) ----------------------------------------------------------------
+
+# /metrics answers a caller with `Authorization: Bearer <METRICS_TOKEN>` or one connecting from a
+# network listed in METRICS_ALLOWED_NETWORKS (comma-separated CIDRs); with neither set it is 404.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=[])
+# A scrape's database statements are cancelled past this (PostgreSQL's statement_timeout).
+METRICS_DATABASE_TIMEOUT_S = env.float("METRICS_DATABASE_TIMEOUT_S", default=5.0)
+# /readyz: how long the broker may take to accept a connection.
+READYZ_TIMEOUT_S = env.float("READYZ_TIMEOUT_S", default=2.0)
 
 # --- Disputes (SPEC §9; disputes/drafting.py) ----------------------------------------------------
 # The class that drafts a packet's posture; every draft goes through deterministic finalization.

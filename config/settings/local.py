@@ -3,8 +3,10 @@
 import base64
 import hashlib
 
+from ops.logs import logging_config
+
 from .base import *
-from .base import VAR_DIR, cache_from_url, env
+from .base import LOG_LEVEL, VAR_DIR, cache_from_url, env
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
 SECRET_KEY = env.str("SECRET_KEY", default="local-development-only-not-a-secret-0123456789abcdef")
@@ -91,6 +93,11 @@ RECEIPT_SIGNING_ENVIRONMENT = env.str(
     default="local-development" if RECEIPT_SIGNING_KEY_ID == "local-development" else "sandbox",
 )
 RECEIPT_TRUSTED_KEYS = env.json("RECEIPT_TRUSTED_KEYS", default={})
+
+# Logs for a person at a terminal (ops/logs.py); LOG_FORMAT=json for the production format.
+LOGGING = logging_config(renderer=env.str("LOG_FORMAT", default="console"), level=LOG_LEVEL)
+# /metrics for a Prometheus on this machine.
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"])
 
 # Credentials printed by `make run` for the demo users (never used outside DEBUG).
 VOUCH_DEMO_USERS = {
