@@ -19,6 +19,24 @@ which refuses it. The request line is then bounded only by what sits in front of
 reverse proxy's header buffers, e.g. nginx's `large_client_header_buffers`), and by the worker
 timeout: never expose gunicorn directly to the internet."""
 
+import os
+import tempfile
+
 limit_request_line = 0
 limit_request_fields = 200
 limit_request_field_size = 32768
+
+# Prometheus counters (ops/collectors.py) in multiprocess mode: every worker writes its own files
+# in PROMETHEUS_MULTIPROC_DIR and /metrics, in whichever worker answers, sums them all. Set it (to
+# an empty folder, emptied before each start, shared with the Celery workers of this machine so
+# their counts are scraped too); unset, each start makes a fresh folder for gunicorn alone. It
+# must be in the environment before a worker imports prometheus-client: here, before the app.
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="vouch-prometheus-")
+
+
+def child_exit(server: object, worker: object) -> None:
+    """A worker that exited: its live gauges (if any are ever declared) stop counting."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]

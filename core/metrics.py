@@ -2,6 +2,9 @@
 surface. Counted in process (prometheus-client; multiprocess mode when `PROMETHEUS_MULTIPROC_DIR`
 is set, so every web worker adds up) and exposed by `/metrics` (ops)."""
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from prometheus_client import Counter
@@ -9,6 +12,7 @@ from prometheus_client import Counter
 from core.exceptions import VouchError
 
 E = TypeVar("E", bound=VouchError)
+logger = logging.getLogger("vouch.idempotency")
 
 IDEMPOTENCY_REPLAYS = Counter(
     "vouch_idempotency_replays",
@@ -24,10 +28,22 @@ IDEMPOTENCY_CONFLICTS = Counter(
 
 
 def idempotency_replayed(*, surface: str) -> None:
-    IDEMPOTENCY_REPLAYS.labels(surface).inc()
+    with _never_raising():
+        IDEMPOTENCY_REPLAYS.labels(surface).inc()
 
 
 def idempotency_refused(error: E, *, surface: str) -> E:
     """Count a key refused with `error` (and hand it back to be raised)."""
-    IDEMPOTENCY_CONFLICTS.labels(surface, error.code).inc()
+    with _never_raising():
+        IDEMPOTENCY_CONFLICTS.labels(surface, error.code).inc()
     return error
+
+
+@contextmanager
+def _never_raising() -> Iterator[None]:
+    """A metric that cannot be written (its folder gone, the disk full) is logged, never turned
+    into the request's error."""
+    try:
+        yield
+    except Exception:
+        logger.exception("idempotency metrics not written")

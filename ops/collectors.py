@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Case, Count, Min, Q, Sum, Value, When
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
@@ -60,9 +61,10 @@ class _ThisProcess(Collector):
 
 
 class DatabaseCollector(Collector):
-    """The state the database holds, read when scraped. If the database cannot be read, only
-    `vouch_metrics_database_up 0` is said of it (the scrape itself still succeeds: the process
-    counters are worth having exactly then)."""
+    """The state the database holds, read when scraped: six aggregate statements in one
+    transaction, each bounded by METRICS_DATABASE_TIMEOUT_S on PostgreSQL. If the database cannot
+    be read, only `vouch_metrics_database_up 0` is said of it (the scrape itself still succeeds:
+    the process counters are worth having exactly then)."""
 
     def collect(self) -> Iterator[Metric]:
         statements = 0
@@ -75,13 +77,20 @@ class DatabaseCollector(Collector):
             return execute(sql, params, many, context)
 
         started = time.perf_counter()
+        connection = connections[DEFAULT_DB_ALIAS]
         try:
-            with connections[DEFAULT_DB_ALIAS].execute_wrapper(count):
-                families = list(_database_families())
+            with transaction.atomic(using=DEFAULT_DB_ALIAS):
+                if connection.vendor == "postgresql":
+                    # A slow database must not pile up scrapes (Prometheus retries on its own).
+                    with connection.cursor() as cursor:
+                        timeout_ms = int(settings.METRICS_DATABASE_TIMEOUT_S * 1000)
+                        cursor.execute(f"SET LOCAL statement_timeout = {timeout_ms}")
+                with connection.execute_wrapper(count):
+                    families = list(_database_families())
             up = 1
         except Exception as exc:
             logger.warning("metrics: the database could not be read: %s", exc)
-            connections[DEFAULT_DB_ALIAS].close_if_unusable_or_obsolete()
+            connection.close_if_unusable_or_obsolete()
             families, up = [], 0
         yield from families
         yield GaugeMetricFamily(

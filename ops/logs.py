@@ -89,8 +89,11 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
         "loggers": {
             # Django's own loggers write to the root handler only, not to it and their own.
             "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
-            # A 4xx is on its request line already; a 5xx keeps its traceback.
-            "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+            # Every response is on its request line already (a 4xx at WARNING, a 5xx at ERROR), and
+            # an exception's traceback on django-structlog's `request_failed`: not twice.
+            "django.request": {"handlers": ["console"], "level": "CRITICAL", "propagate": False},
+            # runserver's access line (`make run`) says what the request line says.
+            "django.server": {"handlers": ["console"], "level": "ERROR", "propagate": False},
             # The SDK logs two INFO lines per call: noise beside our own records.
             "stripe": {"level": "WARNING"},
             # Celery's "received" / "succeeded in" lines: the job line says it (task_succeeded).

@@ -5,10 +5,13 @@ how long it took. Counted in process (prometheus-client; multiprocess mode when
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import Counter, Histogram
+
+logger = logging.getLogger("vouch.providers")
 
 PROVIDER_CALLS = Counter(
     "vouch_provider_calls",
@@ -37,6 +40,11 @@ def operation_of(request: Callable[..., Any]) -> str:
 
 
 def provider_call_observe(*, operation: str, outcome: str, attempts: int, seconds: float) -> None:
-    PROVIDER_CALLS.labels(operation, outcome).inc()
-    PROVIDER_ATTEMPTS.labels(operation).inc(attempts)
-    PROVIDER_CALL_SECONDS.labels(operation, outcome).observe(seconds)
+    """Count one call. Never raises: a metric that cannot be written (its folder gone, the disk
+    full) must not turn a provider's answer, perhaps about money, into an error."""
+    try:
+        PROVIDER_CALLS.labels(operation, outcome).inc()
+        PROVIDER_ATTEMPTS.labels(operation).inc(attempts)
+        PROVIDER_CALL_SECONDS.labels(operation, outcome).observe(seconds)
+    except Exception:
+        logger.exception("provider call metrics not written")

@@ -76,9 +76,12 @@ def test_readyz_answers_503_naming_the_check_that_failed(
         "database not migrated": {"DATABASE_URL": _database_at("postgres")},
         "broker down": {"CELERY_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"},
     }[case]
-    with gunicorn(tmp_path, **env) as url:
+    with gunicorn(tmp_path, METRICS_TOKEN="ops-test", **env) as url:
         response = requests.get(f"{url}/readyz", timeout=30)
         alive = requests.get(f"{url}/healthz", timeout=30)
+        metrics = requests.get(
+            f"{url}/metrics", headers={"Authorization": "Bearer ops-test"}, timeout=30
+        )
     assert response.status_code == 503, response.text
     body = response.json()
     assert body["status"] == "unavailable"
@@ -90,3 +93,8 @@ def test_readyz_answers_503_naming_the_check_that_failed(
         checks = {**checks, "migrations": "not applied"}
     assert checks == expected
     assert alive.status_code == 200
+    # The scrape still answers (the process counters matter most then) and says whether the
+    # database's state could be read (not from a database without Vouch's tables).
+    assert metrics.status_code == 200
+    database_up = 1 if case == "broker down" else 0
+    assert f"\nvouch_metrics_database_up {database_up}.0\n" in metrics.text

@@ -199,3 +199,29 @@ def test_multiprocess_mode_sums_the_counters_of_every_process(
     assert _value(samples, "vouch_idempotency_replays_total", surface="mcp") == 2
     # The database's state is still read at scrape time, beside them.
     assert _value(samples, "vouch_metrics_database_up") == 1
+
+
+_CALL_WITH_METRICS_UNWRITABLE = """
+import sys
+from providers.stripe_provider import StripeProvider
+outcome = StripeProvider(api_key="sk_test_vouch_sandbox", api_base=sys.argv[1]).charge_read("ch_x")
+print(outcome.kind.value, outcome.error_code)
+"""
+
+
+def test_a_metric_that_cannot_be_written_never_breaks_a_provider_call(
+    sandbox: SandboxControl, tmp_path: Path
+) -> None:
+    """Multiprocess mode with its folder gone: the provider's answer still comes back (the metric
+    is logged as not written), never an error in its place."""
+    result = subprocess.run(
+        [sys.executable, "-c", _CALL_WITH_METRICS_UNWRITABLE, sandbox.url],
+        cwd=Path(__file__).resolve().parents[2],
+        env={"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "gone"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["refused", "resource_missing"]
+    assert "provider call metrics not written" in result.stderr

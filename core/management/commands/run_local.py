@@ -4,6 +4,7 @@ together until Ctrl-C, and stop every one of them (and their children) on the wa
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,6 +101,7 @@ class Command(BaseCommand):
             "beat": [python, "-m", "celery", "-A", "config.celery_app", "beat", "--loglevel=INFO"],
         }  # fmt: skip
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"]}
+        env |= self._metrics_env()
         env |= self._receipt_key_env()
         children: dict[str, subprocess.Popen[bytes]] = {}
         previous = {
@@ -148,6 +150,17 @@ class Command(BaseCommand):
                 signal.signal(sig, handler)
         if exit_code:
             sys.exit(exit_code)
+
+    def _metrics_env(self) -> dict[str, str]:
+        """Prometheus counters in multiprocess mode (ops/collectors.py): the web server and the
+        worker each write their own files in one folder, emptied at each start, and /metrics
+        sums them. A folder set in the environment is used as it is."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            return {}
+        folder = Path(settings.VAR_DIR) / "prometheus"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        return {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
 
     def _receipt_key_env(self) -> dict[str, str]:
         """A sandbox receipt key for this local installation (SPEC §8): created under the var
