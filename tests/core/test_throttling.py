@@ -16,7 +16,14 @@ from accounts.models import User
 from accounts.services import api_token_issue
 from core.api.throttling import MoneyThrottle, parse_rate, throttle_cache_key
 from core.models import IdempotencyRecord
-from tests.envelopes.conftest import Api, alice, bob, sdk, stripe_at_sandbox  # noqa: F401
+from tests.envelopes import conftest as envelopes_fixtures
+from tests.envelopes.conftest import Api
+
+# The buyers' fixtures of tests/envelopes (a logged-in session each, the sandbox behind).
+alice = envelopes_fixtures.alice
+bob = envelopes_fixtures.bob
+sdk = envelopes_fixtures.sdk
+stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +53,7 @@ def test_a_money_route_over_its_rate_is_429_and_changes_nothing(
     settings: Any,
     alice: Api,
     bob: Api,
-    sdk: stripe.StripeClient,  # noqa: F811 (fixtures)
+    sdk: stripe.StripeClient,
 ) -> None:
     _rates(settings, user="1000/hour", money="2/hour")
     for api in (alice, bob):
