@@ -37,8 +37,9 @@ def test_a_run_is_decided_when_the_queue_is_slower_than_the_lease(refunds: Refun
         # attempt only after that poll (the queue's latency is longer than the lease).
         with time_machine.travel(start + tick * (lease + timedelta(seconds=1)), tick=True):
             queue.extend(runs_claim_due())
-            run_id, token = queue.popleft()
-            run_attempt(run_id=run_id, token=token, trigger="poll")
+            if queue:
+                run_id, token = queue.popleft()
+                run_attempt(run_id=run_id, token=token, trigger="poll")
     run.refresh_from_db()
     assert run.verdict == "VERIFIED", (
         f"verdict {run.verdict} after 5 polls: {Attempt.objects.filter(run=run).count()} "
