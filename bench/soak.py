@@ -613,7 +613,9 @@ def outstanding(failed_later: set[str]) -> dict[str, int]:
     }
 
 
-def settle(timeout_s: float, failed_later: set[str]) -> tuple[bool, float, dict[str, int]]:
+def settle(
+    timeout_s: float, failed_later: set[str], queue_name: str
+) -> tuple[bool, float, dict[str, int]]:
     """Wait until nothing is outstanding, at most `timeout_s`, showing what is left."""
     from django.db import connection
     from tqdm import tqdm
@@ -629,7 +631,11 @@ def settle(timeout_s: float, failed_later: set[str]) -> tuple[bool, float, dict[
         elapsed = time.monotonic() - started
         if bar.disable and (elapsed - (last - started) >= PROGRESS_EVERY_S or not remaining):
             last = time.monotonic()
-            say(f"settling, {elapsed:.0f} s: " + ", ".join(f"{v} {k}" for k, v in left.items()))
+            say(
+                f"settling, {elapsed:.0f} s: "
+                + ", ".join(f"{v} {k}" for k, v in left.items())
+                + f"; {queue_depth(queue_name)} tasks queued"
+            )
         if not remaining or elapsed >= timeout_s:
             bar.close()
             return not remaining, elapsed, left
@@ -1006,6 +1012,13 @@ def system_start(
     return system, env
 
 
+def queue_depth(queue_name: str) -> int:
+    """Messages waiting in this run's Celery queue."""
+    import redis
+
+    return int(redis.Redis.from_url(BROKER_URL).llen(queue_name))
+
+
 def broker_forget(queue_name: str) -> None:
     """Delete this run's queue (and kombu's bindings of it) from the broker."""
     import redis
@@ -1140,7 +1153,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in killer.done:
             say(line)
 
-        settled, settle_s, left = settle(args.settle_timeout, failed_later)
+        depth = queue_depth(queue_name)
+        settled, settle_s, left = settle(args.settle_timeout, failed_later, queue_name)
         say(
             f"settled in {settle_s:.0f} s"
             if settled
@@ -1164,6 +1178,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{sum(a.in_use for a in answers)} / {sum(a.throttled for a in answers)}",
             ),
             ("faults struck", f"{hits}"),
+            ("tasks queued when the operations ended", f"{depth}"),
             (
                 "kills",
                 f"{len(killer.done)}; starts: "
