@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Case, CharField, F, Q, Value, When
 
 from accounts.models import User
 from core.services import audit_record
@@ -141,18 +141,27 @@ def runs_claim_due(*, limit: int = 100, now: datetime | None = None) -> list[tup
     now = now or clock.now()
     token = secrets.token_hex(16)
     with transaction.atomic():
-        ids = list(
+        rows = list(
             VerificationRun.objects.select_for_update(skip_locked=True)
             .filter(verdict=Verdict.PENDING, next_attempt_at__lte=now)
             .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
             .order_by("next_attempt_at")
-            .values_list("id", flat=True)[:limit]
+            .values_list("id", "lease_token")[:limit]
         )
-        if ids:
-            VerificationRun.objects.filter(id__in=ids).update(
-                leased_until=now + _lease(), lease_token=token
+        if rows:
+            # A run whose lease lapsed keeps its token: the attempt enqueued under it may only be
+            # late (a queue slower than the lease), not lost, and must still count when it comes.
+            # Two attempts under one token are safe: the first to record clears the token, so
+            # the other finds it gone and does nothing.
+            VerificationRun.objects.filter(id__in=[run_id for run_id, _ in rows]).update(
+                leased_until=now + _lease(),
+                lease_token=Case(
+                    When(lease_token="", then=Value(token)),
+                    default=F("lease_token"),
+                    output_field=CharField(),
+                ),
             )
-    return [(run_id, token) for run_id in ids]
+    return [(run_id, held or token) for run_id, held in rows]
 
 
 def run_claim_for_event(*, run_id: int) -> str | None:

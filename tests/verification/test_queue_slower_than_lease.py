@@ -4,7 +4,8 @@ queue takes longer than VERIFICATION_LEASE_S to reach an attempt, the lease has 
 a later poll has claimed the run again under a new token: every attempt is stale when it runs, no
 run is ever decided, and each poll enqueues another batch, so the queue only grows (and
 `envelopes.resume_stranded`, behind it in the same queue, waits too). Found by bench/soak.py
-(10,000 operations: the queue reached 50,000 messages and no run was decided for 25 minutes)."""
+(10,000 operations: the queue reached 50,000 messages and no run was decided for 25 minutes).
+Fixed: a re-claim keeps the run's token, so the late attempt still counts."""
 
 from collections import deque
 from datetime import timedelta
@@ -20,11 +21,6 @@ from verification.services import run_attempt, runs_claim_due
 from .conftest import Refunds
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open defect, reported to the lead: a re-claim rotates the lease token, so an attempt "
-    "queued longer than VERIFICATION_LEASE_S is always stale (remove this mark with the fix)",
-)
 @pytest.mark.django_db(transaction=True)
 def test_a_run_is_decided_when_the_queue_is_slower_than_the_lease(refunds: Refunds) -> None:
     run = refunds.make(refunds.charge(1_000_000), amount=100)
