@@ -625,9 +625,12 @@ def child_reconcile(args: argparse.Namespace) -> int:
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile_out)
-    # Untimed: every page the run stored hashes to its recorded SHA-256, and what it takes.
+    hwm_kb, rss_after_kb = vm_kb("VmHWM"), vm_kb("VmRSS")
+    # Untimed, after the peak was read: every page the run stored hashes to its recorded SHA-256,
+    # and what they take (a page at a time).
     received = stored = matching = pages = 0
-    for observation in run.observations.filter(kind__in=("refunds", "charges", "disputes")):
+    listed = run.observations.filter(kind__in=("refunds", "charges", "disputes"))
+    for observation in listed.only("body", "body_length", "sha256").iterator(chunk_size=20):
         pages += 1
         received += observation.body_length
         stored += len(bytes(observation.body or b""))
@@ -649,8 +652,8 @@ def child_reconcile(args: argparse.Namespace) -> int:
         "marks": marks,
         "hwm_before_kb": hwm_before,
         "rss_before_kb": rss_before,
-        "hwm_kb": vm_kb("VmHWM"),
-        "rss_after_kb": vm_kb("VmRSS"),
+        "hwm_kb": hwm_kb,
+        "rss_after_kb": rss_after_kb,
         "stored_pages": {
             "pages": pages,
             "matching": matching,

@@ -204,6 +204,10 @@ def _found(ctx: _Context, finding: Finding) -> None:
     if ctx.run.dry_run:
         ctx.dry_findings[finding.key] = finding
         return
+    if finding.observation is not None and finding.observation.pk is None:
+        # The page it was seen in, stored before the discrepancy that cites it.
+        with _committed_lazily():
+            finding.observation.save(force_insert=True)
     discrepancy_record(run=ctx.run, finding=finding)
 
 
@@ -234,16 +238,24 @@ def _observe(
     The stored bytes hash to the recorded SHA-256."""
     if stored is None:
         stored = _stored(body if body is not None else json.dumps(data, sort_keys=True).encode())
+    observation = _observation(ctx, kind, request, stored)
     with _committed_lazily():
-        return Observation.objects.create(
-            run=ctx.run,
-            kind=kind,
-            request=request,
-            body=stored.compressed,
-            body_length=stored.length,
-            sha256=stored.sha256,
-            observed_at=clock.now(),
-        )
+        observation.save(force_insert=True)
+    return observation
+
+
+def _observation(ctx: _Context, kind: str, request: dict[str, Any], stored: _Stored) -> Observation:
+    """An observation not saved yet (a list page is saved with its checkpoint, or before a
+    discrepancy that cites it, whichever comes first)."""
+    return Observation(
+        run=ctx.run,
+        kind=kind,
+        request=request,
+        body=stored.compressed,
+        body_length=stored.length,
+        sha256=stored.sha256,
+        observed_at=clock.now(),
+    )
 
 
 @contextmanager
@@ -279,17 +291,33 @@ def _list(ctx: _Context, kind: str, after: str | None) -> None:
         ctx.run.pages += 1
         ctx.run.provider_calls += page.attempts
         request = {"path": f"/v1/{kind}", "params": page.params}
-        observation = _observe(ctx, kind, request, stored=stored)
+        observation = _observation(ctx, kind, request, stored)
         seen = compare(ctx, page.data, observation)
-        # What the page showed and the checkpoint after it, together.
+        # The page, what it showed and the checkpoint after it, together (one commit a page).
         with _committed_lazily():
+            if observation.pk is None:
+                observation.save(force_insert=True)
             if seen:
-                Seen.objects.bulk_create(
-                    [Seen(run=ctx.run, object_id=object_id) for object_id in seen],
-                    ignore_conflicts=True,
-                )
+                _seen(ctx.run, seen)
             run_checkpoint(ctx.run, phase=kind, after=page.last_id)
         _tick(ctx)
+
+
+def _seen(run: Run, object_ids: list[str]) -> None:
+    """Record what a page showed (once per run: a page read again on resume adds nothing). On
+    PostgreSQL one array parameter rather than two per row."""
+    if connection.vendor != "postgresql":
+        Seen.objects.bulk_create(
+            [Seen(run=run, object_id=object_id) for object_id in object_ids],
+            ignore_conflicts=True,
+        )
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Seen._meta.db_table} (run_id, object_id) "
+            "SELECT %s, unnest(%s::text[]) ON CONFLICT DO NOTHING",
+            [run.pk, object_ids],
+        )
 
 
 def _read_ahead(pages: Iterator[Page]) -> Iterator[tuple[Page, _Stored]]:
