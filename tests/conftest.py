@@ -137,7 +137,8 @@ def worker_with_beat(
     )
     PeriodicTask.objects.filter(task="verification.poll").update(interval=every_second)
     with app.connection_for_write() as broker:
-        broker.default_channel.queue_purge(app.conf.task_default_queue)
+        for queue in app.conf.task_queues:
+            broker.default_channel.queue_purge(queue.name)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
