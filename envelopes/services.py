@@ -200,14 +200,15 @@ def envelope_create(
     amount = _check_funding(amount_micro, currency)
     with transaction.atomic():
         envelope = Envelope.objects.create(owner=owner)
-        leg = FundingLeg.objects.create(
+        leg = FundingLeg(
             envelope=envelope,
             kind=FundingLeg.Kind.ORIGINAL,
             sequence=1,
             amount_micro=amount,
             payment_method=payment_method,
-            idempotency_key=f"{envelope.public_id}:fund:1",
         )
+        leg.idempotency_key = f"{envelope.public_id}:{leg.public_id}"  # this leg's alone
+        leg.save()
         idempotency_attach(idempotency, envelope.public_id)
     crash_point("funding_after_reserve")
     return funding_send(leg=leg, idempotency=idempotency)
@@ -237,14 +238,18 @@ def envelope_top_up(
                 "An envelope's total funding is at most 5,000,000,000 micro ($5,000.00)."
             )
         sequence = (locked.funding_legs.aggregate(last=Max("sequence"))["last"] or 0) + 1
-        leg = FundingLeg.objects.create(
+        leg = FundingLeg(
             envelope=locked,
             kind=FundingLeg.Kind.TOP_UP,
             sequence=sequence,
             amount_micro=amount,
             payment_method=payment_method,
-            idempotency_key=f"{locked.public_id}:fund:{sequence}",
         )
+        # The key names this leg alone. A declined top-up's leg is removed, so its sequence
+        # number comes again; a key built from it reached the provider with other parameters
+        # (idempotency_error, pending forever) or replayed the old decline to the new top-up.
+        leg.idempotency_key = f"{locked.public_id}:{leg.public_id}"
+        leg.save()
         idempotency_attach(idempotency, leg.public_id)
     crash_point("funding_after_reserve")
     return funding_send(leg=leg, idempotency=idempotency)
