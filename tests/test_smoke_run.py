@@ -44,7 +44,9 @@ class MakeRun:
 
 
 @contextmanager
-def make_run(var_dir: Path, *, noreload: bool = False) -> Iterator[MakeRun]:
+def make_run(
+    var_dir: Path, *, noreload: bool = False, extra_env: dict[str, str] | None = None
+) -> Iterator[MakeRun]:
     """`manage.py run_local` as `make run` starts it (local settings, embedded defaults), its
     state in `var_dir`, the web server and the sandbox on free ports, every process's output
     captured (and left in `make-run.log` beside `var_dir`). Yields once the login page answers;
@@ -63,6 +65,7 @@ def make_run(var_dir: Path, *, noreload: bool = False) -> Iterator[MakeRun]:
         VOUCH_VAR_DIR=str(var_dir),
         PYTHONUNBUFFERED="1",
     )
+    env.update(extra_env or {})
     command = [sys.executable, "manage.py", "run_local", "--port", str(port)]
     launcher = subprocess.Popen(
         [*command, "--noreload"] if noreload else command,
