@@ -408,6 +408,8 @@ EVENT_FIELDS = (
     "received_at",
     "processed_at",
     "duplicates",
+    "attempts",
+    "next_attempt_at",
     "processing_error",
     "payload_json",
 )
@@ -422,6 +424,7 @@ class ProviderEventAdmin(ReadOnlyAdmin):
         "received_at",
         "processed_at",
         "duplicates",
+        "attempts",
     )
     list_filter = ("type", ProcessedFilter)
     search_fields = ("event_id",)

@@ -149,6 +149,9 @@ def test_an_event_whose_data_is_not_an_object_is_retried_with_backoff_then_given
     page = client.get(reverse("admin:verification_providerevent_change", args=[event.pk]))
     assert page.status_code == 200
     assert "AttributeError" in page.content.decode()
+    shown = {field.field["name"] for fieldset in page.context["adminform"] for line in fieldset
+             for field in line}  # fmt: skip
+    assert {"attempts", "next_attempt_at"} <= shown  # how often it was tried, and whether again
 
     # Pruned with the other processed events once old enough, not before.
     settings_days = 30
