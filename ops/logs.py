@@ -73,7 +73,7 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
         final = [structlog.dev.ConsoleRenderer()]
     else:
         raise ValueError(f"renderer must be json or console, not {renderer!r}")
-    return {
+    config: dict[str, Any] = {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {
@@ -99,8 +99,16 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
             # Celery's "received" / "succeeded in" lines: the job line says it (task_succeeded).
             "celery.app.trace": {"level": "WARNING"},
             "celery.worker.strategy": {"level": "WARNING"},
+            # Beat's "Sending due task" every 2 s: the job's own line says that it ran.
+            "celery.beat": {"level": "WARNING"},
         },
     }
+    # A person at `make run`'s terminal (console): a job line every 2 s (verification.poll) would
+    # push the printed sign-ins away; warnings and failures of jobs still show. JSON: every run.
+    config["loggers"]["django_structlog.celery.receivers"] = {
+        "level": "WARNING" if renderer == "console" else "NOTSET"
+    }
+    return config
 
 
 # --- django-structlog's signals: what the request line adds -------------------------------------

@@ -120,3 +120,20 @@ def test_a_job_run_enqueued_by_a_request_logs_that_requests_id(
     assert run["duration_ms"] >= 0
     # The charge was read again at the sandbox, over HTTP, within the run.
     assert 0 < run["provider_ms"] <= run["duration_ms"] + 1
+
+
+def test_make_runs_terminal_keeps_job_lines_quiet_and_production_keeps_them() -> None:
+    """`make run` (console) shows a job's warnings, not a line for every 2 s poll; the JSON
+    format keeps one line per job run; beat's dispatch lines are noise in both."""
+    import logging.config
+
+    from ops.logs import logging_config
+
+    for renderer, job_level in (("console", logging.WARNING), ("json", logging.INFO)):
+        logging.config.dictConfig(logging_config(renderer=renderer, level="INFO"))
+        jobs = logging.getLogger("django_structlog.celery.receivers")
+        assert jobs.getEffectiveLevel() == job_level, renderer
+        assert logging.getLogger("celery.beat").getEffectiveLevel() == logging.WARNING
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)  # back to the suite's own
