@@ -47,6 +47,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     _processed_dir = VAR_DIR / "celery" / "processed"
     _queue_dir.mkdir(parents=True, exist_ok=True)
     _processed_dir.mkdir(parents=True, exist_ok=True)
+    # kombu's filesystem transport, with each message written whole before a worker can see it
+    # (core/broker.py: the stock one let a worker read a half-written file, and stop).
+    CELERY_BROKER_TRANSPORT = "core.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
