@@ -54,6 +54,8 @@ logger = logging.getLogger("vouch.disputes")
 FILED_CONTRACT = "stripe.dispute.filed"
 PROVIDER_KEY_TTL = IDEMPOTENCY_KEY_TTL
 MICRO_PER_CENT = 10_000
+# Stripe's largest amount, 99,999,999 cents, in micro-dollars.
+MAX_DISPUTE_MICRO = 99_999_999 * MICRO_PER_CENT
 PERM_APPROVE = "disputes.approve_packet"
 PERM_FILE = "disputes.file_packet"
 _UNDERWAY = (FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK)
@@ -161,6 +163,10 @@ def dispute_enter(
         }
         if fields["amount_micro"] <= 0 or fields["amount_micro"] % MICRO_PER_CENT:
             raise InvalidInput("amount_micro must be a positive whole number of cents in micro.")
+        if fields["amount_micro"] > MAX_DISPUTE_MICRO:  # also beyond what a digest can carry
+            raise InvalidInput(
+                "amount_micro is at most 999,999,990,000 ($999,999.99, Stripe's most)."
+            )
         dispute, created = dispute_record(
             fields=fields, source=DisputeSource.STAFF, entered_by=actor, idempotency=idempotency
         )

@@ -302,3 +302,28 @@ def test_one_key_runs_an_operation_once_whichever_id_names_the_dispute(clerk: Ap
     assert (replayed.status_code, replayed.get("Idempotent-Replayed")) == (201, "true")
     assert replayed.content == admitted.content
     assert Evidence.objects.count() == 1
+
+
+def test_a_dispute_amount_beyond_stripes_largest_is_refused_not_a_500(db: None) -> None:
+    """Found by schemathesis: 6,785,438,252,587,870,000 micro reached the packet digest (RFC 8785
+    refuses integers past 2^53) and answered 500."""
+    from disputes import services
+    from disputes.services import MAX_DISPUTE_MICRO
+
+    assert MAX_DISPUTE_MICRO == 999_999_990_000
+    assert MAX_DISPUTE_MICRO < 2**53
+    from core.exceptions import InvalidInput
+
+    with pytest.raises(InvalidInput, match="at most"):
+        services.dispute_enter(
+            actor=None,
+            data={
+                "charge_id": "ch_x",
+                "dispute_id": "dp_x",
+                "amount_micro": MAX_DISPUTE_MICRO + 10_000,
+                "currency": "usd",
+                "reason": "fraudulent",
+                "response_deadline": "2026-12-31T00:00:00+00:00",
+            },
+            idempotency=None,
+        )
