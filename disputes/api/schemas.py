@@ -4,7 +4,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api.parsing import MicroField, StrictCharField
-from envelopes.api.schemas import INT64_MAX, money_serializer
+from disputes.services import MAX_DISPUTE_MICRO
+from envelopes.api.schemas import money_serializer
 from envelopes.models import MICRO_PER_CENT
 
 # The admission rules' own patterns (disputes/evidence.py), for the schema.
@@ -142,7 +143,7 @@ class EvidenceAdmittedOut(serializers.Serializer):
         "type": "integer",
         "format": "int64",
         "minimum": MICRO_PER_CENT,
-        "maximum": INT64_MAX - INT64_MAX % MICRO_PER_CENT,
+        "maximum": MAX_DISPUTE_MICRO,
         "multipleOf": MICRO_PER_CENT,
     }
 )
