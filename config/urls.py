@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts.views import admin_login
 from ops import views as ops_views
+from ops.admin_views import console_index
 from verification.api.webhooks import stripe_webhook
 
 # One table of API routes, served twice: /api/v1/... (namespace "api", used by reverse()) and
@@ -16,6 +17,8 @@ urlpatterns = [
     path("", TemplateView.as_view(template_name="home.html"), name="home"),
     # Before the admin's own: its login goes through allauth's (and its limits), accounts/views.py.
     path("admin/login/", admin_login, name="admin-login"),
+    # The admin's home page is the ops console (ops/console.py); the rest is the stock admin.
+    path("admin/", admin.site.admin_view(console_index), name="admin-console"),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),

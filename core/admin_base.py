@@ -1,9 +1,16 @@
 """Shared admin building blocks."""
 
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -33,3 +40,45 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         context.update(self.page_context(request, obj))
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+
+def amount_micro_searched(term: str) -> int | None:
+    """The amount a search term names in dollars (`12.50`, `$12.50`, `1,250`), in micro-dollars,
+    or None when the term is not an amount. Exact: `0.0000001` (below a micro-dollar) is None."""
+    text = term.strip().removeprefix("$").replace(",", "")
+    if not text or len(text) > 20 or not all(c.isdigit() or c == "." for c in text):
+        return None
+    if text.count(".") > 1 or text in (".",):
+        return None
+    try:
+        value = Decimal(text).scaleb(6)
+    except InvalidOperation:
+        return None
+    if value != value.to_integral_value():
+        return None
+    return int(value)
+
+
+class AmountSearchAdmin(admin.ModelAdmin):
+    """Search also by an amount in dollars (`12.50` finds 12,500,000 micro): a subclass says
+    which rows carry that amount (`rows_with_amount`)."""
+
+    def rows_with_amount(self, queryset: QuerySet[Any], amount_micro: int) -> QuerySet[Any]:
+        return queryset.none()
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        amount = amount_micro_searched(search_term)
+        if amount is not None:
+            results = results | self.rows_with_amount(queryset, amount)
+            may_have_duplicates = True
+        return results, may_have_duplicates
+
+
+def two_lines(moment: datetime) -> SafeString:
+    """A datetime in the site's one format (config/formats), the date above the time and zone,
+    so list columns stay narrow."""
+    day, _, rest = date_format(timezone.localtime(moment), "DATETIME_FORMAT").partition(" ")
+    return format_html('<span class="vouch-when">{}<br>{}</span>', day, rest)

@@ -12,13 +12,15 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
-from core.admin_base import ReadOnlyAdmin
+from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, two_lines
+from core.dashboard import stripe_link
 from envelopes.models import (
     MICRO_PER_CENT,
     Envelope,
@@ -27,7 +29,18 @@ from envelopes.models import (
     RefundLeg,
     RefundOperation,
 )
-from envelopes.selectors import Breach, ledger_breaches, refund_status
+from envelopes.selectors import (
+    Breach,
+    envelope_timeline,
+    envelopes_with_amount,
+    envelopes_with_pending_funding,
+    funding_legs_stuck,
+    ledger_breaches,
+    refund_legs_stuck,
+    refund_status,
+    refunds_with_amount,
+    verification_status,
+)
 from verification.admin import VERDICT_TONES
 
 BALANCE_LABELS = (
@@ -203,20 +216,52 @@ def _balance_column(name: str, label: str) -> Any:
     return column
 
 
+class StuckFilter(admin.SimpleListFilter):
+    """Envelopes with a funding leg pending past `RECONCILIATION_STUCK_AFTER_S` (the console's
+    count links here), or with any pending funding leg."""
+
+    title = "funding"
+    parameter_name = "stuck"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("funding", "Pending past the stuck threshold"), ("pending", "Any pending")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "funding":
+            return queryset.filter(pk__in=funding_legs_stuck(now=timezone.now()).values("envelope"))
+        if self.value() == "pending":
+            return queryset.filter(pending_funding_micro__gt=0)
+        return queryset
+
+
 @admin.register(Envelope)
-class EnvelopeAdmin(ReadOnlyAdmin):
+class EnvelopeAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     list_display = (
         "public_id",
-        "owner",
+        "buyer",
+        "funding",
         "total_funded",
-        "total_debited",
-        "total_refunded",
-        "reserved",
         "unspent",
-        "created_at",
+        "reserved",
+        "total_refunded",
+        "total_debited",
+        "created",
     )
     list_select_related = ("owner",)
-    search_fields = ("public_id", "owner__username")
+    list_filter = (StuckFilter,)
+    # Provider ids match exactly (`=`): a charge, a PaymentIntent or a refund of the envelope.
+    search_fields = (
+        "public_id",
+        "owner__username",
+        "=owner__email",
+        "=funding_legs__charge_id",
+        "=funding_legs__payment_intent_id",
+        "=refunds__legs__provider_refund_id",
+    )
+    search_help_text = (
+        "Envelope id, buyer name or e-mail, charge (ch_…), PaymentIntent (pi_…) or refund (re_…) "
+        "id, or an amount in dollars (12.50)."
+    )
     date_hierarchy = "created_at"
     fields = ("public_id", "owner", "currency", "created_at")
     readonly_fields = fields
@@ -228,47 +273,153 @@ class EnvelopeAdmin(ReadOnlyAdmin):
     reserved = _balance_column("reserved_micro", "Reserved")
     unspent = _balance_column("unspent_micro", "Unspent")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Envelope]:
+        return envelopes_with_pending_funding(super().get_queryset(request))
+
+    def rows_with_amount(self, queryset: QuerySet[Any], amount_micro: int) -> QuerySet[Any]:
+        return queryset.filter(pk__in=envelopes_with_amount(amount_micro))
+
+    @admin.display(description="buyer", ordering="owner__email")
+    def buyer(self, obj: Envelope) -> SafeString:
+        return format_html(
+            '{}<br><span class="vouch-quiet">{}</span>', obj.owner.get_username(), obj.owner.email
+        )
+
+    @admin.display(description="funding", ordering="pending_funding_micro")
+    def funding(self, obj: Any) -> SafeString:
+        """A pending funding charge is not money yet: say so, with how much waits."""
+        pending = int(getattr(obj, "pending_funding_micro", 0) or 0)
+        if pending:
+            return format_html(
+                '<span class="vouch-badge vouch-warn vouch-pending" title="A funding charge '
+                'whose outcome is not known yet: not funded money">pending {}</span>',
+                dollars(pending),
+            )
+        return mark_safe('<span class="vouch-badge vouch-good">funded</span>')
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Envelope) -> SafeString:
+        return two_lines(obj.created_at)
+
     def page_context(self, request: HttpRequest, obj: Envelope | None) -> dict[str, Any]:
-        return envelope_page_context(obj) if obj is not None else {}
+        if obj is None:
+            return {}
+        return {**envelope_page_context(obj), "timeline": envelope_timeline(obj)}
+
+
+class StuckLegFilter(admin.SimpleListFilter):
+    """Refunds with a leg reserved or unknown past `RECONCILIATION_STUCK_AFTER_S`."""
+
+    title = "stuck"
+    parameter_name = "stuck"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "A leg stuck past the threshold")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "yes":
+            return queryset.filter(pk__in=refund_legs_stuck(now=timezone.now()).values("operation"))
+        return queryset
 
 
 @admin.register(RefundOperation)
-class RefundOperationAdmin(ReadOnlyAdmin):
+class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     list_display = (
         "public_id",
         "envelope_link",
+        "amount",
         "status",
-        "requested",
-        "remainder",
-        "created_by",
-        "created_at",
+        "verdict",
+        "provider_refunds",
+        "created",
     )
-    list_select_related = ("envelope", "created_by")
-    search_fields = ("public_id", "envelope__public_id", "envelope__owner__username")
+    list_select_related = ("envelope", "envelope__owner", "created_by")
+    list_filter = (StuckLegFilter,)
+    search_fields = (
+        "public_id",
+        "envelope__public_id",
+        "envelope__owner__username",
+        "=envelope__owner__email",
+        "=legs__provider_refund_id",
+        "=legs__funding_leg__charge_id",
+        "=legs__funding_leg__payment_intent_id",
+    )
+    search_help_text = (
+        "Refund or envelope id, buyer name or e-mail, refund (re_…), charge (ch_…) or "
+        "PaymentIntent (pi_…) id, or an amount in dollars (12.50)."
+    )
     date_hierarchy = "created_at"
     fields = ("public_id", "envelope_link", "created_by", "created_at")
     readonly_fields = fields
     change_form_template = "admin/envelopes/refundoperation/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RefundOperation]:
-        return super().get_queryset(request).prefetch_related("legs")
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related(
+                Prefetch(
+                    "legs",
+                    queryset=RefundLeg.objects.select_related("verification_run").order_by(
+                        "sequence"
+                    ),
+                )
+            )
+        )
+
+    def rows_with_amount(self, queryset: QuerySet[Any], amount_micro: int) -> QuerySet[Any]:
+        return queryset.filter(pk__in=refunds_with_amount(amount_micro))
 
     @admin.display(description="envelope", ordering="envelope__public_id")
     def envelope_link(self, obj: RefundOperation) -> SafeString:
         url = reverse("admin:envelopes_envelope_change", args=[obj.envelope_id])
-        return format_html('<a href="{}">{}</a>', url, obj.envelope.public_id)
+        return format_html(
+            '<a href="{}" class="vouch-mono">{}</a><br><span class="vouch-quiet">{}</span>',
+            url,
+            obj.envelope.public_id,
+            obj.envelope.owner.email or obj.envelope.owner.get_username(),
+        )
+
+    @admin.display(description="amount", ordering="requested_micro")
+    def amount(self, obj: RefundOperation) -> SafeString:
+        refunded = sum(leg.amount_micro for leg in obj.legs.all() if leg.outcome == "accepted")
+        return format_html(
+            '{}<br><span class="vouch-usd">requested {}</span>',
+            dollars(refunded),
+            dollars(obj.requested_micro),
+        )
 
     @admin.display(description="status")
-    def status(self, obj: RefundOperation) -> str:
-        return refund_status(list(obj.legs.all()))
+    def status(self, obj: RefundOperation) -> SafeString:
+        text = refund_status(list(obj.legs.all()))
+        tone = {"refunded": "good", "failed": "bad", "pending": "warn"}.get(text, "neutral")
+        return format_html('<span class="vouch-badge vouch-{}">{}</span>', tone, text)
 
-    @admin.display(description="requested", ordering="requested_micro")
-    def requested(self, obj: RefundOperation) -> str:
-        return f"{micro(obj.requested_micro)} ({dollars(obj.requested_micro)})"
+    @admin.display(description="verification")
+    def verdict(self, obj: RefundOperation) -> SafeString:
+        legs = list(obj.legs.all())
+        text = verification_status(legs)
+        tone = {"verified": "good", "attention": "bad", "pending": "warn"}.get(text, "neutral")
+        verdicts = [leg.verification_run.verdict for leg in legs if leg.verification_run]
+        return format_html(
+            '<span class="vouch-badge vouch-{}">{}</span>{}',
+            tone,
+            text,
+            format_html('<br><span class="vouch-quiet">{}</span>', ", ".join(verdicts))
+            if verdicts
+            else "",
+        )
 
-    @admin.display(description="remainder", ordering="remainder_micro")
-    def remainder(self, obj: RefundOperation) -> str:
-        return f"{micro(obj.remainder_micro)} ({dollars(obj.remainder_micro)})"
+    @admin.display(description="Stripe refunds")
+    def provider_refunds(self, obj: RefundOperation) -> SafeString:
+        ids = [leg.provider_refund_id for leg in obj.legs.all() if leg.provider_refund_id]
+        if not ids:
+            return mark_safe('<span class="vouch-quiet">—</span>')
+        return format_html_join(mark_safe("<br>"), "{}", ((stripe_link(i),) for i in ids))
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: RefundOperation) -> SafeString:
+        return two_lines(obj.created_at)
 
     def page_context(self, request: HttpRequest, obj: RefundOperation | None) -> dict[str, Any]:
         return {"refund": refund_row(obj)} if obj is not None else {}

@@ -341,7 +341,6 @@ class _FormError(Exception):
 
 # --- presentation helpers -------------------------------------------------------------------------
 
-TIME_FORMAT = "Y-m-d H:i:s T"
 # Where the Stripe Dashboard shows an object, by the prefix of its id.
 DASHBOARD_PATHS = {
     "ch_": "payments",
@@ -363,8 +362,8 @@ RUN_TONES = {RunStatus.RUNNING: "warn", RunStatus.COMPLETED: "good", RunStatus.F
 
 
 def when(moment: datetime | None) -> str:
-    """Every time on these pages in one format, with its time zone."""
-    return date_format(localtime(moment), TIME_FORMAT) if moment is not None else "—"
+    """Every time on these pages in the site's one format, with its time zone (config/formats)."""
+    return date_format(localtime(moment), "DATETIME_FORMAT") if moment is not None else "—"
 
 
 def span(delta: timedelta) -> str:

@@ -18,16 +18,18 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, URLPattern, path, reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from accounts.models import User
-from core.admin_base import ReadOnlyAdmin
+from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, two_lines
+from core.dashboard import stripe_link
 from verification.contracts import Contract, get_contract
 from verification.models import (
     Attempt,
@@ -202,21 +204,85 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
 
 
 @admin.register(VerificationRun)
-class VerificationRunAdmin(ReadOnlyAdmin):
+class VerificationRunAdmin(AmountSearchAdmin, ReadOnlyAdmin):
+    """Verdict first: it is what a person decides by; then what the run is about (the provider
+    object, linked to the Stripe Dashboard) and its amount."""
+
     list_display = (
+        "verdict_badge",
         "public_id",
+        "about",
+        "amount",
         "contract_id",
-        "operation_id",
-        "verdict",
-        "verdict_class",
         "attempts_made",
-        "created_at",
-        "decided_at",
+        "created",
+        "decided",
     )
+    list_display_links = ("public_id",)
     list_filter = ("verdict", "contract_id")
-    search_fields = ("public_id", "operation_id")
+    # Provider ids (refund, charge, PaymentIntent) match a resolved correlation key exactly, or
+    # the run's input charge or the provider object it verifies.
+    search_fields = ("public_id", "operation_id", "=keys__value")
+    search_help_text = (
+        "Run id, operation (idempotency key), refund (re_…), charge (ch_…) or PaymentIntent "
+        "(pi_…) id, or an amount in dollars (12.50)."
+    )
     date_hierarchy = "created_at"
     change_form_template = "admin/verification/verificationrun/change_form.html"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[VerificationRun], search_term: str
+    ) -> tuple[QuerySet[VerificationRun], bool]:
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if term and " " not in term:
+            results = results | queryset.filter(
+                Q(input__charge=term)
+                | Q(action_result__id=term)
+                | Q(action_result__payment_intent=term)
+                | Q(action_result__charge=term)
+            )
+            may_have_duplicates = True
+        return results, may_have_duplicates
+
+    def rows_with_amount(self, queryset: QuerySet[Any], amount_micro: int) -> QuerySet[Any]:
+        # Runs hold the amount as the provider took it: whole cents.
+        if amount_micro % 10_000:
+            return queryset.none()
+        return queryset.filter(input__amount=amount_micro // 10_000)
+
+    @admin.display(description="verdict", ordering="verdict")
+    def verdict_badge(self, obj: VerificationRun) -> SafeString:
+        return format_html(
+            '<span class="vouch-badge vouch-{}">{}</span>{}',
+            VERDICT_TONES.get(obj.verdict, "neutral"),
+            obj.verdict,
+            format_html('<br><span class="vouch-quiet">{}</span>', obj.verdict_class)
+            if obj.verdict_class
+            else "",
+        )
+
+    @admin.display(description="about")
+    def about(self, obj: VerificationRun) -> SafeString | str:
+        result = obj.action_result if isinstance(obj.action_result, dict) else {}
+        inputs = obj.input if isinstance(obj.input, dict) else {}
+        subject = str(result.get("id") or inputs.get("charge") or "")
+        return stripe_link(subject) if subject else "—"
+
+    @admin.display(description="amount")
+    def amount(self, obj: VerificationRun) -> str:
+        cents = (obj.input if isinstance(obj.input, dict) else {}).get("amount")
+        if not isinstance(cents, int) or isinstance(cents, bool):
+            return "—"
+        return f"${cents // 100:,}.{cents % 100:02d}"
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: VerificationRun) -> SafeString:
+        return two_lines(obj.created_at)
+
+    @admin.display(description="decided", ordering="decided_at")
+    def decided(self, obj: VerificationRun) -> SafeString | str:
+        return two_lines(obj.decided_at) if obj.decided_at else "—"
 
     def page_context(self, request: HttpRequest, obj: VerificationRun | None) -> dict[str, Any]:
         return run_page_context(obj) if obj is not None else {}
@@ -441,7 +507,7 @@ class ProviderEventAdmin(ReadOnlyAdmin):
     @admin.display(description="provider created", ordering="provider_created")
     def provider_created_at(self, obj: ProviderEvent) -> str:
         moment = datetime.fromtimestamp(obj.provider_created, UTC)
-        return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({obj.provider_created})"
+        return f"{date_format(moment, 'DATETIME_FORMAT')} ({obj.provider_created})"
 
     @admin.display(description="payload")
     def payload_json(self, obj: ProviderEvent) -> SafeString:

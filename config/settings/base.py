@@ -35,6 +35,9 @@ TIME_ZONE = "UTC"
 USE_TZ = True
 LANGUAGE_CODE = "en-us"
 USE_I18N = False
+# One date and time format, with the time zone, on every page (`2026-12-01 06:30:00 UTC`): Django
+# 5 always applies the locale's formats over DATETIME_FORMAT, so they are set in config/formats/.
+FORMAT_MODULE_PATH = ["config.formats"]
 SITE_ID = 1
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
