@@ -23,7 +23,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
     exclude = ("digest",)
     actions = ("revoke",)
 
-    @admin.action(description="Revoke the selected tokens")
+    # Ops hold view and change on tokens (accounts.services.ops_permissions): change is revoking.
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         user = request.user
         if not isinstance(user, User):  # the admin only lets authenticated staff in

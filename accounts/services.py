@@ -2,8 +2,10 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from allauth.account.models import EmailAddress
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import ApiToken, User
@@ -51,30 +53,73 @@ def api_token_authenticate(*, raw: str) -> ApiToken | None:
 
 
 OPS_GROUP = "ops"
-# Ops staff hold every permission of these apps (later issues add their models' permissions).
+# Ops staff hold every permission of these apps: every page of the operations admin, and the
+# staff actions (approve, file, resolve, debit, adjust) that four-eyes rules then constrain.
 _OPS_APPS = (
     "core",
     "envelopes",
     "verification",
+    "receipts",
     "disputes",
     "reconciliation",
     "django_celery_beat",
 )
+# And, of the accounts app, only what revoking a personal API token needs: never a user's or a
+# group's permissions, so that ops cannot make anyone staff, superuser or a member of `ops`.
+_OPS_ACCOUNTS_PERMISSIONS = ("view_apitoken", "change_apitoken")
+
+
+def ops_permissions() -> QuerySet[Permission]:
+    """The permissions of the `ops` group."""
+    return Permission.objects.filter(
+        Q(content_type__app_label__in=_OPS_APPS)
+        | Q(content_type__app_label="accounts", codename__in=_OPS_ACCOUNTS_PERMISSIONS)
+    )
+
+
+@transaction.atomic
+def email_address_verify(*, user: User, email: str | None = None) -> EmailAddress:
+    """Record `email` (the user's own when omitted) as the user's verified, primary allauth
+    address, which moving money needs (`accounts.selectors.user_email_verified`). For the demo
+    users of a local run, tests and benchmarks; people verify by the link they are sent.
+    Idempotent."""
+    address = (email or user.email).strip()
+    if not address:
+        raise ValueError(f"User {user.get_username()!r} has no e-mail address to verify.")
+    if user.email != address:
+        user.email = address
+        user.save(update_fields=["email"])
+    EmailAddress.objects.filter(user=user, primary=True).exclude(email__iexact=address).update(
+        primary=False
+    )
+    row = EmailAddress.objects.filter(user=user, email__iexact=address).first()
+    if row is None:
+        return EmailAddress.objects.create(user=user, email=address, verified=True, primary=True)
+    if not (row.verified and row.primary):
+        row.verified = row.primary = True
+        row.save(update_fields=["verified", "primary"])
+    return row
 
 
 @transaction.atomic
 def demo_users_ensure(*, users: dict[str, dict[str, object]]) -> list[User]:
-    """Create (or reset the password of) the demo users of a local run, and the ops group with
-    every Vouch permission. Idempotent."""
+    """Create (or reset the password of) the demo users of a local run, each with a verified
+    e-mail address (so the demo buyer can move money at once), and the `ops` group with its
+    permissions (`ops_permissions`); staff users join it. A password of None makes the password
+    unusable (a session is then made without it). Idempotent."""
     group, _ = Group.objects.get_or_create(name=OPS_GROUP)
-    group.permissions.set(Permission.objects.filter(content_type__app_label__in=_OPS_APPS))
+    group.permissions.set(ops_permissions())
     result = []
     for username, spec in users.items():
         user, _ = User.objects.get_or_create(username=username)
         user.email = str(spec["email"])
         user.is_staff = bool(spec["staff"])
-        user.set_password(str(spec["password"]))
+        if spec.get("password") is None:
+            user.set_unusable_password()
+        else:
+            user.set_password(str(spec["password"]))
         user.save()
+        email_address_verify(user=user)
         if user.is_staff:
             user.groups.add(group)
         result.append(user)

@@ -173,10 +173,13 @@ def buyers_login(count: int) -> list[str]:
     from django.test import Client
 
     from accounts.models import User
+    from accounts.services import email_address_verify
 
     sessions = []
     for number in range(count):
         user = User.objects.create_user(username=f"bench_buyer_{number}", password=None)
+        # Moving money needs a verified e-mail address.
+        email_address_verify(user=user, email=f"bench_buyer_{number}@example.test")
         client = Client()
         client.force_login(user)
         sessions.append(client.cookies["sessionid"].value)

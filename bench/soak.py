@@ -890,7 +890,7 @@ def django_setup(clients: int) -> tuple[list[str], str]:
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
     from accounts.models import User
-    from accounts.services import api_token_issue
+    from accounts.services import api_token_issue, email_address_verify
 
     started = time.monotonic()
     call_command("migrate", verbosity=0)
@@ -909,6 +909,8 @@ def django_setup(clients: int) -> tuple[list[str], str]:
     sessions = []
     for number in range(clients):
         user = User.objects.create_user(username=f"soak_buyer_{number}", password=None)
+        # Moving money needs a verified e-mail address.
+        email_address_verify(user=user, email=f"soak_buyer_{number}@example.test")
         client = Client()
         client.force_login(user)
         sessions.append(client.cookies["sessionid"].value)

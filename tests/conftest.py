@@ -14,7 +14,7 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from rest_framework.test import APIClient
 
 from accounts.models import User
-from accounts.services import api_token_issue
+from accounts.services import api_token_issue, email_address_verify
 from config.celery_app import app
 from stripe_sandbox import SandboxServer
 from stripe_sandbox.client import SandboxControl
@@ -50,7 +50,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.fixture
 def buyer(db: None) -> User:
-    return User.objects.create_user("alice", "alice@example.com", "alice-password-1")
+    """A buyer whose e-mail address is verified (moving money needs it)."""
+    user = User.objects.create_user("alice", "alice@example.com", "alice-password-1")
+    email_address_verify(user=user)
+    return user
 
 
 @pytest.fixture

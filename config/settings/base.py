@@ -170,7 +170,14 @@ LOGIN_REDIRECT_URL = "/"
 ACCOUNT_LOGOUT_REDIRECT_URL = "/accounts/login/"
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["username*", "email*", "password1*", "password2*"]
+# "optional": a new buyer can sign in at once, but moves no money until the address is confirmed
+# (the money routes answer 403 `email_unverified`, accounts/api/permissions.py).
 ACCOUNT_EMAIL_VERIFICATION = env.str("ACCOUNT_EMAIL_VERIFICATION", default="optional")
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Vouch] "
+# Sign-up makes buyers only (accounts/adapter.py: never staff, superuser or a group member);
+# VOUCH_BUYER_SIGNUP=false closes it.
+ACCOUNT_ADAPTER = "accounts.adapter.AccountAdapter"
+VOUCH_BUYER_SIGNUP = env.bool("VOUCH_BUYER_SIGNUP", default=True)
 # allauth's limits (its defaults, named here), counted in the shared cache. `login_failed`: after 5
 # failures for one login name in 5 minutes (or 10 from one address in a minute) even the right
 # password is refused until the window has passed. The admin has no login form of its own

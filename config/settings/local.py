@@ -102,8 +102,11 @@ LOGGING = logging_config(renderer=env.str("LOG_FORMAT", default="console"), leve
 # /metrics for a Prometheus on this machine.
 METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"])
 
-# Credentials printed by `make run` for the demo users (never used outside DEBUG).
+# Credentials printed by `make run` for the demo users (never used outside DEBUG). Staff join the
+# `ops` group (every operations permission), so `ops` and `lead` can each approve what the other
+# prepared and file it (four eyes). Every demo address is verified: the buyer moves money at once.
 VOUCH_DEMO_USERS = {
     "ops": {"password": "vouch-ops-demo", "email": "ops@example.com", "staff": True},
+    "lead": {"password": "vouch-lead-demo", "email": "lead@example.com", "staff": True},
     "buyer": {"password": "vouch-buyer-demo", "email": "buyer@example.com", "staff": False},
 }

@@ -10,6 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api.permissions import EmailVerified
+from accounts.exceptions import EmailUnverified
 from core import exceptions as core_errors
 from core.api.idempotent import idempotent, operation_name
 from core.api.parsing import (
@@ -105,7 +107,7 @@ def _funding_response(result: services.FundingResult, created: bool) -> Response
 
 
 class EnvelopeListCreateApi(APIView):
-    permission_classes = [IsAuthenticated, SessionRequired]
+    permission_classes = [IsAuthenticated, SessionRequired, EmailVerified]
     throttle_classes = MONEY_MOVING
 
     @extend_schema(
@@ -143,6 +145,7 @@ class EnvelopeListCreateApi(APIView):
             **error_responses(
                 *FUNDING_ERRORS,
                 core_errors.SessionRequired,
+                EmailUnverified,
                 core_errors.CsrfFailed,
                 *AUTH_ERRORS,
                 *IDEMPOTENCY_ERRORS,
@@ -174,7 +177,7 @@ class EnvelopeDetailApi(APIView):
 
 
 class TopUpApi(APIView):
-    permission_classes = [IsAuthenticated, SessionRequired]
+    permission_classes = [IsAuthenticated, SessionRequired, EmailVerified]
     throttle_classes = MONEY_MOVING
 
     @extend_schema(
@@ -189,6 +192,7 @@ class TopUpApi(APIView):
                 *FUNDING_ERRORS,
                 core_errors.NotFound,
                 core_errors.SessionRequired,
+                EmailUnverified,
                 core_errors.CsrfFailed,
                 *AUTH_ERRORS,
                 *IDEMPOTENCY_ERRORS,
@@ -263,7 +267,7 @@ class DebitApi(APIView):
 
 
 class RefundApi(APIView):
-    permission_classes = [IsAuthenticated, SessionRequired]
+    permission_classes = [IsAuthenticated, SessionRequired, EmailVerified]
     throttle_classes = MONEY_MOVING
 
     @extend_schema(
@@ -286,6 +290,7 @@ class RefundApi(APIView):
                 core_errors.InvalidInput,
                 core_errors.NotFound,
                 core_errors.SessionRequired,
+                EmailUnverified,
                 core_errors.CsrfFailed,
                 *AUTH_ERRORS,
                 *IDEMPOTENCY_ERRORS,

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from accounts.models import User
-from accounts.services import api_token_issue
+from accounts.services import api_token_issue, email_address_verify
 from core.models import IdempotencyRecord
 
 pytestmark = pytest.mark.django_db
@@ -91,6 +91,7 @@ def _json(value: Any) -> bytes:
 def caller(db: None) -> Caller:
     user = User.objects.create_user("opal", "opal@example.com", "opal-password-1", is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="add_debit"))
+    email_address_verify(user=user)  # the money routes need it before they read the body
     return Caller(user)
 
 

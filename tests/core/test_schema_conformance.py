@@ -11,6 +11,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts.models import User
+from accounts.services import email_address_verify
 from core.idempotency import InvalidIdempotencyKey, validate_key
 from disputes import evidence
 from envelopes.models import MICRO_PER_CENT
@@ -287,6 +288,9 @@ def test_a_packet_cites_evidence_as_the_schema_says(
 
 
 def _buyer() -> Client:
+    """A buyer with a verified e-mail address (the money routes need it)."""
     client = Client()
-    client.force_login(User.objects.create_user(username=f"buyer{User.objects.count()}"))
+    user = User.objects.create_user(username=f"buyer{User.objects.count()}")
+    email_address_verify(user=user, email=f"{user.username}@example.test")
+    client.force_login(user)
     return client

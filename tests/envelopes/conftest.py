@@ -6,14 +6,18 @@ from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from accounts.models import User
-from accounts.services import api_token_issue
+from accounts.services import api_token_issue, email_address_verify
 from stripe_sandbox.client import SandboxControl
 
 
 class Api:
-    """A logged-in browser session against the API: CSRF token included, as a real client sends."""
+    """A logged-in browser session against the API: CSRF token included, as a real client sends.
+    The user's e-mail address is verified first, as moving money needs (`verified=False`: left
+    as it is)."""
 
-    def __init__(self, user: User) -> None:
+    def __init__(self, user: User, *, verified: bool = True) -> None:
+        if verified:
+            email_address_verify(user=user, email=user.email or f"{user.username}@example.test")
         self.user = user
         self.client = APIClient(enforce_csrf_checks=True)
         self.client.force_login(user)
