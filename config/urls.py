@@ -35,3 +35,6 @@ urlpatterns = [
 admin.site.site_header = "Vouch operations"
 admin.site.site_title = "Vouch"
 admin.site.index_title = "Operations"
+
+# A refused page (PermissionDenied) is styled; in the admin it names the permission it needs.
+handler403 = "ops.admin_views.forbidden"

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
 from ops import charts
 from ops.console import ops_console
+from ops.forbidden import refusal_of
 
 
 def console_index(request: HttpRequest) -> HttpResponse:
@@ -30,3 +32,20 @@ def console_index(request: HttpRequest) -> HttpResponse:
             "escalations_legend": charts.legend(console.escalations),
         },
     )
+
+
+def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler403: a styled page. In the admin it wears the admin's look and names the
+    permission the page needs (and the refusal's own message when it has one); elsewhere a plain
+    page."""
+    refusal = refusal_of(request.path)
+    message = str(exception) if exception is not None and str(exception) else ""
+    context: dict[str, object] = {
+        "refusal": refusal,
+        "message": message,
+        "layout": "admin/base_site.html" if refusal.admin else "admin/vouch_plain.html",
+        "title": "Permission needed" if refusal.admin else "Forbidden",
+    }
+    if refusal.admin:
+        context.update(admin.site.each_context(request))
+    return render(request, "403.html", context, status=403)
