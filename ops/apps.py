@@ -20,6 +20,7 @@ class OpsConfig(AppConfig):
         request_signals.bind_extra_request_finished_metadata.connect(logs.request_finished)
         request_signals.bind_extra_request_failed_metadata.connect(logs.request_finished)
         task_signals.bind_extra_task_metadata.connect(logs.task_started)
+        task_signals.pre_task_succeeded.connect(logs.task_succeeded)
         task_prerun.connect(logs.task_prerun)
         task_postrun.connect(logs.task_postrun)
         # prometheus-client's multiprocess mode writes a file per process there: it must exist.

@@ -35,6 +35,43 @@ def add_provider_time(logger: WrappedLogger, method_name: str, event_dict: Event
     return event_dict
 
 
+# A periodic job's run that did nothing (a count of 0: no run claimed, no event to retry, no key
+# to prune) writes no line (SPEC §11: one line per run, not per tick that found nothing). Set by
+# `task_succeeded` below for the run's own `task_succeeded` line, read by `drop_idle_job_runs`.
+_IDLE_RUN = "_vouch_idle_run"
+
+
+def drop_idle_job_runs(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """Drop the `task_succeeded` line of a periodic job's run that found nothing to do."""
+    idle = event_dict.pop(_IDLE_RUN, False)
+    if idle and event_dict.get("event") == "task_succeeded":
+        raise structlog.DropEvent
+    return event_dict
+
+
+def _periodic_tasks() -> frozenset[str]:
+    """The task names beat runs (core.periodic), read once the apps are ready."""
+    global _PERIODIC
+    if _PERIODIC is None:
+        from core.periodic import all_schedules
+
+        _PERIODIC = frozenset(schedule.task for schedule in all_schedules())
+    return _PERIODIC
+
+
+_PERIODIC: frozenset[str] | None = None
+
+
+def job_run_idle(*, task: str | None, result: Any) -> bool:
+    """Whether a job run found nothing to do: a periodic task that answered a count of 0 (or an
+    empty collection). Other tasks' runs, and periodic runs that answer anything else, count."""
+    if task is None or task not in _periodic_tasks():
+        return False
+    if isinstance(result, bool):
+        return False
+    return result == 0 or (isinstance(result, list | tuple | set | dict) and not result)
+
+
 def _shared_processors() -> list[Processor]:
     """What every record gets, whoever logged it."""
     return [
@@ -52,6 +89,7 @@ def structlog_configure() -> None:
         processors=[
             structlog.stdlib.filter_by_level,
             *_shared_processors(),
+            drop_idle_job_runs,
             structlog.stdlib.PositionalArgumentsFormatter(),
             structlog.processors.StackInfoRenderer(),
             add_provider_time,
@@ -81,7 +119,11 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
                 "()": structlog.stdlib.ProcessorFormatter,
                 "processors": [structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
                 # Records from the standard library (ours, Django's, Celery's): the same context.
-                "foreign_pre_chain": [*_shared_processors(), structlog.stdlib.ExtraAdder()],
+                "foreign_pre_chain": [
+                    *_shared_processors(),
+                    drop_idle_job_runs,
+                    structlog.stdlib.ExtraAdder(),
+                ],
             }
         },
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
@@ -103,8 +145,9 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
             "celery.beat": {"level": "WARNING"},
         },
     }
-    # A person at `make run`'s terminal (console): a job line every 2 s (verification.poll) would
-    # push the printed sign-ins away; warnings and failures of jobs still show. JSON: every run.
+    # A person at `make run`'s terminal (console): warnings and failures of jobs, and
+    # verification's once-a-minute count of pending runs, not a line for every run. JSON: a line
+    # for every run that did something (an idle periodic run writes none: drop_idle_job_runs).
     config["loggers"]["django_structlog.celery.receivers"] = {
         "level": "WARNING" if renderer == "console" else "NOTSET"
     }
@@ -134,6 +177,14 @@ def task_started(task: Any, **kwargs: Any) -> None:
     structlog.contextvars.bind_contextvars(task=task.name)
 
 
+def task_succeeded(result: Any = None, **kwargs: Any) -> None:
+    """Before the run's `task_succeeded` line: mark a periodic run that did nothing, so that
+    `drop_idle_job_runs` leaves its line out (unbound again when the run ends)."""
+    task = structlog.contextvars.get_contextvars().get("task")
+    if job_run_idle(task=task, result=result):
+        structlog.contextvars.bind_contextvars(**{_IDLE_RUN: True})
+
+
 # --- Celery's signals: provider time per job run -----------------------------------------------
 
 
@@ -143,6 +194,7 @@ def task_prerun(task: Any = None, **kwargs: Any) -> None:
 
 
 def task_postrun(task: Any = None, **kwargs: Any) -> None:
+    structlog.contextvars.unbind_contextvars(_IDLE_RUN)
     token = getattr(getattr(task, "request", None), "_vouch_provider_timing", None)
     if token is not None:
         provider_timing_reset(token)

@@ -3,7 +3,13 @@ from datetime import timedelta
 from django.db.models import Q
 
 from verification import clock
-from verification.models import Escalation, EscalationStatus, ProviderEvent
+from verification.models import (
+    Escalation,
+    EscalationStatus,
+    ProviderEvent,
+    Verdict,
+    VerificationRun,
+)
 
 
 def events_unprocessed(*, older_than_s: float, limit: int = 500) -> list[int]:
@@ -20,6 +26,11 @@ def events_unprocessed(*, older_than_s: float, limit: int = 500) -> list[int]:
         .order_by("received_at")
         .values_list("pk", flat=True)[:limit]
     )
+
+
+def runs_pending_count() -> int:
+    """How many verification runs have no verdict yet."""
+    return VerificationRun.objects.filter(verdict=Verdict.PENDING).count()
 
 
 def escalated_subjects() -> dict[str, list[str]]:

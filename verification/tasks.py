@@ -1,9 +1,16 @@
 """Thin Celery tasks: they take ids and call services."""
 
+import logging
+
 from celery import shared_task
 from django.conf import settings
+from django.core.cache import cache
 
-from verification import selectors, services
+from verification import clock, selectors, services
+
+logger = logging.getLogger("vouch.verification")
+# How often `verification.poll` says how many runs are pending, whichever worker runs it.
+PENDING_LOG_EVERY_S = 60
 
 
 def _enqueue(run_id: int, token: str, trigger: str) -> None:
@@ -19,7 +26,18 @@ def poll() -> int:
     monitored = services.runs_claim_monitor_due(limit=settings.VERIFICATION_BATCH_SIZE)
     for run_id in monitored:
         attempt.delay(run_id, "", "monitor")
+    _pending_log_once_a_minute()
+    # The run's own line (ops/logs.py) is written only when this is not 0: an idle tick is quiet.
     return len(claimed) + len(monitored)
+
+
+def _pending_log_once_a_minute() -> None:
+    """One line a minute with the number of pending runs, across every worker process: the first
+    tick of each minute of the clock claims that minute in the shared cache (an atomic `add`)."""
+    minute = int(clock.now().timestamp()) // PENDING_LOG_EVERY_S
+    if cache.add(f"verification.poll:pending-logged:{minute}", 1, PENDING_LOG_EVERY_S * 2):
+        pending = selectors.runs_pending_count()
+        logger.info("verification runs pending: %d", pending, extra={"pending": pending})
 
 
 @shared_task(name="verification.attempt")
