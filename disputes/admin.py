@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
@@ -28,13 +29,16 @@ from django.http import (
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils.html import format_html
+from django.utils.http import content_disposition_header
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from accounts.models import User
 from core import exceptions as core_errors
 from core.admin_base import ReadOnlyAdmin
-from disputes.forms import ApproveForm, EditForm, FileForm, short_digest
+from core.dashboard import stripe_link
+from disputes.evidence import FILE_CONTENT_TYPES
+from disputes.forms import ApproveForm, EditForm, EvidenceForm, FileForm, short_digest
 from disputes.models import (
     FILING_HOLDS,
     ApprovalStatus,
@@ -45,10 +49,13 @@ from disputes.models import (
     PacketStatus,
     ProviderStatus,
 )
-from disputes.selectors import packet_current
+from disputes.packets import packet_budget
+from disputes.selectors import Ref, TimelineEntry, dispute_timeline, packet_current
 from disputes.services import (
     PERM_APPROVE,
     PERM_FILE,
+    evidence_admit,
+    evidence_file_bytes,
     filing_key_proposal,
     packet_approve,
     packet_edit,
@@ -57,8 +64,10 @@ from disputes.services import (
 )
 from envelopes.admin import dollars, micro
 from verification.admin import VERDICT_TONES, pretty_json
+from verification.models import VerificationRun
 
 PERM_EDIT = "disputes.change_packet"
+PERM_ADMIT = "disputes.add_evidence"
 # Whoever may approve or file a packet must be able to read it first.
 REVIEW_PERMISSIONS = ("disputes.view_packet", PERM_EDIT, PERM_APPROVE, PERM_FILE)
 
@@ -131,6 +140,21 @@ def _can_review(user: Any) -> bool:
     )
 
 
+def _can_read_evidence(user: Any) -> bool:
+    """Evidence files are served to whoever may read disputes: the evidence view permission or
+    any permission that reads packets."""
+    return _can_review(user) or (
+        bool(getattr(user, "is_staff", False)) and user.has_perm("disputes.view_evidence")
+    )
+
+
+def evidence_file_url(evidence: Evidence) -> str:
+    """The admin view that streams an evidence file, or "" for evidence without one."""
+    if not evidence.file:
+        return ""
+    return reverse("admin:disputes_evidence_file", args=[evidence.pk])
+
+
 def _acting_user(request: HttpRequest, permission: str | None) -> User:
     """The staff member asking, if they hold `permission`: checked before anything is looked up."""
     user = request.user
@@ -183,6 +207,8 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
     can_edit = live and user.has_perm(PERM_EDIT)
     proposed_key = filing_key_proposal(packet)
     citations = set(packet.citations)
+    rows = {e.ref: e for e in dispute.evidence.all()}
+    budget = packet_budget(packet)
     return {
         "packet": packet,
         "dispute": dispute,
@@ -191,7 +217,12 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
         "status_tone": STATUS_TONES.get(packet.status, "neutral"),
         "amount": f"{micro(dispute.amount_micro)} micro ({dollars(dispute.amount_micro)})",
         "citations": citation_rows(packet),
-        "evidence_refs": [(e, e.get("ref") in citations) for e in packet.evidence_refs],
+        "evidence_refs": [
+            (e, e.get("ref") in citations, _held_file_url(e, rows.get(str(e.get("ref")))))
+            for e in packet.evidence_refs
+        ],
+        "budget": budget,
+        "budget_rows": _budget_rows(budget) if budget is not None else [],
         "validation_ok": bool(packet.validation.get("ok")),
         "validation_errors": list(packet.validation.get("errors") or []),
         "contributors": contributors,
@@ -219,6 +250,103 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
         "file_form": FileForm(packet=packet, proposed_key=proposed_key) if can_file else None,
         "edit_form": EditForm(packet=packet) if can_edit else None,
     }
+
+
+def _held_file_url(item: dict[str, Any], row: Evidence | None) -> str:
+    """The file of a packet's evidence ref, when the admitted row holds that very file."""
+    if row is None or not item.get("file") or row.sha256 != item.get("sha256"):
+        return ""
+    return evidence_file_url(row)
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    what: str
+    used: int
+    limit: int
+    unit: str
+
+    @property
+    def over(self) -> bool:
+        return self.used > self.limit
+
+    @property
+    def used_text(self) -> str:
+        return f"{self.used:,}"
+
+    @property
+    def limit_text(self) -> str:
+        return f"{self.limit:,}"
+
+    @property
+    def percent(self) -> int:
+        return min(100, round(100 * self.used / self.limit)) if self.limit else 100
+
+
+def _budget_rows(budget: Any) -> list[BudgetRow]:
+    rows = [BudgetRow("All evidence text", budget.text_chars, budget.text_max, "characters")]
+    rows += [
+        BudgetRow(f"Field {name}", chars, limit, "characters")
+        for name, chars, limit in budget.fields
+    ]
+    rows.append(
+        BudgetRow(f"Files ({len(budget.files)})", budget.file_bytes, budget.files_max, "bytes")
+    )
+    return rows
+
+
+# --- the dispute's timeline ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimelineLink:
+    label: str
+    url: str
+    external: bool = False
+
+
+def _links(entry: TimelineEntry, runs: dict[str, int]) -> list[TimelineLink | SafeString | str]:
+    """Each of an entry's references as a link: the packet's review page, the run page, the
+    receipt page, the evidence file, the escalation, the stored event, the Stripe Dashboard."""
+    out: list[TimelineLink | SafeString | str] = []
+    for ref in entry.refs:
+        out.append(_link(ref, runs))
+    return [link for link in out if link]
+
+
+def _link(ref: Ref, runs: dict[str, int]) -> TimelineLink | SafeString | str:
+    if ref.kind == "stripe":
+        return stripe_link(ref.id) if ref.id else ""
+    if ref.kind == "packet" and ref.pk is not None:
+        return TimelineLink("review page", reverse("admin:disputes_packet_review", args=[ref.pk]))
+    if ref.kind == "run":
+        pk = ref.pk if ref.pk is not None else runs.get(ref.id)
+        if pk is None:
+            return ""
+        return TimelineLink(
+            f"run {ref.id}", reverse("admin:verification_verificationrun_change", args=[pk])
+        )
+    if ref.kind == "receipt":
+        url = receipt_url(ref.id)
+        return TimelineLink(f"receipt {ref.id[:18]}…", url) if url else ""
+    if ref.kind == "evidence" and ref.pk is not None:
+        return TimelineLink("evidence", reverse("admin:disputes_evidence_change", args=[ref.pk]))
+    if ref.kind == "escalation" and ref.pk is not None:
+        return TimelineLink(
+            f"escalation {ref.pk}", reverse("admin:verification_escalation_change", args=[ref.pk])
+        )
+    if ref.kind == "event" and ref.pk is not None:
+        return TimelineLink(
+            "stored event", reverse("admin:verification_providerevent_change", args=[ref.pk])
+        )
+    return ""
+
+
+def timeline_rows(dispute: Dispute) -> list[tuple[TimelineEntry, list[Any]]]:
+    entries = dispute_timeline(dispute)
+    wanted = {r.id for e in entries for r in e.refs if r.kind == "run" and r.pk is None}
+    runs = dict(VerificationRun.objects.filter(public_id__in=wanted).values_list("public_id", "pk"))
+    return [(entry, _links(entry, runs)) for entry in entries]
 
 
 # --- disputes ---------------------------------------------------------------------------------
@@ -305,8 +433,13 @@ class DisputeAdmin(_DisputesAdmin):
     def page_context(self, request: HttpRequest, obj: Dispute | None) -> dict[str, Any]:
         if obj is None:
             return {}
+        can_admit = request.user.has_perm(PERM_ADMIT)
         return {
-            "evidence": list(obj.evidence.select_related("admitted_by")),
+            "evidence": [
+                (e, evidence_file_url(e)) for e in obj.evidence.select_related("admitted_by")
+            ],
+            "evidence_form": EvidenceForm() if can_admit else None,
+            "timeline": timeline_rows(obj),
             "versions": [
                 (
                     packet,
@@ -318,6 +451,73 @@ class DisputeAdmin(_DisputesAdmin):
             ],
         }
 
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<path:object_id>/evidence/",
+                self.admin_site.admin_view(self.admit_view),
+                name="{}_{}_admit".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def admit_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Admit evidence (with a file or a SHA-256) to this dispute through the one service."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        user = _acting_user(request, PERM_ADMIT)
+        pk = unquote(object_id)
+        dispute = Dispute.objects.filter(pk=pk).first() if pk.isdigit() else None
+        if dispute is None:
+            raise Http404(f"no dispute {object_id!r}")
+        back = HttpResponseRedirect(
+            reverse("admin:disputes_dispute_change", args=[dispute.pk]) + "#dispute-evidence"
+        )
+        form = EvidenceForm(request.POST, request.FILES)
+        if not form.is_valid():
+            problems = "; ".join(
+                f"{name}: {' '.join(str(m) for m in e)}" for name, e in form.errors.items()
+            )
+            self.message_user(
+                request, f"Not admitted: validation_error: {problems}", messages.ERROR
+            )
+            return back
+        upload = form.cleaned_data["file"]
+        file = None
+        if upload is not None:
+            # One byte past the limit is enough to refuse it: nothing larger is read.
+            limit = int(settings.DISPUTES_EVIDENCE_FILES_MAX_BYTES)
+            file = (str(upload.name), upload.read(limit + 1))
+        try:
+            evidence, created = evidence_admit(
+                dispute=dispute, actor=user, data=form.data_for_service(), file=file
+            )
+        except core_errors.VouchError as exc:
+            if isinstance(exc, core_errors.PermissionDenied):
+                raise PermissionDenied(exc.message) from exc
+            self.message_user(request, f"Not admitted: {exc.code}: {exc.message}", messages.ERROR)
+            return back
+        current = packet_current(dispute)
+        if not created:
+            text = (
+                f"Evidence {evidence.ref} was already admitted with this content: nothing changed."
+            )
+        else:
+            text = (
+                f"Evidence {evidence.ref} is admitted ({evidence.kind}, sha256 {evidence.sha256})"
+            )
+            if evidence.file:
+                text += f", file {evidence.file_name} ({evidence.file_size:,} bytes)"
+            text += (
+                f". The current packet is version {current.version}; you contributed to any "
+                "version holding this evidence and cannot approve it."
+                if current is not None
+                else "."
+            )
+        self.message_user(request, text, messages.SUCCESS)
+        return back
+
 
 @admin.register(Evidence)
 class EvidenceAdmin(_DisputesAdmin):
@@ -328,8 +528,72 @@ class EvidenceAdmin(_DisputesAdmin):
     list_filter = ("kind",)
     list_select_related = ("dispute", "admitted_by")
     search_fields = ("ref", "sha256", "dispute__provider_dispute_id", "dispute__charge_id")
-    fields = ("dispute", "ref", "kind", "sha256", "summary", "admitted_by", "admitted_at")
+    fields = (
+        "dispute",
+        "ref",
+        "kind",
+        "sha256",
+        "summary",
+        "evidence_file",
+        "admitted_by",
+        "admitted_at",
+    )
     readonly_fields = fields
+
+    @admin.display(description="file")
+    def evidence_file(self, obj: Evidence) -> SafeString | str:
+        url = evidence_file_url(obj)
+        if not url:
+            return "—"
+        return format_html(
+            '<a href="{}" class="vouch-evidence-file">{}</a> <span class="vouch-quiet">({} bytes, '
+            "{})</span>",
+            url,
+            obj.file_name,
+            f"{obj.file_size or 0:,}",
+            obj.file_type,
+        )
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<path:object_id>/file/",
+                self.admin_site.admin_view(self.file_view),
+                name="{}_{}_file".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def file_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Stream an evidence file to whoever may read disputes, after checking that its bytes
+        are still the ones admitted (a file altered in storage is not served as evidence)."""
+        user = _acting_user(request, None)
+        if not _can_read_evidence(user):
+            raise PermissionDenied
+        pk = unquote(object_id)
+        evidence = Evidence.objects.filter(pk=pk).first() if pk.isdigit() else None
+        if evidence is None or not evidence.file:
+            raise Http404("no such evidence file")
+        content = evidence_file_bytes(evidence)
+        if content is None:
+            return HttpResponse(
+                "This evidence file is missing from storage or no longer matches its SHA-256.",
+                status=410,
+                content_type="text/plain; charset=utf-8",
+            )
+        response = HttpResponse(
+            content,
+            content_type=FILE_CONTENT_TYPES.get(evidence.file_type, "application/octet-stream"),
+        )
+        disposition = content_disposition_header(
+            as_attachment=False, filename=evidence.file_name or evidence.public_id
+        )
+        if disposition:
+            response["Content-Disposition"] = disposition
+        response["Cache-Control"] = "private, no-store"
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
 
     @admin.display(description="sha256")
     def short_sha256(self, obj: Evidence) -> str:

@@ -4,9 +4,10 @@ stores what `evidence_parse` returns, and nothing that it refuses."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -46,9 +47,75 @@ class AdmittedEvidence:
     sha256: str
     kind: str
     summary: str
+    # For evidence admitted with a file: {"name", "size", "type"} (its SHA-256 is `sha256`).
+    file: dict[str, Any] | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        return {"ref": self.ref, "sha256": self.sha256, "kind": self.kind, "summary": self.summary}
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ref": self.ref,
+            "sha256": self.sha256,
+            "kind": self.kind,
+            "summary": self.summary,
+        }
+        if self.file is not None:
+            out["file"] = dict(self.file)
+        return out
+
+
+# The file types Stripe takes as dispute evidence, each known by its extension and its first bytes
+# (a name alone proves nothing about the content).
+FILE_SIGNATURES = {"pdf": b"%PDF-", "png": b"\x89PNG\r\n\x1a\n", "jpg": b"\xff\xd8\xff"}
+FILE_EXTENSIONS = {"pdf": "pdf", "png": "png", "jpg": "jpg", "jpeg": "jpg"}
+FILE_CONTENT_TYPES = {"pdf": "application/pdf", "png": "image/png", "jpg": "image/jpeg"}
+MAX_FILE_NAME = 200
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ ()-]{0,199}$")
+
+
+@dataclass(frozen=True)
+class EvidenceFile:
+    """An evidence file that passed admission: its name, bytes, SHA-256 and type."""
+
+    name: str
+    content: bytes = field(repr=False)
+    sha256: str
+    type: str
+
+    @property
+    def size(self) -> int:
+        return len(self.content)
+
+    def facts(self) -> dict[str, Any]:
+        return {"name": self.name, "size": self.size, "type": self.type}
+
+
+def evidence_file_parse(*, name: str, content: bytes) -> EvidenceFile:
+    """Check an evidence file: a PDF, PNG or JPEG (by extension and by its first bytes), not
+    empty, at most DISPUTES_EVIDENCE_FILES_MAX_BYTES (the most a packet's files may weigh
+    together), with a plain name, and nothing in the name or the bytes that looks like a
+    credential. Returns it with its SHA-256, computed here."""
+    name = name.rsplit("/", 1)[-1].rsplit("\\", 1)[-1].strip()
+    if looks_like_credential(name):
+        raise errors.EvidenceCredential(details={"field": "file"})
+    if not _FILE_NAME.match(name):
+        raise errors.EvidenceFileRefused(
+            "The file name must be 1-200 letters, digits, spaces, dots, dashes or brackets.",
+            details={"field": "file", "max_length": MAX_FILE_NAME},
+        )
+    extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    file_type = FILE_EXTENSIONS.get(extension)
+    if file_type is None or not content.startswith(FILE_SIGNATURES[file_type]):
+        raise errors.EvidenceFileType(details={"field": "file", "allowed": ["pdf", "png", "jpg"]})
+    limit = int(settings.DISPUTES_EVIDENCE_FILES_MAX_BYTES)
+    if len(content) > limit:
+        raise errors.EvidenceFileTooLarge(
+            details={"field": "file", "size": len(content), "max_bytes": limit}
+        )
+    # A secret pasted into a document is still a secret; the bytes are searched as Latin-1 text.
+    if looks_like_credential(content.decode("latin-1")):
+        raise errors.EvidenceCredential(details={"field": "file"})
+    return EvidenceFile(
+        name=name, content=content, sha256=hashlib.sha256(content).hexdigest(), type=file_type
+    )
 
 
 def _luhn(digits: str) -> bool:

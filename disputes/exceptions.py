@@ -66,6 +66,44 @@ class EvidenceRefConflict(EvidenceRefused):
     default_message = "This ref is already admitted to the dispute with other content."
 
 
+class EvidenceFileRefused(EvidenceRefused):
+    code = "evidence_file_refused"
+    default_message = "The evidence file was refused."
+
+
+class EvidenceFileType(EvidenceFileRefused):
+    code = "evidence_file_type"
+    default_message = "An evidence file is a PDF, PNG or JPEG (by its name and by its content)."
+
+
+class EvidenceFileTooLarge(EvidenceFileRefused):
+    code = "evidence_file_too_large"
+    default_message = "The evidence file is larger than a packet's files may be together."
+
+
+class EvidenceSha256Mismatch(EvidenceRefused):
+    code = "evidence_sha256_mismatch"
+    default_message = "The SHA-256 given is not the file's: leave it empty, Vouch computes it."
+
+
+class EvidenceFileMissing(VouchError):
+    code = "evidence_file_missing"
+    status_code = 409
+    default_message = (
+        "An evidence file the packet cites is missing from storage or no longer matches its "
+        "SHA-256: nothing was filed."
+    )
+
+
+class PacketOverLimit(VouchError):
+    code = "packet_over_limit"
+    status_code = 409
+    default_message = (
+        "The packet's evidence is over the provider's limits (text, one field, or files): "
+        "shorten it before it is approved."
+    )
+
+
 class ReceiptDetailRefused(VouchError):
     code = "receipt_detail_refused"
     status_code = 400

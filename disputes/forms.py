@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 
-from disputes.models import Packet, Posture
+from disputes.models import EvidenceKind, Packet, Posture
 
 DIGEST_SHOWN = 16  # hex characters of the digest quoted in a confirmation
 
@@ -108,3 +108,43 @@ class EditForm(_DigestForm):
             "open_questions": list(self.packet.open_questions),
         }
         return {name: value for name, value in proposed.items() if value != current[name]}
+
+
+class EvidenceForm(forms.Form):
+    """Admit evidence from the dispute's page: ref, kind, summary, and a file (whose SHA-256 Vouch
+    computes) or, without one, the SHA-256 of a document kept elsewhere. The admission rules are
+    the service's (`disputes.services.evidence_admit`)."""
+
+    prefix = "evidence"
+    ref = forms.CharField(
+        max_length=200,
+        label="Reference",
+        help_text="Your name for it, e.g. ups:1Z999AA10123456784 or doc:signed-delivery.",
+        widget=forms.TextInput(attrs={"size": 50, "class": "vouch-mono"}),
+    )
+    kind = forms.ChoiceField(choices=EvidenceKind.choices)
+    summary = forms.CharField(
+        max_length=500,
+        help_text="1-500 characters. For delivery evidence, a summary that is only tracking "
+        "numbers is also sent as shipping_tracking_number.",
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+    )
+    file = forms.FileField(
+        required=False,
+        help_text="A PDF, PNG or JPEG. Vouch computes its SHA-256 and uploads it to Stripe when "
+        "a packet citing it is filed.",
+    )
+    sha256 = forms.CharField(
+        required=False,
+        max_length=64,
+        label="SHA-256",
+        help_text="Only without a file: the SHA-256 of the document, kept elsewhere.",
+        widget=forms.TextInput(attrs={"size": 70, "class": "vouch-mono"}),
+    )
+
+    def data_for_service(self) -> dict[str, str]:
+        """The evidence item as the service takes it: the SHA-256 only when one was given."""
+        data = {name: self.cleaned_data[name] for name in ("ref", "kind", "summary")}
+        if self.cleaned_data["sha256"].strip():
+            data["sha256"] = self.cleaned_data["sha256"].strip()
+        return data

@@ -86,6 +86,13 @@ class Evidence(models.Model):
     sha256 = models.CharField(max_length=64)
     kind = models.CharField(max_length=20, choices=EvidenceKind.choices)
     summary = models.CharField(max_length=500)
+    # An optional file (PDF, PNG or JPEG), stored through Django's storage API under a name made of
+    # its SHA-256 (`sha256` is then the file's, computed by Vouch): never a public media URL, the
+    # admin streams it. Sent to the provider's Files API when the packet citing it is filed.
+    file = models.FileField(max_length=200, blank=True)
+    file_name = models.CharField(max_length=200, blank=True)  # as the person's upload named it
+    file_size = models.BigIntegerField(null=True, blank=True)
+    file_type = models.CharField(max_length=10, blank=True)  # pdf, png, jpg
     admitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -100,6 +107,12 @@ class Evidence(models.Model):
 
     def __str__(self) -> str:
         return self.ref
+
+    def file_facts(self) -> dict[str, object] | None:
+        """What a packet binds of the file (besides its SHA-256): name, size, type."""
+        if not self.file:
+            return None
+        return {"name": self.file_name, "size": self.file_size, "type": self.file_type}
 
 
 class Posture(models.TextChoices):
@@ -215,6 +228,9 @@ class Packet(models.Model):
         on_delete=models.PROTECT,
         related_name="+",
     )
+    # The provider's file ids of the evidence files this filing uploaded, by SHA-256: ids exist
+    # only at filing time, so the digest binds the SHA-256 and this records what it became.
+    filing_files = models.JSONField(default=dict, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -242,3 +258,32 @@ class Packet(models.Model):
 
     def __str__(self) -> str:
         return f"{self.public_id} (v{self.version})"
+
+
+class DeadlineReminder(models.Model):
+    """One deadline reminder sent for a dispute: at most one per dispute and window (a unique
+    constraint), so concurrent or repeated runs of the job never send it twice."""
+
+    dispute = models.ForeignKey(Dispute, on_delete=models.CASCADE, related_name="reminders")
+    window = models.CharField(max_length=10)  # "72h", "24h": hours before the deadline
+    due_by = models.DateTimeField()  # the deadline it reminded of
+    sent_at = models.DateTimeField()
+    recipients = models.JSONField(default=list)
+    escalation = models.ForeignKey(
+        "verification.Escalation",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["sent_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dispute", "window"], name="deadline_reminder_once_per_window"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dispute} {self.window}"

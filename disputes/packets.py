@@ -1,14 +1,40 @@
-"""What a packet is, as bytes: its content (what the digest covers), its digest, and the exact
-provider-filing request derived from that content. Pure functions of the packet's fields."""
+"""What a packet is, as bytes: its content (what the digest covers), its digest, the exact
+provider-filing request derived from that content, and its budget against the provider's limits.
+Pure functions of the packet's fields (and the limits in settings).
+
+**Evidence as Stripe's fields.** Only a `contest` or `refund_already_sent` packet has a filing
+request; it sends the evidence the packet *cites*:
+
+- each cited file goes to the first free file field of its kind: delivery →
+  `shipping_documentation`; consent → `customer_signature`, then `customer_communication`;
+  communication → `customer_communication`; policy → `refund_policy`; any kind, when its own
+  fields are taken, → `uncategorized_file`. A file with no free field left makes the packet over
+  its limits (`file_slots`): combine the documents into one PDF;
+- a delivery item whose summary is nothing but tracking numbers (optionally after `Tracking:`),
+  e.g. `1Z999AA10123456784` or `Tracking: 9400110898825022579493, 781234567890`, also gives
+  `shipping_tracking_number` (the numbers, comma-separated); any other summary is prose and stays
+  in the response text only;
+- each cited policy item's summary gives `refund_policy_disclosure`;
+- the packet's response — posture, summary, cited receipts, every cited evidence item with its
+  SHA-256 and where its file went — is `uncategorized_text` ("any additional evidence or
+  statements"; `product_description` describes the product sold, not the response).
+
+A file field holds, in the request as reviewed and digested, a placeholder naming the file by its
+SHA-256 (`{"file": {"ref", "sha256", "name", "size", "type"}}`): the provider's file id exists
+only once filing uploads it. The digest covers this mapped request, so approving then filing
+matches, and a file with other content (another SHA-256) gives another digest."""
 
 from __future__ import annotations
 
 import hashlib
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import rfc8785
+from django.conf import settings
 
-from disputes.models import Dispute, Packet
+from disputes.models import FILEABLE_POSTURES, Dispute, Packet
 
 FILING_METADATA_KEY = "vouch_packet_digest"
 
@@ -41,11 +67,64 @@ def packet_content(packet: Packet) -> dict[str, Any]:
         "citations": list(packet.citations),
         "evidence_refs": list(packet.evidence_refs),
         "open_questions": list(packet.open_questions),
+        # The evidence exactly as it is mapped to the provider's fields (files by SHA-256): an
+        # approval binds what filing sends, not only what it is made from.
+        "filing": evidence_mapping(packet),
     }
 
 
 def packet_digest(packet: Packet) -> str:
     return canonical_digest(packet_content(packet))
+
+
+# Each kind's file fields, in the order they are taken; `uncategorized_file` last for every kind.
+FILE_FIELDS: dict[str, tuple[str, ...]] = {
+    "delivery": ("shipping_documentation", "uncategorized_file"),
+    "consent": ("customer_signature", "customer_communication", "uncategorized_file"),
+    "communication": ("customer_communication", "uncategorized_file"),
+    "policy": ("refund_policy", "uncategorized_file"),
+    "other": ("uncategorized_file",),
+}
+# Stripe's own bound on its short text fields (long ones: DISPUTES_EVIDENCE_FIELD_MAX_CHARS).
+SHORT_TEXT_FIELDS = {"shipping_tracking_number": 5000}
+_TRACKING = re.compile(
+    r"^(?:tracking(?:\s+(?:number|no\.?|#))?\s*:?\s*)?"
+    r"((?=[A-Za-z]*\d)[A-Za-z0-9]{8,40}(?:\s*,\s*(?=[A-Za-z]*\d)[A-Za-z0-9]{8,40})*)$",
+    re.IGNORECASE,
+)
+
+
+def tracking_numbers(summary: str) -> list[str]:
+    """The tracking numbers a delivery summary consists of, or [] when it is prose."""
+    match = _TRACKING.match(summary.strip())
+    if match is None:
+        return []
+    return [n.strip() for n in match.group(1).split(",")]
+
+
+def is_fileable(packet: Packet) -> bool:
+    return packet.posture in FILEABLE_POSTURES
+
+
+def _cited_evidence(packet: Packet) -> list[dict[str, Any]]:
+    cited = set(packet.citations)
+    return [e for e in packet.evidence_refs if isinstance(e, dict) and e.get("ref") in cited]
+
+
+def _file_slots(packet: Packet) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Which file field each cited file takes, and the refs of the files left without one."""
+    slots: dict[str, dict[str, Any]] = {}
+    unplaced: list[str] = []
+    for item in _cited_evidence(packet):
+        facts = item.get("file")
+        if not facts:
+            continue
+        free = [f for f in FILE_FIELDS.get(item["kind"], ("uncategorized_file",)) if f not in slots]
+        if not free:
+            unplaced.append(item["ref"])
+            continue
+        slots[free[0]] = {"ref": item["ref"], "sha256": item["sha256"], **facts}
+    return slots, unplaced
 
 
 def evidence_text(packet: Packet) -> str:
@@ -55,21 +134,68 @@ def evidence_text(packet: Packet) -> str:
     receipts = [c for c in packet.citations if c.startswith("rcpt_")]
     if receipts:
         lines += ["", "Vouch receipts cited:", *(f"- {r}" for r in receipts)]
-    cited = set(packet.citations)
-    evidence = [e for e in packet.evidence_refs if e["ref"] in cited]
+    evidence = _cited_evidence(packet)
     if evidence:
+        slots, _ = _file_slots(packet)
+        placed = {slot["ref"]: name for name, slot in slots.items()}
         lines += ["", "Evidence cited:"]
-        lines += [
-            f"- {e['ref']} ({e['kind']}, sha256 {e['sha256']}): {e['summary']}" for e in evidence
-        ]
+        for e in evidence:
+            line = f"- {e['ref']} ({e['kind']}, sha256 {e['sha256']}): {e['summary']}"
+            if e["ref"] in placed:
+                line += f" [file {e['file']['name']}, sent as {placed[e['ref']]}]"
+            lines.append(line)
     return "\n".join(lines)
 
 
-def filing_request(packet: Packet, *, digest: str) -> dict[str, Any]:
-    """The dispute update Vouch sends: evidence, the digest in metadata, submit=true."""
+def evidence_mapping(packet: Packet) -> dict[str, Any] | None:
+    """The evidence hash the filing sends, its files as SHA-256 placeholders; None for a packet
+    whose posture is not filed."""
+    if not is_fileable(packet):
+        return None
+    slots, _ = _file_slots(packet)
+    fields: dict[str, Any] = {name: {"file": slot} for name, slot in slots.items()}
+    cited = _cited_evidence(packet)
+    tracking = [n for e in cited if e["kind"] == "delivery" for n in tracking_numbers(e["summary"])]
+    if tracking:
+        fields["shipping_tracking_number"] = ", ".join(tracking)
+    policies = [e["summary"] for e in cited if e["kind"] == "policy"]
+    if policies:
+        fields["refund_policy_disclosure"] = "\n\n".join(policies)
+    fields["uncategorized_text"] = evidence_text(packet)
+    return dict(sorted(fields.items()))
+
+
+def file_placeholders(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The file fields of a mapped evidence hash: field name -> {ref, sha256, name, size, type}."""
+    return {
+        name: value["file"]
+        for name, value in evidence.items()
+        if isinstance(value, dict) and isinstance(value.get("file"), dict)
+    }
+
+
+def evidence_with_file_ids(evidence: dict[str, Any], file_ids: dict[str, str]) -> dict[str, str]:
+    """The mapped evidence as sent: each file placeholder replaced by the provider's file id of
+    its SHA-256 (`file_ids`), which filing got from the Files API."""
+    sent: dict[str, str] = {}
+    for name, value in evidence.items():
+        if isinstance(value, dict) and isinstance(value.get("file"), dict):
+            sent[name] = file_ids[value["file"]["sha256"]]
+        else:
+            sent[name] = str(value)
+    return sent
+
+
+def filing_request(packet: Packet, *, digest: str) -> dict[str, Any] | None:
+    """The dispute update Vouch sends: the mapped evidence (files as SHA-256 placeholders until
+    filing uploads them), the digest in metadata, submit=true. None for a packet whose posture is
+    not filed (only `contest` and `refund_already_sent` are)."""
+    evidence = evidence_mapping(packet)
+    if evidence is None:
+        return None
     return {
         "dispute_id": packet.dispute.provider_dispute_id,
-        "evidence": {"uncategorized_text": evidence_text(packet)},
+        "evidence": evidence,
         "metadata": {FILING_METADATA_KEY: digest},
         "submit": True,
     }
@@ -77,14 +203,113 @@ def filing_request(packet: Packet, *, digest: str) -> dict[str, Any]:
 
 def handoff(packet: Packet, *, digest: str, options: dict[str, Any]) -> dict[str, Any]:
     """The provider-filing handoff shown for review: the operation, the exact request and its
-    digest, and any filing options the drafter proposed (an idempotency key among them)."""
+    digest, and any filing options the drafter proposed (an idempotency key among them). A packet
+    whose posture is not filed has no request at all, and says why."""
     request = filing_request(packet, digest=digest)
     out: dict[str, Any] = {
         "provider": packet.dispute.provider,
-        "operation": "dispute.file",
+        "operation": "dispute.file" if request is not None else None,
         "request": request,
-        "request_digest": canonical_digest(request),
+        "request_digest": canonical_digest(request) if request is not None else None,
     }
+    if request is None:
+        out["not_filed"] = (
+            f"A {packet.posture} packet is not filed: only contest and refund_already_sent are."
+        )
     if options:
         out["options"] = dict(options)
     return out
+
+
+# --- the budget: the provider's limits, checked before approval ---------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A fileable packet's request against the provider's limits (settings)."""
+
+    text_chars: int
+    text_max: int
+    fields: list[tuple[str, int, int]]  # (text field, characters, its maximum), longest first
+    file_bytes: int
+    files_max: int
+    files: list[dict[str, Any]]  # {field, ref, sha256, name, size, type}
+    unplaced: list[str]  # refs of cited files no file field is left for
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def field_max(name: str) -> int:
+    limit = int(settings.DISPUTES_EVIDENCE_FIELD_MAX_CHARS)
+    return min(limit, SHORT_TEXT_FIELDS.get(name, limit))
+
+
+def packet_budget(packet: Packet) -> Budget | None:
+    """What the filing request spends of each limit — all text together
+    (DISPUTES_EVIDENCE_TEXT_MAX_CHARS), each text field (DISPUTES_EVIDENCE_FIELD_MAX_CHARS, or
+    Stripe's lower bound on a short field), the files together (DISPUTES_EVIDENCE_FILES_MAX_BYTES),
+    a file field for every cited file — and the limits it breaks. None when nothing is filed."""
+    evidence = evidence_mapping(packet)
+    if evidence is None:
+        return None
+    placeholders = file_placeholders(evidence)
+    texts = sorted(
+        ((name, len(value), field_max(name)) for name, value in evidence.items()
+         if name not in placeholders),
+        key=lambda row: (-row[1], row[0]),
+    )  # fmt: skip
+    text_chars = sum(n for _, n, _ in texts)
+    text_max = int(settings.DISPUTES_EVIDENCE_TEXT_MAX_CHARS)
+    files = [{"field": name, **slot} for name, slot in sorted(placeholders.items())]
+    file_bytes = sum(int(f.get("size") or 0) for f in files)
+    files_max = int(settings.DISPUTES_EVIDENCE_FILES_MAX_BYTES)
+    _, unplaced = _file_slots(packet)
+    problems: list[dict[str, Any]] = []
+    if text_chars > text_max:
+        problems.append(
+            {
+                "limit": "text_total",
+                "message": f"All evidence text is {text_chars:,} characters; at most "
+                f"{text_max:,} are sent.",
+            }
+        )
+    for name, chars, limit in texts:
+        if chars > limit:
+            problems.append(
+                {
+                    "limit": "text_field",
+                    "field": name,
+                    "message": f"{name} is {chars:,} characters; at most {limit:,}.",
+                }
+            )
+    if file_bytes > files_max:
+        problems.append(
+            {
+                "limit": "files",
+                "message": f"The evidence files are {file_bytes:,} bytes together; at most "
+                f"{files_max:,}.",
+            }
+        )
+    if unplaced:
+        problems.append(
+            {
+                "limit": "file_slots",
+                "refs": unplaced,
+                "message": "No file field is left for "
+                + ", ".join(unplaced)
+                + ": combine the documents of one kind into one PDF.",
+            }
+        )
+    return Budget(
+        text_chars=text_chars,
+        text_max=text_max,
+        fields=texts,
+        file_bytes=file_bytes,
+        files_max=files_max,
+        files=files,
+        unplaced=unplaced,
+        problems=problems,
+    )

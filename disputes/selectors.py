@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from core.exceptions import NotFound
+from core.models import AuditEvent
 from disputes.models import Dispute, Evidence, Packet
 from envelopes.money import with_usd
+from verification.models import ProviderEvent, VerificationRun
 
 
 def _iso(value: Any) -> str | None:
@@ -123,3 +127,208 @@ def dispute_data(dispute: Dispute, *, detail: bool = True) -> dict[str, Any]:
         packet = packet_current(dispute)
         data["packet"] = packet_data(packet) if packet is not None else None
     return with_usd(data)
+
+
+# --- the dispute's timeline (the admin's dispute page) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Something a timeline entry points to: `kind` is packet, run, receipt, evidence,
+    escalation, event (a stored provider event) or stripe (an id at the provider)."""
+
+    kind: str
+    id: str
+    pk: int | None = None
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    at: datetime
+    kind: str  # webhook, dispute, evidence, packet, approval, filing, readback, reminder, ...
+    title: str
+    detail: str = ""
+    actor: str = ""
+    refs: tuple[Ref, ...] = field(default_factory=tuple)
+
+
+# Audit actions drawn from their own rows instead (which carry more: the file, the escalation).
+_FROM_ROWS = {"dispute.evidence_admit", "dispute.deadline_reminder", "dispute.enter"}
+_ACTION_KINDS = {
+    "packet.prepare": "packet",
+    "packet.edit": "edit",
+    "packet.approve": "approval",
+    "packet.file": "filing",
+    "packet.file_refused": "filing",
+    "packet.file_upload_unknown": "filing",
+    "packet.file_answer": "filing",
+    "dispute.submission_method": "dispute",
+}
+
+
+def _audit_entry(event: AuditEvent, packets: dict[str, Packet]) -> TimelineEntry:
+    details = event.details if isinstance(event.details, dict) else {}
+    packet = packets.get(event.target_id) if event.target_type == "packet" else None
+    refs: list[Ref] = []
+    if packet is not None:
+        refs.append(Ref("packet", packet.public_id, packet.pk))
+    version = f"version {packet.version}" if packet is not None else event.target_id
+    action = event.action
+    kind = _ACTION_KINDS.get(action, "readback" if action.startswith("packet.readback") else "")
+    if action == "packet.prepare":
+        title = f"Packet {version} prepared: {details.get('posture', '?')}"
+        detail = f"trigger {details.get('trigger', '?')}, digest {str(details.get('digest'))[:16]}…"
+        if packet is not None:
+            refs += [Ref("receipt", r) for r in packet.receipt_ids]
+    elif action == "packet.edit":
+        title = f"Packet {version} edited ({', '.join(details.get('fields') or [])})"
+        detail = f"digest {str(details.get('digest'))[:16]}…"
+        if details.get("evidence_joined"):
+            detail += f"; evidence joined: {', '.join(details['evidence_joined'])}"
+    elif action == "packet.approve":
+        title = f"Packet {version} approved"
+        detail = f"digest {str(details.get('digest'))[:16]}…"
+    elif action == "packet.file":
+        title = f"Packet {version} filing started"
+        detail = f"key {details.get('filing_key')}"
+    elif action == "packet.file_refused":
+        title = f"Packet {version}: the provider refused the filing"
+        detail = f"code {details.get('code')}; nothing was filed"
+    elif action == "packet.file_upload_unknown":
+        title = f"Packet {version}: an evidence file's upload got no answer"
+        detail = f"{details.get('code')}; the filing resumes with the same keys"
+    elif action == "packet.file_answer":
+        title = (
+            f"Packet {version}: the provider answered the filing ({details.get('provider_status')})"
+        )
+        detail = (
+            f"dispute status {details.get('dispute_status') or '—'}, request "
+            f"{details.get('filing_reference') or '—'}"
+            + (f", error {details['error_code']}" if details.get("error_code") else "")
+            + "; a claim: the readback decides"
+        )
+        refs += [Ref("stripe", str(f)) for f in (details.get("files") or {}).values()]
+        if details.get("run"):
+            refs.append(Ref("run", str(details["run"])))
+    elif action.startswith("packet.readback_"):
+        title = f"Packet {version}: readback {action.removeprefix('packet.readback_').upper()}"
+        detail = f"filing {details.get('filing_status')}; {details.get('reason') or ''}".strip("; ")
+    elif action == "dispute.submission_method":
+        title = f"Submission method set at the provider: {details.get('intended')}"
+        detail = "Smart Disputes never submits on its own"
+    else:
+        title, detail = action, ""
+    return TimelineEntry(
+        at=event.created_at,
+        kind=kind or "audit",
+        title=title,
+        detail=detail,
+        actor=event.actor_label if event.actor_id else "",
+        refs=tuple(refs),
+    )
+
+
+def dispute_timeline(dispute: Dispute) -> list[TimelineEntry]:
+    """What happened to a dispute, oldest first: the provider's events (webhooks), its recording,
+    the evidence admitted, every packet version prepared, edited, approved and filed, the
+    provider's answers, the readback runs and their verdicts, and the deadline reminders — each
+    with what it points to (packet, run, receipt, escalation, provider id)."""
+    entries: list[TimelineEntry] = []
+    provider_id = dispute.provider_dispute_id
+    events = ProviderEvent.objects.filter(
+        type__startswith="charge.dispute.", payload__data__object__id=provider_id
+    ).order_by("received_at", "pk")
+    for event in events:
+        status = (
+            "processed"
+            if event.processed_at
+            else f"not processed ({event.processing_error[:80]})"
+            if event.processing_error
+            else "waiting"
+        )
+        entries.append(
+            TimelineEntry(
+                at=event.received_at,
+                kind="webhook",
+                title=f"Webhook {event.type}",
+                detail=f"{status}; {event.duplicates} duplicate deliveries"
+                if event.duplicates
+                else status,
+                refs=(Ref("event", event.event_id, event.pk), Ref("stripe", event.event_id)),
+            )
+        )
+    entered_by = dispute.entered_by.get_username() if dispute.entered_by else ""
+    entries.append(
+        TimelineEntry(
+            at=dispute.created_at,
+            kind="dispute",
+            title="Dispute entered by staff"
+            if dispute.source == "staff"
+            else "Dispute recorded from the provider",
+            detail=f"reason {dispute.reason}, deadline "
+            + (
+                dispute.response_deadline.strftime("%Y-%m-%d %H:%M:%S %Z")
+                if dispute.response_deadline
+                else "none given"
+            ),
+            actor=entered_by,
+            refs=(Ref("stripe", provider_id), Ref("stripe", dispute.charge_id)),
+        )
+    )
+    for evidence in dispute.evidence.select_related("admitted_by"):
+        what = f"{evidence.kind}: {evidence.summary}"
+        if evidence.file:
+            what += f" (file {evidence.file_name}, {evidence.file_size:,} bytes)"
+        entries.append(
+            TimelineEntry(
+                at=evidence.admitted_at,
+                kind="evidence",
+                title=f"Evidence {evidence.ref} admitted",
+                detail=what,
+                actor=evidence.admitted_by.get_username() if evidence.admitted_by else "",
+                refs=(Ref("evidence", evidence.public_id, evidence.pk),),
+            )
+        )
+    packets = {p.public_id: p for p in dispute.packets.all()}
+    audit = AuditEvent.objects.filter(
+        Q(target_type="dispute", target_id=dispute.public_id)
+        | Q(target_type="packet", target_id__in=list(packets))
+    ).exclude(action__in=_FROM_ROWS)
+    entries += [_audit_entry(event, packets) for event in audit.select_related("actor")]
+    runs = VerificationRun.objects.filter(
+        contract_id="stripe.dispute.filed", input__dispute=provider_id
+    )
+    for run in runs:
+        entries.append(
+            TimelineEntry(
+                at=run.created_at,
+                kind="readback",
+                title=f"Readback run {run.public_id} started",
+                detail=f"reads the dispute back until it shows the evidence submitted "
+                f"(key {run.operation_id})",
+                refs=(Ref("run", run.public_id, run.pk),),
+            )
+        )
+        if run.decided_at is not None:
+            entries.append(
+                TimelineEntry(
+                    at=run.decided_at,
+                    kind="readback",
+                    title=f"Readback run {run.public_id}: {run.verdict}",
+                    detail=run.verdict_reason[:200],
+                    refs=(Ref("run", run.public_id, run.pk),),
+                )
+            )
+    for reminder in dispute.reminders.select_related("escalation"):
+        refs = (Ref("escalation", str(reminder.escalation_id), reminder.escalation_id),)
+        entries.append(
+            TimelineEntry(
+                at=reminder.sent_at,
+                kind="reminder",
+                title=f"Deadline reminder ({reminder.window} before the deadline)",
+                detail="e-mailed to " + (", ".join(reminder.recipients) or "nobody (no address)"),
+                refs=refs if reminder.escalation_id else (),
+            )
+        )
+    order = {"webhook": 0, "dispute": 1}
+    return sorted(entries, key=lambda e: (e.at, order.get(e.kind, 2)))

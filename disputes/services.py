@@ -4,12 +4,15 @@ record), and only the independent readback run makes a packet `filed`."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -19,7 +22,12 @@ from core.idempotency import idempotency_attach
 from core.services import audit_record
 from disputes import exceptions as errors
 from disputes.drafting import Draft, DraftMaterial, ReceiptFact, drafter_from_settings
-from disputes.evidence import AdmittedEvidence, evidence_parse
+from disputes.evidence import (
+    AdmittedEvidence,
+    EvidenceFile,
+    evidence_file_parse,
+    evidence_parse,
+)
 from disputes.finalization import finalize
 from disputes.models import (
     FILEABLE_POSTURES,
@@ -37,8 +45,11 @@ from disputes.models import (
 from disputes.packets import (
     canonical_digest,
     dispute_facts,
+    evidence_with_file_ids,
+    file_placeholders,
     filing_request,
     handoff,
+    packet_budget,
     packet_digest,
 )
 from providers import IDEMPOTENCY_KEY_TTL, Outcome, OutcomeKind, provider_from_settings
@@ -255,37 +266,100 @@ def dispute_submit_manually(*, dispute: Dispute) -> Outcome | None:
 # --- evidence ------------------------------------------------------------------------------------
 
 
+EVIDENCE_FILES_DIR = "disputes/evidence"
+
+
+def _evidence_file_store(upload: EvidenceFile) -> str:
+    """Keep the bytes through the storage API under a name made of their SHA-256 (the same bytes,
+    one file; an admission that then fails leaves a file no row names, which is harmless). Written
+    before the admission's transaction: storage is not transactional."""
+    name = f"{EVIDENCE_FILES_DIR}/{upload.sha256}.{upload.type}"
+    if default_storage.exists(name):
+        return name
+    saved = default_storage.save(name, ContentFile(upload.content))
+    # Saved at the same moment by another admission, storage picked another name: both hold the
+    # same bytes, and the content-addressed one is kept.
+    return name if default_storage.exists(name) else saved
+
+
+def evidence_file_bytes(evidence: Evidence) -> bytes | None:
+    """An evidence file's bytes from storage, or None when they are gone or no longer match the
+    SHA-256 admitted (nothing else is ever sent or served as that evidence)."""
+    name = evidence.file.name if evidence.file else None
+    if not name:
+        return None
+    try:
+        with default_storage.open(name, "rb") as handle:
+            content = handle.read()
+    except OSError:
+        return None
+    return content if hashlib.sha256(content).hexdigest() == evidence.sha256 else None
+
+
 def evidence_admit(
-    *, dispute: Dispute, actor: User, data: Any, idempotency: IdempotencyRecord | None = None
+    *,
+    dispute: Dispute,
+    actor: User,
+    data: Any,
+    file: tuple[str, bytes] | None = None,
+    idempotency: IdempotencyRecord | None = None,
 ) -> tuple[Evidence, bool]:
     """Admit one evidence item after every rule of SPEC §9 step 4. The same item twice is the
-    same admission; the same ref with other content is refused. A new admission, in its own
-    transaction, also gives the dispute a new packet version holding it when the current one is
-    neither approved nor filed (the admitter contributes to it). The request's idempotency record
-    names the admission in that transaction; a resumed request replays it. Returns (evidence,
-    created)."""
+    same admission; the same ref with other content is refused. With a `file` (name, bytes) — a
+    PDF, PNG or JPEG within the files' limit, nothing in it that looks like a credential — Vouch
+    computes the SHA-256 (one given must be the same) and keeps the bytes through the storage API.
+    A new admission, in its own transaction, also gives the dispute a new packet version holding
+    it when the current one is neither approved nor filed (the admitter contributes to it). The
+    request's idempotency record names the admission in that transaction; a resumed request
+    replays it. Returns (evidence, created)."""
     if idempotency is not None and idempotency.resource:
         return Evidence.objects.get(public_id=idempotency.resource), True
+    upload = None
+    if file is not None:
+        if not isinstance(data, dict):
+            raise errors.EvidenceRawPayload(
+                "Evidence is a JSON object {ref, sha256, kind, summary}."
+            )
+        upload = evidence_file_parse(name=file[0], content=file[1])
+        given = data.get("sha256")
+        if given not in (None, "") and given != upload.sha256:
+            raise errors.EvidenceSha256Mismatch(
+                details={"field": "sha256", "given": str(given)[:64], "file": upload.sha256}
+            )
+        data = {**data, "sha256": upload.sha256}
     item = evidence_parse(data)
+    stored = _evidence_file_store(upload) if upload is not None else ""
     with transaction.atomic():
         locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
         existing = Evidence.objects.filter(dispute=dispute, ref=item.ref).first()
         if existing is not None:
-            if (existing.sha256, existing.kind, existing.summary) != (
+            if (existing.sha256, existing.kind, existing.summary, bool(existing.file)) != (
                 item.sha256,
                 item.kind,
                 item.summary,
+                upload is not None,
             ):
                 raise errors.EvidenceRefConflict(details={"ref": item.ref})
             return existing, False
-        evidence = Evidence.objects.create(dispute=dispute, admitted_by=actor, **item.as_dict())
+        evidence = Evidence.objects.create(
+            dispute=dispute,
+            admitted_by=actor,
+            file=stored,
+            file_name=upload.name if upload else "",
+            file_size=upload.size if upload else None,
+            file_type=upload.type if upload else "",
+            **item.as_dict(),
+        )
         idempotency_attach(idempotency, evidence.public_id)
+        details: dict[str, Any] = {"ref": item.ref, "kind": item.kind, "sha256": item.sha256}
+        if upload is not None:
+            details["file"] = upload.facts()
         audit_record(
             actor=actor,
             action="dispute.evidence_admit",
             target_type="dispute",
             target_id=dispute.public_id,
-            details={"ref": item.ref, "kind": item.kind, "sha256": item.sha256},
+            details=details,
         )
         if _catches_up(locked):  # the packet catches up, its admitter contributing
             _version_save(_version_draft(locked, requested_by=None), "evidence")
@@ -316,7 +390,9 @@ def material_for(dispute: Dispute) -> DraftMaterial:
     charge = _fact(tree.charge) if tree.charge is not None and tree.charge.ok else None
     refunds = [_fact(c) for c in tree.unreversed_refunds() if c.ok]
     evidence = [
-        AdmittedEvidence(ref=e.ref, sha256=e.sha256, kind=e.kind, summary=e.summary)
+        AdmittedEvidence(
+            ref=e.ref, sha256=e.sha256, kind=e.kind, summary=e.summary, file=e.file_facts()
+        )
         for e in dispute.evidence.all()
     ]
     return DraftMaterial(
@@ -556,7 +632,9 @@ def _edit_material(packet: Packet, citations: Any) -> tuple[DraftMaterial, list[
     own = {e.ref for e in held}
     cited = {str(c) for c in citations} if isinstance(citations, list) else set()
     joined = [e for e in packet.dispute.evidence.all() if e.ref in cited and e.ref not in own]
-    evidence = held + [AdmittedEvidence(e.ref, e.sha256, e.kind, e.summary) for e in joined]
+    evidence = held + [
+        AdmittedEvidence(e.ref, e.sha256, e.kind, e.summary, e.file_facts()) for e in joined
+    ]
     return replace(material, evidence=evidence), joined
 
 
@@ -635,9 +713,21 @@ def _check_fileable_content(packet: Packet) -> None:
         raise errors.PacketInvalid(details={"errors": packet.validation.get("errors", [])})
 
 
+def _check_budget(packet: Packet) -> None:
+    """Pre-flight: the filing request within the provider's limits (`disputes.packets.Budget`)."""
+    budget = packet_budget(packet)
+    if budget is not None and not budget.ok:
+        raise errors.PacketOverLimit(
+            "The packet is over the provider's limits: "
+            + " ".join(p["message"] for p in budget.problems),
+            details={"problems": budget.problems},
+        )
+
+
 def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Packet:
     """Four eyes: a person with `disputes.approve_packet` who did not contribute to this version
-    approves the content it shows them; the approval records who, when and the digest."""
+    approves the content it shows them; the approval records who, when and the digest. A packet
+    over the provider's limits (text, one field, files) is refused (`packet_over_limit`)."""
     if not actor.has_perm(PERM_APPROVE):
         raise PermissionDenied(f"This needs the permission {PERM_APPROVE}.")
     with transaction.atomic():
@@ -647,6 +737,7 @@ def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Pac
             raise _filing_refusal(locked)
         _check_confirmed(locked, confirmed_digest)
         _check_fileable_content(locked)
+        _check_budget(locked)
         if locked.contributors.filter(pk=actor.pk).exists():
             raise errors.ApproverIsContributor()
         locked.approval_status = ApprovalStatus.APPROVED
@@ -696,6 +787,7 @@ def _reserve_filing(*, packet: Packet, actor: User, confirmed_digest: str, key: 
                 f"A {locked.posture} packet is not filed: only contest and refund_already_sent.",
                 details={"posture": locked.posture},
             )
+        _check_budget(locked)  # the limits may have been lowered since the approval
         if packet_digest(locked) != locked.approved_digest or locked.digest != (
             locked.approved_digest
         ):
@@ -710,12 +802,13 @@ def _reserve_filing(*, packet: Packet, actor: User, confirmed_digest: str, key: 
                 details={"nested": "idempotency_key"},
             )
         _refuse_if_filing(locked.dispute)
-        request = filing_request(locked, digest=locked.approved_digest)
+        request = _request_of(locked)
         locked.filing_status = FilingStatus.SUBMITTING
         locked.filing_key = key
         locked.filing_request_digest = canonical_digest(request)
         locked.filed_by = actor
         locked.filing_started_at = timezone.now()
+        locked.filing_files = {}
         try:
             with transaction.atomic():
                 locked.save()
@@ -742,18 +835,122 @@ def packet_file(
     key = idempotency_key.strip()
     if not key or len(key) > 255 or not key.isprintable():
         raise InvalidInput("The filing key is 1-255 printable characters.")
+    _check_files_stored(packet)
     reserved = _reserve_filing(
         packet=packet, actor=actor, confirmed_digest=confirmed_digest, key=key
     )
-    request = filing_request(reserved, digest=reserved.approved_digest)
-    outcome = provider_from_settings().dispute_file(
+    return _send_filing(reserved)
+
+
+def _request_of(packet: Packet) -> dict[str, Any]:
+    """The approved filing request of a packet whose posture is filed."""
+    request = filing_request(packet, digest=packet.approved_digest)
+    if request is None:
+        raise errors.PacketInvalid(
+            f"A {packet.posture} packet is not filed: only contest and refund_already_sent.",
+            details={"posture": packet.posture},
+        )
+    return request
+
+
+def _cited_files(packet: Packet) -> dict[str, Evidence]:
+    """The dispute's evidence rows of the files the packet's request sends, by SHA-256."""
+    request = filing_request(packet, digest=packet.approved_digest or packet.digest)
+    wanted = {
+        slot["ref"]: slot["sha256"]
+        for slot in file_placeholders(request["evidence"] if request else {}).values()
+    }
+    rows = Evidence.objects.filter(dispute_id=packet.dispute_id, ref__in=wanted)
+    return {row.sha256: row for row in rows if wanted.get(row.ref) == row.sha256}
+
+
+def _check_files_stored(packet: Packet) -> None:
+    """Before anything is reserved: every file the request sends is in storage, with the bytes
+    whose SHA-256 was admitted (and approved)."""
+    request = filing_request(packet, digest=packet.approved_digest or packet.digest)
+    if request is None:
+        return  # not fileable: the reservation refuses it with its own code
+    rows = _cited_files(packet)
+    for slot in file_placeholders(request["evidence"]).values():
+        row = rows.get(slot["sha256"])
+        if row is None or evidence_file_bytes(row) is None:
+            raise errors.EvidenceFileMissing(details={"ref": slot["ref"], "sha256": slot["sha256"]})
+
+
+def file_upload_key(packet: Packet, sha256: str) -> str:
+    """The idempotency key of one file's upload for one filing: derived from the packet, the
+    filing's key and the file's SHA-256, so a retry or a resumed filing replays the same upload."""
+    filing = hashlib.sha256(packet.filing_key.encode()).hexdigest()[:16]
+    return f"{packet.public_id}:file:{sha256[:16]}:{filing}"
+
+
+def _send_filing(packet: Packet) -> Packet:
+    """Phase 2, outside any transaction or lock: upload each file the request sends (Stripe's
+    Files API, one key per file), then the dispute update with the provider's file ids in place of
+    the SHA-256 placeholders, then record. An upload refused: nothing was filed, the filing is
+    released. An upload without an answer: the filing stays `submitting` and the scheduled job
+    resumes it with the same keys (the provider replays). A file gone from storage: recorded as
+    unknown, and the readback decides (a resumed filing may have been sent already)."""
+    request = _request_of(packet)
+    provider = provider_from_settings()
+    rows = _cited_files(packet)
+    file_ids: dict[str, str] = {}
+    for slot in file_placeholders(request["evidence"]).values():
+        sha256 = slot["sha256"]
+        if sha256 in file_ids:
+            continue
+        row = rows.get(sha256)
+        content = evidence_file_bytes(row) if row is not None else None
+        if content is None:
+            return _record_filing(
+                packet=packet,
+                outcome=Outcome(OutcomeKind.UNKNOWN, error_code="evidence_file_missing"),
+            )
+        upload = provider.file_upload(
+            filename=str(slot["name"]),
+            content=content,
+            idempotency_key=file_upload_key(packet, sha256),
+        )
+        if upload.refused:
+            return _record_filing(
+                packet=packet,
+                outcome=replace(upload, error_code=f"file_upload:{upload.error_code}"),
+            )
+        if not upload.accepted:
+            return _record_upload_unknown(packet=packet, outcome=upload)
+        file_ids[sha256] = str(upload.require()["id"])
+    if file_ids:
+        Packet.objects.filter(pk=packet.pk).update(filing_files=file_ids, updated_at=timezone.now())
+        packet.filing_files = file_ids
+    crash_point("filing_after_file_uploads")
+    outcome = provider.dispute_file(
         dispute_id=request["dispute_id"],
-        evidence=request["evidence"],
+        evidence=evidence_with_file_ids(request["evidence"], file_ids),
         metadata=request["metadata"],
-        idempotency_key=key,
+        idempotency_key=packet.filing_key,
     )
     crash_point("filing_after_provider_call")
-    return _record_filing(packet=reserved, outcome=outcome)
+    return _record_filing(packet=packet, outcome=outcome)
+
+
+def _record_upload_unknown(*, packet: Packet, outcome: Outcome) -> Packet:
+    """A file's upload got no answer: the filing stays `submitting` (nothing was sent to the
+    dispute), the resume job repeats it with the same keys."""
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        if locked.filing_status != FilingStatus.SUBMITTING:
+            return locked
+        locked.provider_status = ProviderStatus.UNKNOWN
+        locked.filing_error = f"file_upload:{outcome.error_code or 'unknown'}"[:100]
+        locked.save(update_fields=["provider_status", "filing_error", "updated_at"])
+        audit_record(
+            actor=None,
+            action="packet.file_upload_unknown",
+            target_type="packet",
+            target_id=locked.public_id,
+            details={"filing_key": locked.filing_key, "code": locked.filing_error},
+        )
+    return locked
 
 
 def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
@@ -804,6 +1001,20 @@ def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
         if locked.filing_status == FilingStatus.SUBMITTING:
             locked.filing_status = FilingStatus.AWAITING_READBACK
         locked.save()
+        audit_record(
+            actor=None,
+            action="packet.file_answer",
+            target_type="packet",
+            target_id=locked.public_id,
+            details={
+                "provider_status": locked.provider_status,
+                "filing_reference": locked.filing_reference,
+                "dispute_status": locked.filing_provider_state,
+                "error_code": locked.filing_error,
+                "files": dict(locked.filing_files or {}),
+                "run": run.public_id,
+            },
+        )
     if run.verdict != "PENDING":
         packet_on_verdict(run=run)
     return Packet.objects.select_related("dispute").get(pk=packet.pk)
@@ -872,11 +1083,4 @@ def packet_resume_filing(*, packet: Packet) -> Packet:
         return _record_filing(
             packet=packet, outcome=Outcome(OutcomeKind.UNKNOWN, error_code="key_expired")
         )
-    request = filing_request(packet, digest=packet.approved_digest)
-    outcome = provider_from_settings().dispute_file(
-        dispute_id=request["dispute_id"],
-        evidence=request["evidence"],
-        metadata=request["metadata"],
-        idempotency_key=packet.filing_key,
-    )
-    return _record_filing(packet=packet, outcome=outcome)
+    return _send_filing(packet)

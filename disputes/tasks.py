@@ -1,9 +1,15 @@
 from celery import shared_task
 
-from disputes import services
+from disputes import reminders, services
 
 
 @shared_task(name="disputes.resume_filings")
 def resume_filings() -> int:
     """Resume filings left `submitting` (same key: the provider replays, never a second one)."""
     return services.filings_resume()
+
+
+@shared_task(name="disputes.remind_deadlines")
+def remind_deadlines() -> int:
+    """Remind ops of disputes due within 72 h and 24 h with no filed response (once each)."""
+    return len(reminders.deadline_reminders_send())

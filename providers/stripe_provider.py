@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import json
 import random
 import time
@@ -313,6 +314,20 @@ class StripeProvider:
             ),
             idempotency_key=idempotency_key,
         )
+
+    def file_upload(self, *, filename: str, content: bytes, idempotency_key: str) -> Outcome:
+        """Upload one dispute evidence file to Stripe's Files API (`purpose=dispute_evidence`,
+        multipart, to the `files` base address: the sandbox's own address when it stands in).
+        Accepted: the File object (`id` is what a dispute's file field takes). A retry sends the
+        same bytes with the same key, so the provider replays one file, never makes two."""
+
+        def upload(options: stripe.RequestOptions) -> Any:
+            handle = io.BytesIO(content)  # a fresh handle for every attempt
+            handle.name = filename  # the SDK sends it as the part's filename
+            params: Any = {"purpose": "dispute_evidence", "file": handle}
+            return self._client.v1.files.create(params=params, options=options)
+
+        return self._call(upload, idempotency_key=idempotency_key)
 
     # --- lists --------------------------------------------------------------------------------
 

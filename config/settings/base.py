@@ -364,3 +364,22 @@ READYZ_TIMEOUT_S = env.float("READYZ_TIMEOUT_S", default=2.0)
 # --- Disputes (SPEC §9; disputes/drafting.py) ----------------------------------------------------
 # The class that drafts a packet's posture; every draft goes through deterministic finalization.
 DISPUTES_DRAFTER = env.str("DISPUTES_DRAFTER", default="disputes.drafting.RuleDrafter")
+# Stripe's limits on one dispute's evidence, checked before a packet is approved (pre-flight):
+# every text field together, any one long text field, and the evidence files together (bytes).
+DISPUTES_EVIDENCE_TEXT_MAX_CHARS = env.int("DISPUTES_EVIDENCE_TEXT_MAX_CHARS", default=150_000)
+DISPUTES_EVIDENCE_FIELD_MAX_CHARS = env.int("DISPUTES_EVIDENCE_FIELD_MAX_CHARS", default=20_000)
+DISPUTES_EVIDENCE_FILES_MAX_BYTES = env.int("DISPUTES_EVIDENCE_FILES_MAX_BYTES", default=4_500_000)
+# Deadline reminders (disputes.remind_deadlines): hours before `due_by`, and addresses mailed
+# besides the ops group's staff (comma-separated).
+DISPUTES_REMINDER_HOURS = env.list("DISPUTES_REMINDER_HOURS", cast=int, default=[72, 24])
+DISPUTES_REMINDER_EMAILS = env.list("DISPUTES_REMINDER_EMAILS", default=[])
+
+# --- Files (evidence files: disputes/) ---------------------------------------------------------
+# Stored through Django's storage API. Never served as public media: the admin streams an evidence
+# file to whoever may read disputes.
+MEDIA_ROOT = env.str("MEDIA_ROOT", default=str(VAR_DIR / "media"))
+MEDIA_URL = "/media/"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
