@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from core.admin_base import ReadOnlyAdmin
+from core.admin_base import ReadOnlyAdmin, two_lines
+from core.dashboard import stripe_link
 from receipts.keys import deployment_environment
 from receipts.models import Receipt
 from receipts.selectors import receipt_verify
@@ -30,16 +31,15 @@ def _pre(text: str) -> SafeString:
 @admin.register(Receipt)
 class ReceiptAdmin(ReadOnlyAdmin):
     list_display = (
-        "id",
+        "short_id",
         "kind",
-        "provider_object_id",
-        "charge_id",
-        "amount_micro",
-        "currency",
-        "occurred_at",
-        "key_id",
+        "provider_object",
+        "charge",
+        "amount",
+        "occurred",
         "key_environment",
     )
+    list_display_links = ("short_id",)
     list_filter = ("kind", "key_environment")
     search_fields = ("id", "provider_object_id", "charge_id")
     date_hierarchy = "occurred_at"
@@ -53,8 +53,8 @@ class ReceiptAdmin(ReadOnlyAdmin):
                     "verification_result",
                     "kind",
                     "provider",
-                    "provider_object_id",
-                    "charge_id",
+                    "provider_object",
+                    "charge",
                     "amount_micro",
                     "currency",
                     "occurred_at",
@@ -74,8 +74,8 @@ class ReceiptAdmin(ReadOnlyAdmin):
         "verification_result",
         "kind",
         "provider",
-        "provider_object_id",
-        "charge_id",
+        "provider_object",
+        "charge",
         "amount_micro",
         "currency",
         "occurred_at",
@@ -90,6 +90,27 @@ class ReceiptAdmin(ReadOnlyAdmin):
         "canonical_text",
         "body_pretty",
     )
+
+    @admin.display(description="receipt", ordering="id")
+    def short_id(self, obj: Receipt) -> SafeString:
+        # The id is 69 characters: shown shortened, whole on hover and on its page.
+        return format_html('<span class="vouch-mono" title="{}">{}…</span>', obj.id, obj.id[:17])
+
+    @admin.display(description="provider object", ordering="provider_object_id")
+    def provider_object(self, obj: Receipt) -> SafeString | str:
+        return stripe_link(obj.provider_object_id)
+
+    @admin.display(description="charge", ordering="charge_id")
+    def charge(self, obj: Receipt) -> SafeString | str:
+        return stripe_link(obj.charge_id)
+
+    @admin.display(description="amount", ordering="amount_micro")
+    def amount(self, obj: Receipt) -> str:
+        return f"{obj.amount_micro:,} {obj.currency}"
+
+    @admin.display(description="occurred", ordering="occurred_at")
+    def occurred(self, obj: Receipt) -> SafeString:
+        return two_lines(obj.occurred_at)
 
     @admin.display(description="verified now")
     def verification_result(self, obj: Receipt) -> SafeString:

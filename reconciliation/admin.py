@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
-from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
@@ -44,6 +43,7 @@ from django.utils.timezone import localtime
 
 from accounts.models import User
 from core.admin_base import ReadOnlyAdmin
+from core.dashboard import stripe_dashboard_url, stripe_link
 from core.exceptions import VouchError
 from envelopes.adjustments import (
     APPROVE_PERMISSION,
@@ -341,17 +341,6 @@ class _FormError(Exception):
 
 # --- presentation helpers -------------------------------------------------------------------------
 
-# Where the Stripe Dashboard shows an object, by the prefix of its id.
-DASHBOARD_PATHS = {
-    "ch_": "payments",
-    "py_": "payments",
-    "pi_": "payments",
-    "re_": "refunds",
-    "pyr_": "refunds",
-    "dp_": "disputes",
-    "du_": "disputes",
-    "evt_": "events",
-}
 SEVERITY_TONES = {Severity.MONEY: "bad", Severity.EVIDENCE: "warn", Severity.HYGIENE: "neutral"}
 STATUS_TONES = {
     DiscrepancyStatus.OPEN: "bad",
@@ -401,26 +390,19 @@ def time_left(discrepancy: Discrepancy, now: datetime) -> SafeString:
 
 
 def dashboard_url(object_id: str) -> str:
-    """The object in the Stripe Dashboard (test or live by the key's mode), or "" for an id that
-    is not a Stripe object's."""
-    prefix = next((p for p in DASHBOARD_PATHS if object_id.startswith(p)), None)
-    if prefix is None or not object_id[len(prefix) :].isalnum():
+    """The object in the Stripe Dashboard (`core.dashboard`: test or live by the key's mode), or ""
+    for a value that is not a Stripe object's id (a status, an amount, a Vouch id)."""
+    _, _, rest = object_id.partition("_")
+    if not rest or not rest.isalnum():
         return ""
-    live = settings.STRIPE_API_KEY.startswith(("sk_live_", "rk_live_"))
-    mode = "" if live else "test/"
-    return f"https://dashboard.stripe.com/{mode}{DASHBOARD_PATHS[prefix]}/{object_id}"
+    return stripe_dashboard_url(object_id) or ""
 
 
-def provider_id(object_id: str) -> SafeString:
-    url = dashboard_url(object_id) if object_id else ""
-    if not url:
-        return format_html('<span class="vouch-mono">{}</span>', object_id or "—")
-    return format_html(
-        '<a class="vouch-mono" href="{}" target="_blank" rel="noopener" '
-        'title="in the Stripe Dashboard">{}</a>',
-        url,
-        object_id,
-    )
+def provider_id(object_id: str) -> SafeString | str:
+    """A Stripe id as a link to the Dashboard, anything else as plain monospace text."""
+    if object_id and dashboard_url(object_id):
+        return stripe_link(object_id)
+    return format_html('<span class="vouch-mono">{}</span>', object_id or "—")
 
 
 def badge(text: str, tone: str) -> SafeString:
@@ -741,9 +723,7 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
 
     @admin.display(description="subject", ordering="subject_id")
     def subject(self, obj: Discrepancy) -> SafeString:
-        return format_html(
-            '{}<br><span class="vouch-mono">{}</span>', obj.subject_type, obj.subject_id
-        )
+        return format_html("{}<br>{}", obj.subject_type, provider_id(obj.subject_id))
 
     @admin.display(description="summary")
     def short_summary(self, obj: Discrepancy) -> str:

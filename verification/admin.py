@@ -23,8 +23,8 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils.formats import date_format
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
 from accounts.models import User
@@ -158,6 +158,22 @@ def _attempt_label(attempt: Attempt) -> str:
     return f"{attempt.trigger.capitalize()}-triggered attempt"
 
 
+def provider_objects(run: VerificationRun) -> list[tuple[str, str]]:
+    """The provider objects a run is about, as (label, id): the object the action returned and
+    the charge of its input."""
+    result = run.action_result if isinstance(run.action_result, dict) else {}
+    inputs = run.input if isinstance(run.input, dict) else {}
+    found: list[tuple[str, str]] = []
+    for label, value in (
+        ("object", result.get("id")),
+        ("charge", inputs.get("charge") or result.get("charge")),
+        ("PaymentIntent", result.get("payment_intent")),
+    ):
+        if isinstance(value, str) and value and all(value != seen for _, seen in found):
+            found.append((label, value))
+    return found
+
+
 def run_page_context(run: VerificationRun) -> dict[str, Any]:
     try:
         contract: Contract | None = get_contract(run.contract_id)
@@ -193,6 +209,7 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
         "stale_read_window": duration(contract.timing.stale_read_window_ms) if contract else "",
         "verdict_tone": VERDICT_TONES.get(run.verdict, "neutral"),
         "input_json": pretty_json(run.input),
+        "provider_objects": provider_objects(run),
         "action_result_json": pretty_json(run.action_result),
         "correlation": [
             (key, compact_json(value)) for key, value in sorted((run.correlation or {}).items())
@@ -469,6 +486,7 @@ class ProcessedFilter(admin.SimpleListFilter):
 EVENT_FIELDS = (
     "provider",
     "event_id",
+    "dashboard",
     "type",
     "provider_created_at",
     "received_at",
@@ -485,6 +503,7 @@ EVENT_FIELDS = (
 class ProviderEventAdmin(ReadOnlyAdmin):
     list_display = (
         "event_id",
+        "dashboard",
         "type",
         "provider_created_at",
         "received_at",
@@ -503,6 +522,17 @@ class ProviderEventAdmin(ReadOnlyAdmin):
         ("The body exactly as received", {"classes": ("collapse",), "fields": ("raw",)}),
     )
     readonly_fields = (*EVENT_FIELDS, "raw")
+
+    @admin.display(description="Stripe")
+    def dashboard(self, obj: ProviderEvent) -> SafeString | str:
+        """The event, and the object it is about, in the Stripe Dashboard."""
+        data = obj.payload.get("data") if isinstance(obj.payload, dict) else None
+        inner = data.get("object") if isinstance(data, dict) else None
+        object_id = inner.get("id") if isinstance(inner, dict) else None
+        links = [stripe_link(obj.event_id)]
+        if isinstance(object_id, str) and object_id:
+            links.append(stripe_link(object_id))
+        return format_html_join(mark_safe("<br>"), "{}", ((link,) for link in links))
 
     @admin.display(description="provider created", ordering="provider_created")
     def provider_created_at(self, obj: ProviderEvent) -> str:
