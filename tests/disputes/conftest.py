@@ -108,3 +108,38 @@ def contest_ready(world: World, ops: Ops, *, reason: str = "product_not_received
     assert packet.version == 2
     assert (packet.posture, packet.status) == ("contest", "ready_for_review"), packet.validation
     return packet
+
+
+@pytest.fixture
+def media(settings: Any, tmp_path: Any) -> Any:
+    """Evidence files in a folder of this test's own (the storage API's default storage)."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    return tmp_path / "media"
+
+
+def pdf(text: str = "Signed for at the door", *, size: int = 0) -> bytes:
+    """A small PDF-looking document (what admission checks: the extension and `%PDF-`), padded to
+    `size` bytes when asked."""
+    body = f"%PDF-1.4\n% {text}\n".encode()
+    if size > len(body):
+        body += b"0" * (size - len(body) - 6) + b"\n%%EOF"
+    return body
+
+
+def admit_file(
+    dispute: Dispute,
+    actor: User,
+    ref: str,
+    kind: str,
+    content: bytes,
+    *,
+    name: str = "proof.pdf",
+    summary: str = "Signed delivery confirmation",
+) -> Any:
+    evidence, _ = services.evidence_admit(
+        dispute=dispute,
+        actor=actor,
+        data={"ref": ref, "kind": kind, "summary": summary},
+        file=(name, content),
+    )
+    return evidence
