@@ -7,7 +7,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import auth_method_of
+from accounts.selectors import user_email_verified
 from core import exceptions
+from core.api.permissions import caller
 from core.api.responses import error_responses, ok, success_envelope
 
 
@@ -22,12 +24,17 @@ class MeApi(APIView):
         auth_method = serializers.ChoiceField(
             choices=["session", "bearer"], help_text="How this request was authenticated."
         )
+        email_verified = serializers.BooleanField(
+            help_text="The caller confirmed an e-mail address: moving money needs it "
+            "(else 403 `email_unverified`)."
+        )
 
     @extend_schema(
         operation_id="me_retrieve",
         summary="Who am I",
         description=(
-            "The caller's username, staff flag and how this request authenticated. Sets the "
+            "The caller's username, staff flag, how this request authenticated and whether "
+            "their e-mail address is confirmed. Sets the "
             "`csrftoken` cookie that unsafe session requests echo in `X-CSRFToken`."
         ),
         responses={
@@ -40,5 +47,6 @@ class MeApi(APIView):
             "username": request.user.get_username(),
             "is_staff": request.user.is_staff,
             "auth_method": auth_method_of(request),
+            "email_verified": user_email_verified(user=caller(request)),
         }
         return ok(self.OutputSerializer(data).data)

@@ -14,7 +14,12 @@ def test_me_by_session(session_client: APIClient) -> None:
     assert response.status_code == 200
     assert response.json() == {
         "success": True,
-        "data": {"username": "alice", "is_staff": False, "auth_method": "session"},
+        "data": {
+            "username": "alice",
+            "is_staff": False,
+            "auth_method": "session",
+            "email_verified": True,
+        },
     }
 
 
@@ -25,12 +30,19 @@ def test_me_by_bearer_token(bearer_client: APIClient) -> None:
         "username": "alice",
         "is_staff": False,
         "auth_method": "bearer",
+        "email_verified": True,
     }
 
 
 def test_me_reports_staff(api_client: APIClient, staff: User) -> None:
     api_client.force_login(staff)
     assert api_client.get("/api/v1/me").json()["data"]["is_staff"] is True
+
+
+def test_me_reports_an_unconfirmed_address(api_client: APIClient) -> None:
+    user = User.objects.create_user("unconfirmed", "u@example.com", "pw-unconfirmed-1")
+    api_client.force_login(user)
+    assert api_client.get("/api/v1/me").json()["data"]["email_verified"] is False
 
 
 def test_me_after_real_allauth_login_and_logout(buyer: User) -> None:
