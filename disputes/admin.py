@@ -382,8 +382,8 @@ class DisputeAdmin(_DisputesAdmin):
     fields = (
         "public_id",
         "provider",
-        "provider_dispute_id",
-        "charge_id",
+        "provider_dispute",
+        "charge",
         "amount",
         "currency",
         "reason",
@@ -415,6 +415,14 @@ class DisputeAdmin(_DisputesAdmin):
     @admin.display(description="amount", ordering="amount_micro")
     def amount(self, obj: Dispute) -> SafeString:
         return _amount(obj.amount_micro)
+
+    @admin.display(description="provider dispute id")
+    def provider_dispute(self, obj: Dispute) -> SafeString | str:
+        return stripe_link(obj.provider_dispute_id)
+
+    @admin.display(description="charge id")
+    def charge(self, obj: Dispute) -> SafeString | str:
+        return stripe_link(obj.charge_id)
 
     @admin.display(description="current packet", ordering="current_status")
     def current_packet(self, obj: Any) -> SafeString | str:

@@ -261,6 +261,33 @@ def test_dispute_read_and_file_exactly_once(
     assert provider.dispute_read(dispute_id).require()["evidence_details"]["submission_count"] == 1
 
 
+def test_file_upload_is_multipart_to_the_files_api_and_replayed_with_its_key(
+    provider: StripeProvider, sandbox: SandboxControl, sdk: stripe.StripeClient
+) -> None:
+    content = b"%PDF-1.4\n% signed for\n"
+    sandbox.add_fault("/v1/files", "apply_then_drop", method="POST", times=1)
+    uploaded = provider.file_upload(
+        filename="pod.pdf", content=content, idempotency_key="pkt_1:file:abc"
+    )
+    assert (uploaded.kind, uploaded.replayed, uploaded.attempts) == (OutcomeKind.ACCEPTED, True, 2)
+    answer = uploaded.require()
+    assert answer["id"].startswith("file_")
+    assert (answer["purpose"], answer["filename"], answer["size"]) == (
+        "dispute_evidence",
+        "pod.pdf",
+        len(content),
+    )
+    again = provider.file_upload(
+        filename="pod.pdf", content=content, idempotency_key="pkt_1:file:abc"
+    )
+    assert again.require()["id"] == answer["id"]  # one file at the provider
+    assert sandbox.state()["counts"]["files"] == 1
+    assert sdk.v1.files.retrieve(answer["id"]).size == len(content)
+    refused = provider.file_upload(filename="run.exe", content=b"MZ", idempotency_key="pkt_1:f:x")
+    assert refused.kind is OutcomeKind.REFUSED
+    assert sandbox.state()["counts"]["files"] == 1
+
+
 def _sign(payload: bytes, secret: str, t: int) -> str:
     return hmac.new(secret.encode(), f"{t}.".encode() + payload, hashlib.sha256).hexdigest()
 
