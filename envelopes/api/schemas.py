@@ -10,8 +10,6 @@ from core.api.parsing import MICRO, MicroField, StrictCharField
 from envelopes.models import MICRO_PER_CENT
 from envelopes.services import MAX_ENVELOPE_MICRO, MIN_FUNDING_MICRO
 
-INT64_MAX = 2**63 - 1
-
 MICRO_HELP = "Micro-dollars (1 USD = 1,000,000 micro), an integer: compute on this."
 USD_HELP = "The same amount in US dollars, for reading only."
 
@@ -177,10 +175,14 @@ class FundingMicroField(MicroField):
         super().__init__(**kwargs)
 
 
-@extend_schema_field({"type": "integer", "format": "int64", "minimum": 1, "maximum": INT64_MAX})
+@extend_schema_field(
+    {"type": "integer", "format": "int64", "minimum": 1, "maximum": MAX_ENVELOPE_MICRO}
+)
 class PositiveMicroField(MicroField):
     """A debit or a refund: any positive number of micro-dollars (a refund rounds each leg down
-    to a cent); more than the unspent balance is 422 `amount_exceeds_unspent`."""
+    to a cent); more than the unspent balance is 422 `amount_exceeds_unspent`. The unspent balance
+    is never more than an envelope's funding, at most MAX_ENVELOPE_MICRO: no larger amount can
+    succeed, so the schema's maximum says so (the answer to one is that 422)."""
 
 
 @extend_schema_field({"type": "string", "pattern": "^[uU][sS][dD]$"})

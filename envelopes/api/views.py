@@ -75,13 +75,17 @@ class FundingInput(Strict):
 
 
 class DebitInput(Strict):
-    amount_micro = schemas.PositiveMicroField()
+    amount_micro = schemas.PositiveMicroField(
+        help_text=MICRO + " At most the unspent balance, else 422 `amount_exceeds_unspent`."
+    )
     reference = StrictCharField(max_length=200, help_text="e.g. the claim or job id")
 
 
 class RefundInput(Strict):
     amount_micro = schemas.PositiveMicroField(
-        required=False, help_text=MICRO + " Omit for the whole unspent balance."
+        required=False,
+        help_text=MICRO + " Omit for the whole unspent balance; at most the unspent balance, else "
+        "422 `amount_exceeds_unspent`.",
     )
 
 

@@ -193,7 +193,8 @@ def test_amount_micro_states_the_bounds_the_services_enforce(schema: dict[str, A
     assert funding["multipleOf"] == MICRO_PER_CENT == 10_000
     for operation_id in ("envelopes_debit", "envelopes_refund"):
         amount = _body(schema, operation_id)["properties"]["amount_micro"]
-        assert (amount["minimum"], amount["maximum"]) == (1, INT64_MAX), operation_id
+        # No envelope's unspent balance exceeds its largest funding: nothing above can succeed.
+        assert (amount["minimum"], amount["maximum"]) == (1, MAX_ENVELOPE_MICRO), operation_id
         assert "multipleOf" not in amount
     disputed = _body(schema, "disputes_enter")["properties"]["amount_micro"]
     assert disputed["minimum"] == disputed["multipleOf"] == MICRO_PER_CENT

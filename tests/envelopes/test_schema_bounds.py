@@ -1,6 +1,7 @@
-"""The OpenAPI schema states the bounds the services enforce on a funding amount (the constants
-of envelopes.services and envelopes.models, never other numbers), and documents the 403
-`email_unverified` of the routes that move money."""
+"""The OpenAPI schema states the bounds the services enforce on amounts (the constants of
+envelopes.services and envelopes.models, never other numbers): a funding charge's, and a refund's
+or debit's, which can never exceed the unspent balance, itself never more than an envelope's
+largest funding. And it documents the 403 `email_unverified` of the routes that move money."""
 
 from typing import Any
 
@@ -38,6 +39,34 @@ def test_funding_amounts_state_the_services_bounds(schema: dict[str, Any]) -> No
         assert amount["maximum"] == MAX_ENVELOPE_MICRO
         assert amount["multipleOf"] == MICRO_PER_CENT
         assert amount["maximum"] < 2**63 - 1  # not the whole int64 range
+
+
+def test_refund_and_debit_amounts_state_their_bounds(schema: dict[str, Any]) -> None:
+    paths = {
+        "refund": "/api/v1/escrow/envelopes/{envelope_id}/refund",
+        "debit": "/api/v1/escrow/envelopes/{envelope_id}/debits",
+    }
+    for name, path in paths.items():
+        amount = _request_body(schema, "post", path)["properties"]["amount_micro"]
+        assert (amount["minimum"], amount["maximum"]) == (1, MAX_ENVELOPE_MICRO), name
+        assert "multipleOf" not in amount, name  # any micro-dollar; legs round down to a cent
+        assert "amount_exceeds_unspent" in amount["description"], name
+
+
+def test_a_refund_above_the_largest_funding_is_amount_exceeds_unspent(
+    alice: Api, staff_api: Api
+) -> None:
+    envelope_id = alice.create(MAX_ENVELOPE_MICRO)["envelope_id"]
+    refund = f"/api/v1/escrow/envelopes/{envelope_id}/refund"
+    over = alice.post(refund, {"amount_micro": MAX_ENVELOPE_MICRO + 1})
+    assert over.status_code == 422, over.content
+    assert over.json()["error"]["code"] == "amount_exceeds_unspent"
+    debit = f"/api/v1/escrow/envelopes/{envelope_id}/debits"
+    over = staff_api.post(debit, {"amount_micro": MAX_ENVELOPE_MICRO + 1, "reference": "job-1"})
+    assert over.status_code == 422, over.content
+    whole = alice.post(refund, {"amount_micro": MAX_ENVELOPE_MICRO})
+    assert whole.status_code == 200, whole.content
+    assert whole.json()["data"]["refunded_micro"] == MAX_ENVELOPE_MICRO
 
 
 @pytest.mark.parametrize(
