@@ -82,3 +82,13 @@ def two_lines(moment: datetime) -> SafeString:
     so list columns stay narrow."""
     day, _, rest = date_format(timezone.localtime(moment), "DATETIME_FORMAT").partition(" ")
     return format_html('<span class="vouch-when">{}<br>{}</span>', day, rest)
+
+
+def short_id(public_id: str, *, keep: int = 10) -> SafeString:
+    """A long id shortened for a list column (`env_fd6441…`), whole on hover; searching finds
+    it whole."""
+    if len(public_id) <= keep + 1:
+        return format_html('<span class="vouch-mono">{}</span>', public_id)
+    return format_html(
+        '<span class="vouch-mono" title="{}">{}…</span>', public_id, public_id[:keep]
+    )

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, two_lines
+from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, short_id, two_lines
 from core.dashboard import stripe_link
 from envelopes.models import (
     MICRO_PER_CENT,
@@ -210,8 +210,9 @@ def envelope_page_context(envelope: Envelope) -> dict[str, Any]:
 def _balance_column(name: str, label: str) -> Any:
     @admin.display(description=label.lower(), ordering=name)
     def column(self: Any, obj: Envelope) -> SafeString:
+        # Dollars to read; the exact micro-dollars on hover (and on the envelope's page).
         value = getattr(obj, name)
-        return format_html('{}<br><span class="vouch-usd">{}</span>', micro(value), dollars(value))
+        return format_html('<span title="{} micro">{}</span>', micro(value), dollars(value))
 
     return column
 
@@ -237,16 +238,16 @@ class StuckFilter(admin.SimpleListFilter):
 @admin.register(Envelope)
 class EnvelopeAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     list_display = (
-        "public_id",
+        "envelope",
         "buyer",
         "funding",
         "total_funded",
         "unspent",
         "reserved",
         "total_refunded",
-        "total_debited",
         "created",
     )
+    list_display_links = ("envelope",)
     list_select_related = ("owner",)
     list_filter = (StuckFilter,)
     # Provider ids match exactly (`=`): a charge, a PaymentIntent or a refund of the envelope.
@@ -279,10 +280,14 @@ class EnvelopeAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     def rows_with_amount(self, queryset: QuerySet[Any], amount_micro: int) -> QuerySet[Any]:
         return queryset.filter(pk__in=envelopes_with_amount(amount_micro))
 
+    @admin.display(description="envelope", ordering="public_id")
+    def envelope(self, obj: Envelope) -> SafeString:
+        return short_id(obj.public_id)
+
     @admin.display(description="buyer", ordering="owner__email")
     def buyer(self, obj: Envelope) -> SafeString:
         return format_html(
-            '{}<br><span class="vouch-quiet">{}</span>', obj.owner.get_username(), obj.owner.email
+            '{}<span class="vouch-sub">{}</span>', obj.owner.get_username(), obj.owner.email
         )
 
     @admin.display(description="funding", ordering="pending_funding_micro")
@@ -292,7 +297,8 @@ class EnvelopeAdmin(AmountSearchAdmin, ReadOnlyAdmin):
         if pending:
             return format_html(
                 '<span class="vouch-badge vouch-warn vouch-pending" title="A funding charge '
-                'whose outcome is not known yet: not funded money">pending {}</span>',
+                'whose outcome is not known yet: not funded money">pending</span>'
+                '<span class="vouch-sub">{} asked</span>',
                 dollars(pending),
             )
         return mark_safe('<span class="vouch-badge vouch-good">funded</span>')
@@ -325,7 +331,7 @@ class StuckLegFilter(admin.SimpleListFilter):
 @admin.register(RefundOperation)
 class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     list_display = (
-        "public_id",
+        "refund",
         "envelope_link",
         "amount",
         "status",
@@ -333,6 +339,7 @@ class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
         "provider_refunds",
         "created",
     )
+    list_display_links = ("refund",)
     list_select_related = ("envelope", "envelope__owner", "created_by")
     list_filter = (StuckLegFilter,)
     search_fields = (
@@ -370,13 +377,17 @@ class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     def rows_with_amount(self, queryset: QuerySet[Any], amount_micro: int) -> QuerySet[Any]:
         return queryset.filter(pk__in=refunds_with_amount(amount_micro))
 
+    @admin.display(description="refund", ordering="public_id")
+    def refund(self, obj: RefundOperation) -> SafeString:
+        return short_id(obj.public_id)
+
     @admin.display(description="envelope", ordering="envelope__public_id")
     def envelope_link(self, obj: RefundOperation) -> SafeString:
         url = reverse("admin:envelopes_envelope_change", args=[obj.envelope_id])
         return format_html(
-            '<a href="{}" class="vouch-mono">{}</a><br><span class="vouch-quiet">{}</span>',
+            '<a href="{}">{}</a><span class="vouch-sub">{}</span>',
             url,
-            obj.envelope.public_id,
+            short_id(obj.envelope.public_id),
             obj.envelope.owner.email or obj.envelope.owner.get_username(),
         )
 
@@ -384,7 +395,7 @@ class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     def amount(self, obj: RefundOperation) -> SafeString:
         refunded = sum(leg.amount_micro for leg in obj.legs.all() if leg.outcome == "accepted")
         return format_html(
-            '{}<br><span class="vouch-usd">requested {}</span>',
+            '{}<span class="vouch-sub">requested&nbsp;{}</span>',
             dollars(refunded),
             dollars(obj.requested_micro),
         )
@@ -405,7 +416,7 @@ class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
             '<span class="vouch-badge vouch-{}">{}</span>{}',
             tone,
             text,
-            format_html('<br><span class="vouch-quiet">{}</span>', ", ".join(verdicts))
+            format_html('<span class="vouch-sub">{}</span>', ", ".join(verdicts))
             if verdicts
             else "",
         )

@@ -112,7 +112,7 @@ def duration_text(delta: timedelta) -> str:
     if days:
         text = f"{days} d {hours} h"
     elif hours:
-        text = f"{hours} h {minutes} min"
+        text = f"{hours} h {minutes} min" if minutes else f"{hours} h"
     else:
         text = f"{minutes} min"
     return prefix + text

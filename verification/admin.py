@@ -28,7 +28,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
 from accounts.models import User
-from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, two_lines
+from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, short_id, two_lines
 from core.dashboard import stripe_link
 from verification.contracts import Contract, get_contract
 from verification.models import (
@@ -227,15 +227,13 @@ class VerificationRunAdmin(AmountSearchAdmin, ReadOnlyAdmin):
 
     list_display = (
         "verdict_badge",
-        "public_id",
+        "run",
         "about",
-        "amount",
-        "contract_id",
-        "attempts_made",
+        "tries",
         "created",
         "decided",
     )
-    list_display_links = ("public_id",)
+    list_display_links = ("run",)
     list_filter = ("verdict", "contract_id")
     # Provider ids (refund, charge, PaymentIntent) match a resolved correlation key exactly, or
     # the run's input charge or the provider object it verifies.
@@ -279,19 +277,32 @@ class VerificationRunAdmin(AmountSearchAdmin, ReadOnlyAdmin):
             else "",
         )
 
+    @admin.display(description="tries", ordering="attempts_made")
+    def tries(self, obj: VerificationRun) -> int:
+        """Scheduled attempts so far."""
+        return obj.attempts_made
+
+    @admin.display(description="run", ordering="public_id")
+    def run(self, obj: VerificationRun) -> SafeString:
+        return format_html(
+            '{}<span class="vouch-sub">{}</span>', short_id(obj.public_id), obj.contract_id
+        )
+
     @admin.display(description="about")
     def about(self, obj: VerificationRun) -> SafeString | str:
+        """The provider object (linked to the Dashboard) and the amount asked, in dollars."""
         result = obj.action_result if isinstance(obj.action_result, dict) else {}
         inputs = obj.input if isinstance(obj.input, dict) else {}
         subject = str(result.get("id") or inputs.get("charge") or "")
-        return stripe_link(subject) if subject else "—"
-
-    @admin.display(description="amount")
-    def amount(self, obj: VerificationRun) -> str:
-        cents = (obj.input if isinstance(obj.input, dict) else {}).get("amount")
-        if not isinstance(cents, int) or isinstance(cents, bool):
-            return "—"
-        return f"${cents // 100:,}.{cents % 100:02d}"
+        cents = inputs.get("amount")
+        amount = (
+            f"${cents // 100:,}.{cents % 100:02d}"
+            if isinstance(cents, int) and not isinstance(cents, bool)
+            else ""
+        )
+        return format_html(
+            '{}<span class="vouch-sub">{}</span>', stripe_link(subject) if subject else "—", amount
+        )
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj: VerificationRun) -> SafeString:

@@ -69,7 +69,7 @@ def test_a_pending_funding_is_marked_in_the_envelope_list(
         for envelope in ("alice", "bob", "pending")
     }
     assert "vouch-pending" in rows["pending"]
-    assert "pending $4.00" in rows["pending"]
+    assert "$4.00 asked" in rows["pending"]
     assert "vouch-pending" not in rows["alice"]
     assert "vouch-pending" not in rows["bob"]
     assert shown(superuser, "envelopes_envelope", stuck="pending") == {two["pending"].pk}

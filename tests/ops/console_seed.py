@@ -31,6 +31,7 @@ class Seeded:
     stuck_funding_envelopes: list[int] = field(default_factory=list)
     stuck_refunds: list[int] = field(default_factory=list)
     fresh_pending_envelope: int = 0
+    stuck_refund_envelope: int = 0
     escalations_open: list[int] = field(default_factory=list)
     discrepancies: dict[str, list[int]] = field(default_factory=dict)
 
@@ -86,9 +87,9 @@ def seed_console(world: World, ops: Ops) -> Seeded:
     seeded.stuck_funding_envelopes = [
         FundingLeg.objects.get(envelope__public_id=stuck_envelope).envelope_id
     ]
-    seeded.stuck_refunds = [
-        RefundOperation.objects.get(public_id=refund.json()["data"]["refund_id"]).pk
-    ]
+    operation = RefundOperation.objects.get(public_id=refund.json()["data"]["refund_id"])
+    seeded.stuck_refunds = [operation.pk]
+    seeded.stuck_refund_envelope = operation.envelope_id
     assert RefundLeg.objects.filter(operation_id__in=seeded.stuck_refunds).get().outcome == (
         "unknown"
     )

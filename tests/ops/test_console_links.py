@@ -68,9 +68,9 @@ def test_provider_ids_link_to_the_stripe_dashboard(
     assert f'href="{TEST}/payments/{charge}"' in receipts
     assert f'href="{TEST}/refunds/{leg.provider_refund_id}"' in receipts
     receipt = Receipt.objects.get(provider_object_id=leg.provider_refund_id)
-    detail = superuser.get(
-        reverse("admin:receipts_receipt_change", args=[receipt.pk])
-    ).content.decode()
+    response = superuser.get(reverse("admin:receipts_receipt_change", args=[receipt.pk]))
+    assert response.status_code == 200, (response.status_code, response.get("Location"))
+    detail = response.content.decode()
     assert f'href="{TEST}/refunds/{leg.provider_refund_id}"' in detail
     assert receipt.pk in detail
 
