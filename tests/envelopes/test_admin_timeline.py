@@ -14,12 +14,13 @@ import pytest
 import stripe
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from accounts.models import User
 from envelopes.models import Envelope, RefundLeg
 from envelopes.selectors import envelope_timeline
 from tests.helpers import settle_runs
-from verification.models import ProviderEvent
+from verification.models import Escalation, ProviderEvent
 from verification.services import provider_event_store
 
 from .conftest import Api
@@ -58,6 +59,17 @@ def test_a_funded_topped_up_refunded_envelope_reads_as_one_timeline(
     assert len(legs) == 2
     assert all(leg.provider_refund_id.startswith("re_") for leg in legs)
 
+    # A person's escalation about one of its legs, opened and resolved.
+    escalation = Escalation.objects.create(
+        verdict="CONTRADICTED",
+        reason="looked at by a person",
+        subject_type="refund_leg",
+        subject_id=legs[0].public_id,
+    )
+    Escalation.objects.filter(pk=escalation.pk).update(
+        status="resolved", resolved_at=timezone.now(), resolution="note", resolution_note="ok"
+    )
+
     timeline = envelope_timeline(envelope)
     times = [item.at for item in timeline]
     assert times == sorted(times)
@@ -71,6 +83,7 @@ def test_a_funded_topped_up_refunded_envelope_reads_as_one_timeline(
     assert kinds.count("verdict") == 4
     assert kinds.count("attempt") >= 4
     assert kinds.count("webhook") >= 2  # at least each refund's refund.created
+    assert kinds[-2:] == ["escalation", "escalation"]  # opened, then resolved: the latest
     # Causes come before their effects.
     assert kinds.index("funding") < kinds.index("journal") < kinds.index("refund")
     first_refund = kinds.index("refund")
@@ -99,6 +112,7 @@ def test_a_funded_topped_up_refunded_envelope_reads_as_one_timeline(
         )
         assert run_url in section
     assert reverse("admin:receipts_receipt_changelist") in section
+    assert reverse("admin:verification_escalation_change", args=[escalation.pk]) in section
     assert "https://dashboard.stripe.com/test/events/evt_" in section
     # Each row is dated in the site's one format.
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", section)
