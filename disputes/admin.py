@@ -781,6 +781,13 @@ class PacketAdmin(_DisputesAdmin):
         if packet.filing_status == FilingStatus.FILED:
             text = f"Packet {packet.public_id} is {filing_label(FilingStatus.FILED)}."
             level = messages.SUCCESS
+        elif packet.filing_status == FilingStatus.SUBMITTING:
+            text = (
+                f"Not sent yet: an evidence file's upload got no answer ({packet.filing_error}). "
+                f"The filing resumes with the same keys (key {packet.filing_key}); nothing can "
+                "be submitted twice."
+            )
+            level = messages.WARNING
         elif packet.provider_status == ProviderStatus.REFUSED:
             text = f"Not filed: the provider refused the request ({packet.filing_error})."
             level = messages.ERROR

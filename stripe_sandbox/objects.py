@@ -316,6 +316,23 @@ EVIDENCE_TEXT_FIELDS = (
     "shipping_tracking_number",
     "uncategorized_text",
 )
+# Stripe's published bound on each evidence text field (openapi: dispute_evidence_params).
+EVIDENCE_TEXT_MAX_DEFAULT = 20_000
+EVIDENCE_TEXT_MAX = dict.fromkeys(
+    (
+        "billing_address",
+        "customer_email_address",
+        "customer_name",
+        "customer_purchase_ip",
+        "duplicate_charge_id",
+        "service_date",
+        "shipping_address",
+        "shipping_carrier",
+        "shipping_date",
+        "shipping_tracking_number",
+    ),
+    5_000,
+)
 EVIDENCE_FILE_FIELDS = (
     "cancellation_policy",
     "customer_communication",

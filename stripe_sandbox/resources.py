@@ -629,6 +629,9 @@ def dispute_update(
         elif name in objects.EVIDENCE_TEXT_FIELDS:
             if not isinstance(value, str):
                 raise invalid(f"Invalid string: {param}", param=param)
+            limit = objects.EVIDENCE_TEXT_MAX.get(name, objects.EVIDENCE_TEXT_MAX_DEFAULT)
+            if len(value) > limit:
+                raise invalid(f"Invalid {param}: must be at most {limit} characters", param=param)
             staged[name] = value or None
         elif name in objects.EVIDENCE_FILE_FIELDS:
             if not isinstance(value, str):

@@ -96,6 +96,24 @@ def test_stage_evidence_then_submit_once(
     assert again.evidence.uncategorized_text is None
 
 
+@pytest.mark.parametrize(
+    ("field", "limit"), [("uncategorized_text", 20_000), ("shipping_tracking_number", 5_000)]
+)
+def test_each_evidence_text_field_has_stripes_bound(
+    client: stripe.StripeClient, sandbox: SandboxControl, field: str, limit: int
+) -> None:
+    dispute_id = _dispute(client, sandbox)
+    with pytest.raises(stripe.InvalidRequestError, match=f"at most {limit} characters"):
+        client.v1.disputes.update(
+            dispute_id, params={"evidence": {field: "x" * (limit + 1)}, "submit": False}
+        )
+    assert client.v1.disputes.retrieve(dispute_id).evidence[field] is None
+    staged = client.v1.disputes.update(
+        dispute_id, params={"evidence": {field: "x" * limit}, "submit": False}
+    )
+    assert len(staged.evidence[field]) == limit
+
+
 def test_update_without_submit_submits_as_stripe_does(
     client: stripe.StripeClient, sandbox: SandboxControl
 ) -> None:
