@@ -132,6 +132,16 @@ def _expand(state: State, body: dict[str, Any], params: Params) -> dict[str, Any
         "payment_intent": state.world.payment_intents,
     }
     for name in params.expand():
+        field = name.removeprefix("evidence.")
+        if name.startswith("evidence.") and field in objects.EVIDENCE_FILE_FIELDS:
+            # A dispute's evidence file (`expand[]=evidence.shipping_documentation`): the File.
+            evidence = body.get("evidence")
+            if not isinstance(evidence, dict):
+                raise invalid(f"This property cannot be expanded ({name}).", param="expand")
+            value = evidence.get(field)
+            if isinstance(value, str) and value in state.world.files:
+                evidence[field] = state.render(state.world.files[value])
+            continue
         table = tables.get(name)
         if table is None or name not in body:
             raise invalid(f"This property cannot be expanded ({name}).", param="expand")

@@ -229,6 +229,16 @@ def test_filing_a_delivery_file_sends_shipping_documentation_with_the_uploaded_f
         len(content),
     )
     assert file_bytes_at(stripe_at_sandbox, file_id) == content
+    shown = sandbox_client(stripe_at_sandbox).v1.disputes.retrieve(
+        packet.dispute.provider_dispute_id, params={"expand": ["evidence.shipping_documentation"]}
+    )
+    assert (
+        shown.evidence.shipping_documentation.id,
+        shown.evidence.shipping_documentation.size,
+    ) == (
+        file_id,
+        len(content),
+    )
     assert stripe_at_sandbox.state()["counts"]["files"] == 1
 
     settle_runs()

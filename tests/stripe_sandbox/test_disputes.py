@@ -80,6 +80,12 @@ def test_stage_evidence_then_submit_once(
     assert staged.evidence_details.has_evidence is True
     assert staged.evidence_details.submission_count == 0
 
+    expanded = client.v1.disputes.retrieve(
+        dispute_id, params={"expand": ["evidence.shipping_documentation"]}
+    )
+    assert expanded.evidence.shipping_documentation.id == upload.id  # the File itself
+    assert expanded.evidence.shipping_documentation.filename == "proof.png"
+
     submitted = client.v1.disputes.update(dispute_id, params={"submit": True})
     assert submitted.status == "under_review"
     assert submitted.evidence_details.submission_count == 1
