@@ -484,6 +484,19 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
                 rank=4,
             )
         )
+        if leg.decided_at is None and leg.outcome == LegOutcome.UNKNOWN:
+            items.append(
+                TimelineItem(
+                    at=leg.reserved_at,
+                    kind="provider",
+                    title="No answer to trust: unknown (the money stays reserved)",
+                    detail=f"{leg.public_id} after {leg.attempts} attempt(s)"
+                    + (f" · {leg.error_code}" if leg.error_code else ""),
+                    links=operation_link,
+                    tone="warn",
+                    rank=5,
+                )
+            )
         if leg.decided_at is not None:
             tone = {"accepted": "good", "refused": "bad", "void": "bad"}.get(leg.outcome, "warn")
             answer = leg.outcome + (f" ({leg.error_code})" if leg.error_code else "")

@@ -5,6 +5,7 @@ permission a refused page needed from `ops.forbidden`."""
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -14,14 +15,36 @@ from ops.console import ops_console
 from ops.forbidden import refusal_of
 
 
+def _can_view(request: HttpRequest, label: str) -> bool:
+    """Whether the user may open the admin list of `app_label.model_name` (as its admin says)."""
+    model = apps.get_model(label)
+    model_admin = admin.site._registry.get(model)
+    return model_admin is not None and bool(model_admin.has_view_permission(request))
+
+
 def console_index(request: HttpRequest) -> HttpResponse:
     """The admin index with the console above the app list (wrapped by `admin_view` in
-    config/urls.py, so only staff reach it)."""
+    config/urls.py, so only staff reach it). Each part shows only to someone who may open the
+    list behind it."""
     console = ops_console()
+    allowed = {
+        label: _can_view(request, label)
+        for label in {
+            *(tile.model for tile in (*console.tiles, *console.discrepancies)),
+            "verification.verificationrun",
+            "verification.escalation",
+            "disputes.dispute",
+        }
+    }
     return admin.site.index(
         request,
         extra_context={
             "console": console,
+            "tiles": [tile for tile in console.tiles if allowed[tile.model]],
+            "discrepancy_tiles": [t for t in console.discrepancies if allowed[t.model]],
+            "show_disputes": allowed["disputes.dispute"],
+            "show_verdicts": allowed["verification.verificationrun"],
+            "show_escalations": allowed["verification.escalation"],
             "verdicts_svg": charts.bar_chart(
                 console.verdicts, label="Verification verdicts per day, last 30 days"
             ),

@@ -48,6 +48,7 @@ class Tile:
     label: str
     count: int
     url: str
+    model: str  # `app_label.model_name` of the list it links to
     help: str = ""
     urgent: bool = False  # a non-zero count here is about money or a deadline
 
@@ -256,6 +257,7 @@ def ops_console(*, now: datetime | None = None) -> Console:
             key="escalations",
             label="Open escalations",
             count=escalations_open().count(),
+            model="verification.escalation",
             url=_changelist("verification_escalation", status__exact=EscalationStatus.OPEN),
             help="Bad verdicts and legs the provider shows no trace of, oldest first.",
             urgent=True,
@@ -264,6 +266,7 @@ def ops_console(*, now: datetime | None = None) -> Console:
             key="disputes",
             label="Disputes awaiting a response",
             count=awaiting.count(),
+            model="disputes.dispute",
             url=_changelist(
                 "disputes_dispute",
                 response_deadline__isnull="False",
@@ -276,6 +279,7 @@ def ops_console(*, now: datetime | None = None) -> Console:
             key="packets_approval",
             label="Packets awaiting approval",
             count=packets_awaiting_approval().count(),
+            model="disputes.packet",
             url=_changelist(
                 "disputes_packet",
                 status__exact=PacketStatus.READY_FOR_REVIEW,
@@ -287,6 +291,7 @@ def ops_console(*, now: datetime | None = None) -> Console:
             key="packets_filing",
             label="Packets awaiting filing",
             count=packets_awaiting_filing().count(),
+            model="disputes.packet",
             url=_changelist(
                 "disputes_packet",
                 status__exact=PacketStatus.READY_FOR_REVIEW,
@@ -299,6 +304,7 @@ def ops_console(*, now: datetime | None = None) -> Console:
             key="stuck_funding",
             label="Envelopes with a stuck funding leg",
             count=envelopes_with_stuck_funding(now=now).count(),
+            model="envelopes.envelope",
             url=_changelist("envelopes_envelope", stuck="funding"),
             help=f"A funding charge pending for over {stuck_after}.",
             urgent=True,
@@ -307,6 +313,7 @@ def ops_console(*, now: datetime | None = None) -> Console:
             key="stuck_refund",
             label="Refunds with a stuck leg",
             count=refunds_with_stuck_legs(now=now).count(),
+            model="envelopes.refundoperation",
             url=_changelist("envelopes_refundoperation", stuck="yes"),
             help=f"A refund leg reserved or unknown for over {stuck_after}.",
             urgent=True,
@@ -317,6 +324,7 @@ def ops_console(*, now: datetime | None = None) -> Console:
             key=f"discrepancies_{severity}",
             label=f"{str(severity).capitalize()} discrepancies",
             count=discrepancies_unresolved(severity).count(),
+            model="reconciliation.discrepancy",
             url=_changelist(
                 "reconciliation_discrepancy",
                 severity__exact=severity,

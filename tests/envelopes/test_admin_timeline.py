@@ -132,3 +132,16 @@ def test_an_empty_envelope_timeline_is_only_its_pending_charge(
     assert [item.kind for item in timeline] == ["funding", "provider"]
     assert "pending" in timeline[1].title
     assert timeline[1].tone == "warn"
+
+
+def test_a_refund_without_an_answer_says_so(alice: Api, sandbox: Any) -> None:
+    envelope_id = alice.create(2_000_000)["envelope_id"]
+    sandbox.add_fault("/v1/refunds", "server_error", method="POST")
+    response = alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {})
+    sandbox.clear_faults()
+    assert response.status_code == 202, response.content
+    timeline = envelope_timeline(Envelope.objects.get(public_id=envelope_id))
+    refund = [item for item in timeline if item.kind in ("refund", "provider")][-2:]
+    assert [item.kind for item in refund] == ["refund", "provider"]
+    assert "unknown" in refund[1].title
+    assert refund[1].tone == "warn"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -187,3 +188,19 @@ def test_the_console_is_for_staff_only(db: None) -> None:
     assert response.redirect_chain[0][0].startswith(reverse("admin:login"))
     assert response.status_code == 403
     assert "vouch-now" not in response.content.decode()
+
+
+def test_each_part_of_the_console_shows_only_to_who_may_open_its_list(db: None) -> None:
+    user = User.objects.create_user("vera", "vera@example.com", "vera-pw-123", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_envelope", "view_escalation"])
+    )
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("admin:index")).content.decode()
+    shown = set(re.findall(r'id="console-([a-z_]+)"', page))
+    assert shown == {"escalations", "stuck_funding"}
+    assert 'id="vouch-disputes-due"' not in page
+    assert 'id="vouch-discrepancies"' not in page
+    assert 'id="chart-escalations"' in page
+    assert 'id="chart-verdicts"' not in page
