@@ -299,3 +299,37 @@ def test_a_file_altered_in_storage_is_not_filed(
     assert Packet.objects.get(pk=packet.pk).filing_status == "not_filed"
     assert submissions(stripe_at_sandbox, packet.dispute.provider_dispute_id) == 0
     assert stripe_at_sandbox.state()["counts"]["files"] == 0
+
+
+def test_a_filing_interrupted_after_its_uploads_resumes_with_the_same_keys(
+    world: World, ops: Ops, stripe_at_sandbox: SandboxControl
+) -> None:
+    """As if the process died after uploading the file and before updating the dispute: the
+    scheduled job repeats the upload with the same key (a replay: one file at the provider) and
+    sends the dispute update once."""
+    from disputes.services import _reserve_filing, file_upload_key
+    from providers import provider_from_settings
+
+    content = pdf("pod", size=1500)
+    packet = approve(delivery_packet(world, ops, content), ops)
+    key = services.filing_key_proposal(packet)
+    reserved = _reserve_filing(
+        packet=packet, actor=ops.filer, confirmed_digest=packet.digest, key=key
+    )
+    sha256 = hashlib.sha256(content).hexdigest()
+    first = provider_from_settings().file_upload(
+        filename="proof.pdf", content=content, idempotency_key=file_upload_key(reserved, sha256)
+    )
+    assert first.accepted
+    assert Packet.objects.get(pk=packet.pk).filing_status == "submitting"
+
+    assert services.filings_resume(older_than_s=0) == 1
+    resumed = Packet.objects.get(pk=packet.pk)
+    assert (resumed.filing_status, resumed.provider_status) == ("awaiting_readback", "answered")
+    assert resumed.filing_files == {sha256: first.require()["id"]}
+    assert stripe_at_sandbox.state()["counts"]["files"] == 1
+    assert submissions(stripe_at_sandbox, packet.dispute.provider_dispute_id) == 1
+    shown = read_dispute(stripe_at_sandbox, packet.dispute.provider_dispute_id)
+    assert shown["evidence"]["shipping_documentation"] == first.require()["id"]
+    settle_runs()
+    assert Packet.objects.get(pk=packet.pk).filing_status == "filed"
