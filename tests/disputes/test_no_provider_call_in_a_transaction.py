@@ -14,7 +14,7 @@ from providers.stripe_provider import StripeProvider
 from tests.envelopes.conftest import Api
 from tests.helpers import settle_runs
 
-from .conftest import Ops, World, contest_ready, staff_user
+from .conftest import Ops, World, admit_file, contest_ready, current, pdf, staff_user
 
 
 @pytest.mark.django_db(transaction=True)
@@ -58,4 +58,35 @@ def test_no_dispute_flow_calls_the_provider_inside_a_transaction(
     manual_calls = [k for k, _ in calls if k.endswith(":manual")]
     assert len(manual_calls) == 2  # the event's dispute and the entered one
     assert len(calls) >= 6
+    assert not any(inside for _, inside in calls), calls
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_filing_with_a_file_uploads_it_outside_any_transaction(
+    world: World, ops: Ops, monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Any
+) -> None:
+    settings.MEDIA_ROOT = str(tmp_path)
+    calls: list[tuple[str, bool]] = []
+    real_call = StripeProvider._call
+
+    def spy(self: StripeProvider, request: Any, **kwargs: Any) -> Any:
+        calls.append((getattr(request, "__qualname__", ""), connection.in_atomic_block))
+        return real_call(self, request, **kwargs)
+
+    monkeypatch.setattr(StripeProvider, "_call", spy)
+    world.fund()
+    dispute = world.dispute(reason="product_not_received")
+    admit_file(dispute, ops.preparer, "pod:1", "delivery", pdf("pod"))
+    packet = services.packet_approve(
+        packet=current(dispute), actor=ops.approver, confirmed_digest=current(dispute).digest
+    )
+    filed = services.packet_file(
+        packet=packet,
+        actor=ops.filer,
+        confirmed_digest=packet.digest,
+        idempotency_key=services.filing_key_proposal(packet),
+    )
+    assert filed.provider_status == "answered"
+    uploads = [inside for name, inside in calls if "file_upload" in name]
+    assert uploads == [False]
     assert not any(inside for _, inside in calls), calls
