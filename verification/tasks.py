@@ -1,6 +1,7 @@
 """Thin Celery tasks: they take ids and call services."""
 
 import logging
+from datetime import datetime
 
 from celery import shared_task
 from django.conf import settings
@@ -31,11 +32,15 @@ def poll() -> int:
     return len(claimed) + len(monitored)
 
 
+def pending_log_key(now: datetime) -> str:
+    """The cache key that the first tick of `now`'s minute claims."""
+    return f"verification.poll:pending-logged:{int(now.timestamp()) // PENDING_LOG_EVERY_S}"
+
+
 def _pending_log_once_a_minute() -> None:
     """One line a minute with the number of pending runs, across every worker process: the first
     tick of each minute of the clock claims that minute in the shared cache (an atomic `add`)."""
-    minute = int(clock.now().timestamp()) // PENDING_LOG_EVERY_S
-    if cache.add(f"verification.poll:pending-logged:{minute}", 1, PENDING_LOG_EVERY_S * 2):
+    if cache.add(pending_log_key(clock.now()), 1, PENDING_LOG_EVERY_S * 2):
         pending = selectors.runs_pending_count()
         logger.info("verification runs pending: %d", pending, extra={"pending": pending})
 
