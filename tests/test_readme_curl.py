@@ -1,10 +1,16 @@
 """The README's demo walkthrough runs as written: every ```sh block between `<!-- demo:start -->`
 and `<!-- demo:end -->` is run in order, in one bash, against a fresh `make run` (its addresses in
-BASE and SANDBOX), and each answer the blocks keep in a variable is checked."""
+BASE and SANDBOX), and each answer the blocks keep in a variable is checked. The approval and the
+filing, which the README has a person do in the admin as `ops` and `lead`, are done here by the
+same services the admin's review page calls, as those users; then the README's readback block must
+show the packet filed and the submission at the provider."""
 
 import json
 import re
+import shlex
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +20,26 @@ README = ROOT / "README.md"
 VARIABLES = (
     "ME", "CREATED", "TOPPED", "ENVELOPE", "CHARGE", "LISTED", "ENVELOPE_READ", "REFUSED",
     "REFUNDED", "REFUND", "REFUNDS", "REFUND_READ", "VERIFICATION", "SECOND", "SECOND_CHARGE",
-    "OUTSIDE", "DISPUTE", "RECORDED", "VOUCH_DISPUTE", "PACKET",
+    "OUTSIDE", "DISPUTE", "RECORDED", "VOUCH_DISPUTE", "PACKET", "OPS_TOKEN",
 )  # fmt: skip
+# As the review page does (disputes/admin.py): `ops` approves the digest shown, `lead` files it.
+APPROVE_AND_FILE = """
+from accounts.models import User
+from disputes.models import Packet
+from disputes.services import filing_key_proposal, packet_approve, packet_file
+
+packet = Packet.objects.get(public_id="{packet_id}")
+packet = packet_approve(
+    packet=packet, actor=User.objects.get(username="ops"), confirmed_digest=packet.digest
+)
+packet = packet_file(
+    packet=packet,
+    actor=User.objects.get(username="lead"),
+    confirmed_digest=packet.digest,
+    idempotency_key=filing_key_proposal(packet),
+)
+print("filing:", packet.filing_status)
+"""
 MARK = "__README_DEMO_VARIABLES__"
 
 
@@ -25,6 +49,54 @@ def demo_blocks(text: str) -> list[str]:
     blocks = re.findall(r"^```sh\n(.*?)^```$", text[start:end], flags=re.S | re.M)
     assert len(blocks) >= 6, "the walkthrough lost its blocks"
     return blocks
+
+
+def readback_block(text: str) -> str:
+    """The sh block after the marked section: the filing's readback, once a person filed."""
+    after = text[text.index("<!-- demo:end -->") :]
+    block = re.search(r"^```sh\n(.*?)^```$", after, flags=re.S | re.M)
+    assert block is not None
+    return block.group(1)
+
+
+def _approve_and_file(env: dict[str, str], packet_id: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", APPROVE_AND_FILE.format(packet_id=packet_id)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "filing: " in done.stdout, done.stdout
+
+
+def _readback(env: dict[str, str], found: dict[str, str]) -> list[Any]:
+    """Run the README's readback block (its helpers and variables set) until the packet is
+    filed; its two answers."""
+    text = README.read_text()
+    script = "\n".join(
+        [
+            "set -euo pipefail",
+            demo_blocks(text)[0],  # the helpers
+            *(
+                f"{name}={shlex.quote(found[name])}"
+                for name in ("OPS_TOKEN", "VOUCH_DISPUTE", "DISPUTE")
+            ),
+            readback_block(text),
+        ]
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        done = subprocess.run(
+            ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+        if answers[0]["status"] == "filed" or time.monotonic() > deadline:
+            return answers
+        time.sleep(2)
 
 
 def _run_demo(env: dict[str, str]) -> tuple[dict[str, str], str]:
@@ -64,6 +136,8 @@ def test_the_readme_demo_runs_against_make_run(tmp_path: Path) -> None:
         env = {**run.env, "BASE": run.base, "SANDBOX": run.sandbox_url}
         found, output = _run_demo(env)
         provider = run.sandbox.state()
+        _approve_and_file(env, json.loads(found["PACKET"] or "")["packet_id"])
+        filing, evidence_details = _readback(env, found)
         log = run.log()
 
     # make run printed the three demo users.
@@ -127,3 +201,10 @@ def test_the_readme_demo_runs_against_make_run(tmp_path: Path) -> None:
     assert packet["validation"]["ok"] is True
     assert packet["contributors"] == []
     assert provider["charges"][found["CHARGE"]]["disputed"] is True
+
+    # Approved by ops, filed by lead: filed once the readback run is VERIFIED, and submitted
+    # by hand at the provider.
+    assert filing["status"] == "filed", filing
+    assert filing["verification_verdict"] == "VERIFIED"
+    assert evidence_details["submission_count"] == 1
+    assert evidence_details["submission_method"] == "manual"
