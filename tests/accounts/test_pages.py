@@ -77,3 +77,9 @@ def test_the_home_page_shows_the_messages_of_signing_in(user: User) -> None:
     assert "Successfully signed in as pagey." in page
     # Shown once: the next page has no message left.
     assert "Successfully signed in" not in client.get("/").content.decode()
+
+
+def test_the_closed_sign_up_page_renders_in_the_admins_look(db: None, settings: Any) -> None:
+    settings.VOUCH_BUYER_SIGNUP = False
+    page = _assert_styled(Client().get(reverse("account_signup")), "signup closed")
+    assert "Sign Up Closed" in page
