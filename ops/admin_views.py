@@ -68,6 +68,8 @@ def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpR
         "message": message,
         "layout": "admin/base_site.html" if refusal.admin else "admin/vouch_plain.html",
         "title": "Permission needed" if refusal.admin else "Forbidden",
+        # A read-only page refuses even who holds the permission: say so rather than ask for it.
+        "held": bool(refusal.permission) and request.user.has_perm(refusal.permission),
     }
     if refusal.admin:
         context.update(admin.site.each_context(request))

@@ -65,3 +65,13 @@ def test_a_refusal_outside_the_admin_is_a_plain_page() -> None:
     assert "<h1>Forbidden</h1>" in page
     assert "admin/css/base.css" not in page
     assert "<script" not in page
+
+
+def test_a_read_only_page_says_nobody_does_it_by_hand(db: None) -> None:
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "root-pw-123"))
+    response = client.get(reverse("admin:envelopes_envelope_add"))
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert "Nobody does this by hand" in page
+    assert "does not have" not in page
