@@ -19,6 +19,8 @@ CUSTOM_VIEWS: dict[str, str] = {
     "disputes_packet_edit": "disputes.change_packet",
     "disputes_packet_prepare": "disputes.change_packet",
     "disputes_packet_review": "disputes.view_packet",
+    "disputes_dispute_admit": "disputes.add_evidence",
+    "disputes_evidence_file": "disputes.view_evidence",
     "verification_escalation_resolve": "verification.resolve_escalation",
     "reconciliation_adjustment_propose": "envelopes.add_adjustment",
     "reconciliation_adjustment_decide": "reconciliation.approve_adjustment",

@@ -48,6 +48,7 @@ def test_a_custom_admin_view_names_the_permission_its_service_checks() -> None:
     assert "verification.resolve_escalation" in response.content.decode()
     assert refusal_of("/admin/disputes/packet/7/approve/").permission == "disputes.approve_packet"
     assert refusal_of("/admin/disputes/packet/7/file/").permission == "disputes.file_packet"
+    assert refusal_of("/admin/disputes/dispute/7/evidence/").permission == ("disputes.add_evidence")
     assert refusal_of("/admin/envelopes/envelope/3/change/").permission == "envelopes.view_envelope"
     assert refusal_of("/admin/envelopes/envelope/add/").permission == "envelopes.add_envelope"
     assert refusal_of("/admin/verification/escalation/5/resolve/").permission == (
