@@ -15,6 +15,14 @@ EVIDENCE_SHA256_PATTERN = r"^[0-9a-f]{64}$"
 POSTURES = ["accept", "contest", "refund_already_sent", "needs_more_evidence", "operator_review"]
 
 
+class EvidenceFileOut(serializers.Serializer):
+    """The file admitted with a piece of evidence (its SHA-256 is the evidence's `sha256`)."""
+
+    name = serializers.CharField()
+    size = serializers.IntegerField(min_value=1, help_text="Bytes.")
+    type = serializers.ChoiceField(choices=["pdf", "png", "jpg"])
+
+
 class EvidenceRefOut(serializers.Serializer):
     """Evidence as a packet cites it."""
 
@@ -24,6 +32,10 @@ class EvidenceRefOut(serializers.Serializer):
         choices=["delivery", "consent", "communication", "policy", "other"]
     )
     summary = serializers.CharField()
+    file = EvidenceFileOut(
+        required=False,
+        help_text="Present when the evidence was admitted with a file (in the admin).",
+    )
 
 
 class EvidenceOut(EvidenceRefOut):

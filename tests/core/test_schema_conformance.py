@@ -264,7 +264,8 @@ def test_page_parameters_state_their_ranges(schema: dict[str, Any]) -> None:
 def test_a_packet_cites_evidence_as_the_schema_says(
     schema: dict[str, Any], sandbox: SandboxControl, settings: Any
 ) -> None:
-    """A packet's evidence refs are {ref, sha256, kind, summary}: no admission fields."""
+    """A packet's evidence refs are {ref, sha256, kind, summary}: no admission fields; `file`
+    (name, size, type) only for evidence admitted with a file, in the admin."""
     settings.STRIPE_API_BASE = sandbox.url
     staff = User.objects.create_user(username="ops", is_staff=True)
     client = APIClient()
@@ -285,7 +286,10 @@ def test_a_packet_cites_evidence_as_the_schema_says(
     packet_schema = _component(schema, "#/components/schemas/PacketOut")
     ref_schema = _component(schema, packet_schema["properties"]["evidence_refs"]["items"]["$ref"])
     (cited,) = packet["evidence_refs"]
-    assert set(cited) == set(ref_schema["properties"]) == set(ref_schema["required"])
+    assert set(cited) == set(ref_schema["required"]) == {"ref", "sha256", "kind", "summary"}
+    assert set(ref_schema["properties"]) == set(ref_schema["required"]) | {"file"}
+    file_schema = _component(schema, ref_schema["properties"]["file"]["allOf"][0]["$ref"])
+    assert set(file_schema["properties"]) == {"name", "size", "type"}
 
 
 def _buyer() -> Client:
