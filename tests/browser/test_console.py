@@ -125,6 +125,8 @@ def test_ops_work_from_the_console_at_1366_pixels(
     kinds = {timeline.nth(i).get_attribute("data-kind") for i in range(timeline.count())}
     assert {"funding", "provider", "journal", "refund"} <= kinds
     desk.screenshot(path=str(artifacts / "console-envelope-timeline.png"), full_page=True)
+    # Long ids and idempotency keys in the timeline wrap: the page never scrolls sideways.
+    assert desk.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
     # Every list ops works with opens (none refused), and the three wide lists fit the window.
     pages = [

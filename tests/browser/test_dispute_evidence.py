@@ -77,6 +77,8 @@ def test_an_ops_user_admits_a_file_and_opens_it_from_the_review_page(
     expect(timeline).to_contain_text("Evidence pod:signed admitted")
     expect(timeline).to_contain_text("Packet version 2 prepared: contest")
     shot("evidence-admitted")
+    # Long references and digests in the timeline wrap: the page never scrolls sideways at 1366 px.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
     # The version the admission gave the dispute: its review page links the evidence to the file.
     packet = current(dispute)
