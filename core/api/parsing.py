@@ -34,11 +34,15 @@ class MicroField(serializers.IntegerField):
 
 
 class StrictCharField(serializers.CharField):
-    """A JSON string, nothing else (a number is not silently turned into one)."""
+    """A JSON string, nothing else (a number is not silently turned into one). Its `max_length`
+    counts the string as sent, as the schema's `maxLength` does: DRF would count it after trimming
+    whitespace, and take 201 characters whose first is a space (or U+0085) under a limit of 200."""
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
+        if self.max_length is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
         return str(super().to_internal_value(data))
 
 
