@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.contrib.admin.utils import unquote
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import (
@@ -109,9 +109,10 @@ STATUS_TONES: dict[str, str] = {
 
 
 def receipt_url(receipt_id: str) -> str:
-    """The receipt's admin page, or "" where the receipts admin is not installed."""
+    """The receipt's admin page, or "" where the receipts admin is not installed. The id is
+    quoted as the admin quotes keys: unquoted, `rcpt_22…` would be read back as `rcpt"…`."""
     try:
-        return reverse("admin:receipts_receipt_change", args=[receipt_id])
+        return reverse("admin:receipts_receipt_change", args=[quote(receipt_id)])
     except NoReverseMatch:
         return ""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -20,7 +21,7 @@ from receipts.selectors import receipt_verify
 
 
 def _receipt_link(receipt: Receipt) -> SafeString:
-    url = reverse("admin:receipts_receipt_change", args=[receipt.pk])
+    url = reverse("admin:receipts_receipt_change", args=[quote(receipt.pk)])
     return format_html('<a href="{}">{}</a>', url, receipt.pk)
 
 

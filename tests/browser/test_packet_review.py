@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 from playwright.sync_api import Page, expect
 
@@ -67,7 +68,7 @@ def test_an_approver_then_a_filer_take_a_packet_to_filed(
     receipt = page.locator("#packet-citations a.vouch-receipt")
     expect(receipt).to_have_text(packet.receipt_ids[0])
     expect(receipt).to_have_attribute(
-        "href", reverse("admin:receipts_receipt_change", args=[packet.receipt_ids[0]])
+        "href", reverse("admin:receipts_receipt_change", args=[quote(packet.receipt_ids[0])])
     )
     expect(page.locator("#act-file")).to_have_count(0)
     steps.shot("approver-reviews")

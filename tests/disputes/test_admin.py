@@ -9,6 +9,7 @@ from datetime import timedelta
 from html import unescape
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -142,7 +143,7 @@ def test_the_review_page_shows_what_the_packet_says_cites_and_whether_it_is_vali
     assert receipt_id.startswith("rcpt_")
     assert packet.citations == [receipt_id, "doc:1"]
     citations = section(html, "packet-citations")
-    assert f'href="/admin/receipts/receipt/{receipt_id}/change/"' in citations
+    assert f'href="/admin/receipts/receipt/{quote(receipt_id)}/change/"' in citations
     evidence = packet.evidence_refs[0]
     for text in ("doc:1", "delivery", evidence["sha256"], "Signed delivery confirmation"):
         assert text in citations

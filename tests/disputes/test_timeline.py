@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.contrib.admin.utils import quote
 from django.test import Client
 from django.urls import reverse
 
@@ -140,7 +141,7 @@ def test_the_dispute_page_shows_everything_in_time_order_with_links(
     assert f'href="{dashboard}/files/{file_id}"' in links
     assert reverse("admin:verification_verificationrun_change", args=[run.pk]) in links
     assert reverse("admin:disputes_packet_review", args=[packet.pk]) in links
-    assert reverse("admin:receipts_receipt_change", args=[packet.receipt_ids[0]]) in links
+    assert reverse("admin:receipts_receipt_change", args=[quote(packet.receipt_ids[0])]) in links
     escalation = Escalation.objects.get(subject_type="dispute", subject_id=dispute.public_id)
     assert reverse("admin:verification_escalation_change", args=[escalation.pk]) in links
     event_row = by_title["webhook Webhook charge.dispute.created"]

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import stripe
+from django.contrib.admin.utils import quote
 from django.test import Client
 from django.urls import reverse
 
@@ -68,7 +69,7 @@ def test_provider_ids_link_to_the_stripe_dashboard(
     assert f'href="{TEST}/payments/{charge}"' in receipts
     assert f'href="{TEST}/refunds/{leg.provider_refund_id}"' in receipts
     receipt = Receipt.objects.get(provider_object_id=leg.provider_refund_id)
-    response = superuser.get(reverse("admin:receipts_receipt_change", args=[receipt.pk]))
+    response = superuser.get(reverse("admin:receipts_receipt_change", args=[quote(receipt.pk)]))
     assert response.status_code == 200, (response.status_code, response.get("Location"))
     detail = response.content.decode()
     assert f'href="{TEST}/refunds/{leg.provider_refund_id}"' in detail
