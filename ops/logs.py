@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from core.periodic import all_schedules
 from core.timing import provider_seconds, provider_timing_reset, provider_timing_start
 
 # The events that end a request or a job run: they carry the provider time.
@@ -50,11 +51,10 @@ def drop_idle_job_runs(logger: WrappedLogger, method_name: str, event_dict: Even
 
 
 def _periodic_tasks() -> frozenset[str]:
-    """The task names beat runs (core.periodic), read once the apps are ready."""
+    """The task names beat runs (core.periodic), read at the first job run, once the apps are
+    ready (core.periodic itself imports no app, so settings may import this module)."""
     global _PERIODIC
     if _PERIODIC is None:
-        from core.periodic import all_schedules
-
         _PERIODIC = frozenset(schedule.task for schedule in all_schedules())
     return _PERIODIC
 

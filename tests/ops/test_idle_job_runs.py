@@ -11,6 +11,7 @@ import pytest
 import time_machine
 from django.core.cache import cache
 
+from ops.logs import job_run_idle
 from tests.envelopes.conftest import Api
 from tests.helpers import wait_until
 from verification import tasks
@@ -96,8 +97,6 @@ def test_the_pending_count_is_said_at_most_once_a_minute(
 
 
 def test_only_periodic_runs_that_did_nothing_are_idle() -> None:
-    from ops.logs import job_run_idle
-
     assert job_run_idle(task="verification.poll", result=0)
     assert job_run_idle(task="verification.retry_events", result=0)
     assert not job_run_idle(task="verification.poll", result=2)
