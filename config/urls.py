@@ -25,6 +25,10 @@ urlpatterns = [
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include(API_ROUTES, namespace="api")),
     path("api/", include(API_ROUTES, namespace="api-alias")),
+    # The agent surface (SPEC §16): OAuth 2.1 (/o/…, /.well-known/…) and refund confirmations.
+    # /mcp itself is not a Django route: config/asgi.py hands it to the MCP server.
+    path("", include("agents.oauth.urls")),
+    path("escrow/", include("agents.urls", namespace="agents")),
     path("webhooks/stripe", stripe_webhook, name="stripe-webhook"),
     # Operations (ops/): liveness, readiness, Prometheus metrics.
     path("healthz", ops_views.healthz, name="healthz"),

@@ -67,6 +67,8 @@ INSTALLED_APPS = [
     "reconciliation",
     "django_structlog",
     "ops",
+    "oauth2_provider",
+    "agents",
 ]
 
 MIDDLEWARE = [
@@ -383,3 +385,30 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+
+# --- The agent surface: MCP and OAuth 2.1 (SPEC §16; agents/) -----------------------------------
+
+# django-oauth-toolkit: Vouch is its own authorization server. Code + PKCE (S256) only, access
+# tokens at most an hour, refresh tokens rotated, tokens bound to the /mcp resource (RFC 8707).
+AGENT_SCOPES = {
+    "escrow:read": "See your envelopes, their balances and your refunds.",
+    "escrow:refund_request": "Propose a refund of an envelope's unspent money, which you then "
+    "confirm yourself in the browser before any money moves.",
+    "ops:read": "Staff only: read escalations, disputes, evidence packets and discrepancies.",
+}
+OAUTH2_PROVIDER = {
+    "SCOPES": AGENT_SCOPES,
+    "DEFAULT_SCOPES": ["escrow:read"],
+    "PKCE_REQUIRED": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env.int("OAUTH_ACCESS_TOKEN_SECONDS", default=3600),
+    "REFRESH_TOKEN_EXPIRE_SECONDS": env.int("OAUTH_REFRESH_TOKEN_SECONDS", default=30 * 86400),
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+}
+# MCP tool calls per access token (a fixed window, counted in the shared cache) and refund
+# requests per buyer; "<n>/<s|min|hour|day>", empty turns one off.
+MCP_TOOL_CALL_RATE = env.str("MCP_TOOL_CALL_RATE", default="120/min")
+MCP_REFUND_REQUEST_RATE = env.str("MCP_REFUND_REQUEST_RATE", default="10/hour")
+# How long a refund request waits for its owner's confirmation.
+REFUND_REQUEST_TTL_S = env.int("REFUND_REQUEST_TTL_S", default=15 * 60)

@@ -1,0 +1,77 @@
+"""A refund proposed through MCP (SPEC §16). No bearer token moves money: the request stores the
+last-in-first-out preview and waits for the envelope's owner to confirm it in the browser, where
+the refund runs as SPEC §3 describes, under the request's idempotency record."""
+
+from django.conf import settings
+from django.db import models
+
+from envelopes.models import public_id
+
+
+def _refund_request_id() -> str:
+    return public_id("rrq")
+
+
+class RefundRequest(models.Model):
+    class Status(models.TextChoices):
+        # `expired` is not stored: a pending request whose `expires_at` has passed is expired.
+        PENDING = "pending_confirmation", "pending confirmation"
+        CONFIRMED = "confirmed", "confirmed"
+        REFUSED = "refused", "refused"
+
+    public_id = models.CharField(
+        max_length=40, unique=True, default=_refund_request_id, editable=False
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="refund_requests"
+    )
+    envelope = models.ForeignKey(
+        "envelopes.Envelope", on_delete=models.PROTECT, related_name="refund_requests"
+    )
+    amount_micro = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Micro-dollars asked for; empty: the whole unspent balance.",
+    )
+    preview = models.JSONField(
+        help_text="The LIFO preview as computed when the request was made (legs, amounts, "
+        "remainder); nothing was reserved."
+    )
+    status = models.CharField(max_length=30, choices=Status.choices, default=Status.PENDING)
+    refusal_code = models.CharField(
+        max_length=64, blank=True, help_text="Why confirming was refused (a REST error code)."
+    )
+    # The MCP call's idempotency record (surface `mcp`, operation `envelope.refund:<env id>`): the
+    # refund runs under it, so a confirmation that crashed resumes the refund it began.
+    idempotency = models.ForeignKey(
+        "core.IdempotencyRecord",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    refund = models.OneToOneField(
+        "envelopes.RefundOperation",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="request",
+    )
+    client_id = models.CharField(
+        max_length=100, blank=True, help_text="The OAuth client that asked (its client id)."
+    )
+    expires_at = models.DateTimeField()
+    confirm_lease_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A confirmation in progress holds the request until then; another waits.",
+    )
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["owner", "created_at"])]
+
+    def __str__(self) -> str:
+        return self.public_id
