@@ -89,9 +89,12 @@ class Command(BaseCommand):
                 "--webhook-secret", settings.STRIPE_WEBHOOK_SECRETS[0],
             ]  # fmt: skip
         commands |= {
+            # The ASGI app (config/asgi.py): Django and the MCP server at /mcp. The reloader
+            # watches the apps' Python files only (never var/ or .venv/).
             "web": [
-                python, "manage.py", "runserver", f"{host}:{port}",
-                *(["--noreload"] if noreload else []),
+                python, "-m", "uvicorn", "config.asgi:application",
+                "--host", host, "--port", str(port), "--no-access-log",
+                *([] if noreload else ["--reload", *self._reload_dirs()]),
             ],
             "worker": [
                 python, "-m", "celery", "-A", "config.celery_app", "worker",
@@ -112,7 +115,7 @@ class Command(BaseCommand):
         try:
             for name, command in commands.items():
                 # Each child leads its own process group, so stopping it reaches its children
-                # too (runserver's reloader, the worker's pool).
+                # too (uvicorn's reloader, the worker's pool).
                 children[name] = subprocess.Popen(  # noqa: S603 - our own fixed commands
                     command, cwd=settings.BASE_DIR, env=env, start_new_session=True
                 )
@@ -150,6 +153,15 @@ class Command(BaseCommand):
                 signal.signal(sig, handler)
         if exit_code:
             sys.exit(exit_code)
+
+    def _reload_dirs(self) -> list[str]:
+        """`--reload-dir` for each folder of Python source (an app, config/): the
+        web server restarts when one changes, as runserver did."""
+        base = Path(settings.BASE_DIR)
+        dirs = [
+            p.name for p in sorted(base.iterdir()) if p.is_dir() and ((p / "__init__.py").exists())
+        ]
+        return [arg for name in dirs if name != "tests" for arg in ("--reload-dir", name)]
 
     def _metrics_env(self) -> dict[str, str]:
         """Prometheus counters in multiprocess mode (ops/collectors.py): the web server and the
