@@ -405,6 +405,22 @@ OAUTH2_PROVIDER = {
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    # RFC 9700 (the OAuth 2.0 security BCP), every recommendation django-oauth-toolkit gates: no
+    # implicit or password grant, no `plain` PKCE, tokens only in the Authorization header, `iss`
+    # in the authorization response, tokens stored as SHA-256 checksums only.
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    # `http` stays allowed for redirect URIs: an assistant on the person's own machine receives
+    # the code on a loopback address (RFC 8252 §7.3), which has no certificate. The gate stays
+    # off, so --deploy warns (W008); production silences that one warning, for this reason.
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https"],
 }
 # MCP tool calls per access token (a fixed window, counted in the shared cache) and refund
 # requests per buyer; "<n>/<s|min|hour|day>", empty turns one off.

@@ -96,3 +96,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 ACCOUNT_EMAIL_VERIFICATION = env.str("ACCOUNT_EMAIL_VERIFICATION", default="mandatory")
+
+# django-oauth-toolkit's W008 (http redirect URIs allowed): kept on purpose for loopback
+# callbacks of assistants on the person's own machine (RFC 8252 §7.3); see OAUTH2_PROVIDER.
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]

@@ -8,7 +8,7 @@ import secrets
 from datetime import timedelta
 
 from django.utils import timezone
-from oauth2_provider.models import AccessToken, Application
+from oauth2_provider.models import AccessToken, Application, set_token_value
 
 from accounts.models import User
 
@@ -35,12 +35,13 @@ def issue_token(
 ) -> str:
     """A fresh access token (the raw string a client sends) for `user`, bound to `resource`."""
     raw = secrets.token_urlsafe(30)
-    AccessToken.objects.create(
+    token = AccessToken(
         user=user,
         application=application or client_register(),
-        token=raw,
         scope=scopes,
         expires=timezone.now() + timedelta(seconds=expires_in),
         resource=[resource] if resource else [],
     )
+    set_token_value(token, raw)  # stored as the server stores it: a checksum only (RFC 9700)
+    token.save()
     return raw
