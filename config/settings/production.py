@@ -40,6 +40,17 @@ DATABASES = {
 }
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The web tier runs ASGI (gunicorn with uvicorn workers, for /mcp beside Django): there a
+# request's database work runs in threads that come and go, and Django's docs advise a pool
+# rather than persistent connections. psycopg's pool, one per process (the Celery workers too).
+# DATABASE_POOL=false goes back to persistent connections (CONN_MAX_AGE), e.g. behind PgBouncer.
+if env.bool("DATABASE_POOL", default=True):
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=10),
+        "timeout": env.float("DATABASE_POOL_TIMEOUT_S", default=10.0),
+    }
 CELERY_BROKER_URL = require("CELERY_BROKER_URL", "e.g. redis://host:6379/0.")
 # Redis, shared by every web process: login limits and API throttles are counted there.
 CACHE_URL = require("CACHE_URL", "the Redis that login limits count in, e.g. redis://host:6379/1.")
