@@ -1,17 +1,20 @@
-"""Idempotency keys for every mutating endpoint, on every surface (SPEC §4).
+"""Idempotency keys for every mutating endpoint, on every surface (SPEC §4, §16).
 
-A surface (REST today; MCP tomorrow) names itself and the operation; the mechanism is the same.
-Checks run in this order: in use (409), other surface (422), conflict (422), replay. A response is
-stored only when the request changed state or called the provider; otherwise the record is dropped
-so the client can correct and retry under the same key."""
+A surface (REST, MCP) names itself and the operation; the mechanism is the same: `idempotent_run`
+claims the key, then replays, refuses or runs, then stores or drops. Checks run in this order: in
+use (409), other surface (422), conflict (422), replay. A response is stored only when the request
+changed state or called the provider; otherwise the record is dropped so the client can correct and
+retry under the same key. core/api/idempotent.py is the REST surface's wrapper; agents/services.py
+runs the MCP refund request under the same function."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -20,9 +23,15 @@ from django.utils.module_loading import import_string
 from rest_framework.renderers import JSONRenderer
 
 from core.api.responses import error_body
+from core.crash import crash_point
 from core.exceptions import VouchError
 from core.metrics import idempotency_refused, idempotency_replayed
 from core.models import IdempotencyRecord
+
+# The surfaces an operation can be asked on. A key is scoped to one: the same key for the same
+# operation on the other surface is refused (`idempotency_key_other_surface`), never replayed.
+SURFACE_REST = "rest"
+SURFACE_MCP = "mcp"
 
 
 class InvalidIdempotencyKey(VouchError):
@@ -72,6 +81,13 @@ def operation_bounded(name: str) -> str:
         return name
     action = name.split(":", 1)[0][:100]
     return f"{action}:/sha256/{hashlib.sha256(name.encode()).hexdigest()}"
+
+
+def operation_name(action: str, *ids: Any) -> str:
+    """`action:id:…`, named the same on every surface (ids as the caller means them: a REST path
+    segment after Django's percent-decoding, an MCP argument as sent), as stored (a name too long
+    for its column is digested, one that fits is unchanged)."""
+    return operation_bounded(":".join([action, *(str(i) for i in ids)]))
 
 
 def body_digest(body: Any) -> str:
@@ -203,6 +219,75 @@ def idempotency_settle_error(*, resource: str, error: VouchError) -> int:
 def idempotency_drop(record: IdempotencyRecord) -> None:
     """Nothing happened: forget the key (a validation error, a 404)."""
     IdempotencyRecord.objects.filter(pk=record.pk, running=True).delete()
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """An answer kept under the key, to send again: the first request's (`replayed`), or the one
+    another observer of this very operation recorded while it ran (a provider event, the
+    resumption job), which is the truth about how it ended."""
+
+    status: int
+    body: str
+    replayed: bool
+
+
+def idempotent_run(
+    *,
+    user: Any,
+    key: str,
+    operation: str,
+    surface: str,
+    body: Any,
+    action: Callable[[IdempotencyRecord], T],
+    answer: Callable[[T], tuple[int, str]],
+    provider_calls: int = 1,
+) -> T | StoredAnswer:
+    """Run `action` once under `key` for `operation` on `surface`, whatever the surface: an
+    invalid key is refused; a key in use, used on another surface or with another `body` is
+    refused; a finished one replays its stored answer; otherwise `action` runs with the record
+    (a resumed record names what its dead first request created: `record.resource`). `answer`
+    turns the action's result into the (status, rendered body) kept for replays. A refusal that
+    changed nothing drops the record so the corrected request may use the key again; one that
+    ended an operation at the provider is stored; an error the server did not expect ends the
+    lease at once, so a retry resumes what the record names without waiting."""
+    validate_key(key)
+    claim = idempotency_claim(
+        user=user,
+        key=key,
+        operation=operation,
+        surface=surface,
+        body=body,
+        provider_calls=provider_calls,
+    )
+    record = claim.record
+    if claim.replay:
+        return StoredAnswer(int(record.response_status or 200), record.response_body, True)
+    try:
+        result = action(record)
+    except VouchError as exc:
+        settled = IdempotencyRecord.objects.filter(pk=record.pk, running=False).first()
+        if settled is not None and settled.response_status is not None:
+            return StoredAnswer(settled.response_status, settled.response_body, False)
+        if exc.stores_idempotent_response:
+            rendered = render_json(error_body(exc.code, exc.message, exc.details))
+            idempotency_store(record, status=exc.status_code, body=rendered)
+        elif record.resource:
+            # Something was created before the refusal: the record must keep naming it.
+            idempotency_lease_end(record)
+        else:
+            idempotency_drop(record)
+        raise
+    except BaseException:
+        idempotency_lease_end(record)
+        raise
+    crash_point("idempotent_before_store")
+    status, rendered = answer(result)
+    idempotency_store(record, status=status, body=rendered)
+    return result
 
 
 def idempotency_prune(*, older_than_days: int) -> int:
