@@ -72,6 +72,13 @@ class RefundRequest(models.Model):
     class Meta:
         ordering = ("-created_at", "-id")
         indexes = [models.Index(fields=["owner", "created_at"])]
+        constraints = [
+            # One request per MCP call: a re-sent call (a dropped stream) or a resumed one finds
+            # the request its key made instead of making another.
+            models.UniqueConstraint(
+                fields=["idempotency"], name="one_refund_request_per_idempotency_record"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.public_id

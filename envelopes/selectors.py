@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from core.exceptions import NotFound
+from envelopes.exceptions import AmountExceedsUnspent, NothingToRefund
 from envelopes.models import (
     BALANCES,
     Adjustment,
@@ -28,6 +29,10 @@ from envelopes.models import (
     RefundOperation,
 )
 from envelopes.money import with_usd
+
+# The allocation rule is one function, shared with the refund that reserves it (a pure function:
+# no write happens through this import).
+from envelopes.services import allocate_lifo
 from verification.models import Attempt, Escalation, ProviderEvent, VerificationRun
 from verification.subjects import Subject
 
@@ -206,6 +211,45 @@ def _refund_body(
             "verification_status": verification_status(legs),
             "balances": balances(envelope),
             "created_at": operation.created_at.isoformat(),
+        }
+    )
+
+
+def refund_preview(*, envelope: Envelope, amount_micro: int | None) -> dict[str, Any]:
+    """The refund `envelope_refund` would make now (SPEC §3): the same last-in-first-out
+    allocation, each leg rounded down to a cent, read without locks and reserving nothing: what a
+    person is shown before confirming (SPEC §16). `amount_micro` None: the whole unspent balance.
+    Refuses as the refund would: `amount_exceeds_unspent`, `nothing_to_refund`. Pass an envelope
+    read just now: the preview is of the figures it holds."""
+    requested = envelope.unspent_micro if amount_micro is None else amount_micro
+    if requested > envelope.unspent_micro:
+        raise AmountExceedsUnspent(
+            details={"unspent_micro": envelope.unspent_micro, "amount_micro": requested}
+        )
+    funding = list(
+        envelope.funding_legs.filter(status=FundingStatus.SUCCEEDED).order_by("sequence")
+    )
+    allocation = allocate_lifo([(leg.pk, leg.capacity_micro) for leg in funding], requested)
+    if not allocation:
+        raise NothingToRefund(details={"unspent_micro": envelope.unspent_micro})
+    by_id = {leg.pk: leg for leg in funding}
+    total = sum(amount for _, amount in allocation)
+    return with_usd(
+        {
+            "requested_micro": requested,
+            "legs": [
+                {
+                    "funding_id": by_id[leg_id].public_id,
+                    "kind": by_id[leg_id].kind,
+                    "sequence": by_id[leg_id].sequence,
+                    "charge": by_id[leg_id].charge_id or None,
+                    "amount_micro": amount,
+                }
+                for leg_id, amount in allocation
+            ],
+            "total_micro": total,
+            "remainder_micro": requested - total,
+            "unspent_micro": envelope.unspent_micro,
         }
     )
 

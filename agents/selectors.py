@@ -1,0 +1,231 @@
+"""Reads of refund requests (SPEC §16): what the MCP tools answer and what the confirmation page
+shows. Owner only: another buyer's request answers exactly as a missing one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from django.urls import reverse
+
+from accounts.exceptions import EmailUnverified
+from accounts.selectors import user_email_verified
+from agents.models import RefundRequest
+from core.exceptions import NotFound, VouchError
+from envelopes.models import Envelope, RefundOperation
+from envelopes.selectors import refund_data, refund_preview
+from verification import clock
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+PENDING = "pending_confirmation"
+CONFIRMED = "confirmed"
+EXPIRED = "expired"
+REFUSED = "refused"
+
+
+def refund_request_get_owned(*, user: User, request_id: str) -> RefundRequest:
+    """The caller's refund request, or the very same NotFound as a missing one (SPEC §5)."""
+    request_id = str(request_id)
+    if "\x00" in request_id:  # names nothing that can exist
+        raise NotFound()
+    request = (
+        RefundRequest.objects.select_related("envelope", "idempotency", "refund")
+        .filter(public_id=request_id, owner=user)
+        .first()
+    )
+    if request is None:
+        raise NotFound()
+    return request
+
+
+def confirm_url(*, origin: str, request_id: str) -> str:
+    """Where the owner confirms: `origin` (scheme://host[:port]) + the page's path."""
+    return origin.rstrip("/") + reverse("agents:refund-request", args=[request_id])
+
+
+def refund_request_refund(request: RefundRequest) -> RefundOperation | None:
+    """The refund a confirmation made, or began: the request's idempotency record names the
+    refund in the transaction that reserves it, so a confirmation that died before marking the
+    request still has its refund."""
+    if request.refund_id is not None:
+        return request.refund
+    record = request.idempotency
+    if record is None or not record.resource:
+        return None
+    return RefundOperation.objects.filter(
+        public_id=record.resource, envelope_id=request.envelope_id
+    ).first()
+
+
+def refund_request_status(
+    request: RefundRequest, *, refund: RefundOperation | None, now: datetime
+) -> str:
+    """pending_confirmation | confirmed | expired | refused. Confirmed as soon as a refund exists
+    (its owner confirmed; a confirmation that died after reserving is finished by the next one, or
+    by the stranded-refund job); expired is a pending request past `expires_at` (not stored)."""
+    if request.status == RefundRequest.Status.CONFIRMED or refund is not None:
+        return CONFIRMED
+    if request.status == RefundRequest.Status.REFUSED:
+        return REFUSED
+    if now >= request.expires_at:
+        return EXPIRED
+    return PENDING
+
+
+def refund_request_data(
+    request: RefundRequest, *, origin: str, detail: bool = False
+) -> dict[str, Any]:
+    """The tool result: `{request_id, status, envelope_id, preview, confirm_url, expires_at}`;
+    with `detail`, also `created_at`, `confirmed_at`, `refusal_code` and `refund` (the refund
+    resource, as the REST API shows it, once confirmed; else null). JSON values only, so that a
+    replay (the stored rendering, parsed) equals the first answer."""
+    refund = refund_request_refund(request)
+    data: dict[str, Any] = {
+        "request_id": request.public_id,
+        "status": refund_request_status(request, refund=refund, now=clock.now()),
+        "envelope_id": request.envelope.public_id,
+        "preview": request.preview,
+        "confirm_url": confirm_url(origin=origin, request_id=request.public_id),
+        "expires_at": request.expires_at.isoformat(),
+    }
+    if detail:
+        data.update(
+            {
+                "created_at": request.created_at.isoformat(),
+                "confirmed_at": request.confirmed_at.isoformat() if request.confirmed_at else None,
+                "refusal_code": request.refusal_code or None,
+                "refund": refund_data(refund) if refund is not None else None,
+            }
+        )
+    return data
+
+
+def preview_digest(preview: dict[str, Any]) -> str:
+    """SHA-256 of the preview as canonical JSON: what the page shows is what confirming checks."""
+    canonical = json.dumps(preview, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def preview_now(request: RefundRequest) -> dict[str, Any]:
+    """The refund confirming would make now (no lock, nothing reserved); refuses as the refund
+    would (`amount_exceeds_unspent`, `nothing_to_refund`)."""
+    envelope = Envelope.objects.get(pk=request.envelope_id)
+    return refund_preview(envelope=envelope, amount_micro=request.amount_micro)
+
+
+# --- the confirmation page -----------------------------------------------------------------------
+
+
+def usd_text(micro: int) -> str:
+    """Dollars for people: at least two decimals, more only where a sub-cent amount has them
+    ($13.00, $0.005), exact (from the integer, never through a float's rounding)."""
+    amount = Decimal(micro).scaleb(-6).normalize()
+    exponent = amount.as_tuple().exponent
+    if isinstance(exponent, int) and exponent > -2:
+        amount = amount.quantize(Decimal("0.01"))
+    sign = "-" if amount < 0 else ""
+    return f"{sign}${abs(amount):,}"
+
+
+_STATUS_TEXT = {
+    PENDING: "waiting for your confirmation",
+    CONFIRMED: "confirmed",
+    EXPIRED: "expired",
+    REFUSED: "refused",
+}
+
+
+@dataclass(frozen=True)
+class PageLeg:
+    label: str
+    charge: str
+    amount_micro: int
+    amount_text: str
+
+
+@dataclass(frozen=True)
+class ConfirmPage:
+    """What the confirmation page shows."""
+
+    request: RefundRequest
+    status: str
+    asked_text: str  # what the assistant asked for, in words
+    preview: dict[str, Any] | None  # recomputed now; None when confirming would be refused
+    legs: list[PageLeg]
+    total_text: str
+    remainder_micro: int
+    remainder_text: str
+    unspent_text: str
+    digest: str
+    changed: bool  # the preview now differs from the one the assistant was given
+    refusal_now: VouchError | None  # why confirming would be refused now
+    refund: dict[str, Any] | None  # the refund, once confirmed (or begun)
+    begun: bool  # a confirmation began the refund and did not finish: confirming finishes it
+
+    @property
+    def status_text(self) -> str:
+        return _STATUS_TEXT[self.status]
+
+    @property
+    def can_confirm(self) -> bool:
+        return self.begun or (
+            self.status == PENDING and self.preview is not None and self.refusal_now is None
+        )
+
+
+def _page_legs(preview: dict[str, Any]) -> list[PageLeg]:
+    legs = []
+    for leg in preview["legs"]:
+        label = "original charge" if leg["kind"] == "original" else f"top-up #{leg['sequence']}"
+        legs.append(
+            PageLeg(
+                label=label,
+                charge=leg["charge"] or leg["funding_id"],
+                amount_micro=leg["amount_micro"],
+                amount_text=usd_text(leg["amount_micro"]),
+            )
+        )
+    return legs
+
+
+def refund_request_page(*, user: User, request_id: str) -> ConfirmPage:
+    """The page of the caller's request: the preview recomputed now (and whether it differs from
+    the request's), the digest the Confirm form carries, or the refund once there is one."""
+    request = refund_request_get_owned(user=user, request_id=request_id)
+    refund = refund_request_refund(request)
+    status = refund_request_status(request, refund=refund, now=clock.now())
+    begun = refund is not None and request.status == RefundRequest.Status.PENDING
+    amount = request.amount_micro
+    asked = "the whole unspent balance" if amount is None else usd_text(amount)
+    preview: dict[str, Any] | None = None
+    refusal: VouchError | None = None
+    if status == PENDING:
+        try:
+            if not user_email_verified(user=user):
+                raise EmailUnverified()
+            preview = preview_now(request)
+        except VouchError as exc:
+            refusal = exc
+    shown = preview if preview is not None else request.preview
+    return ConfirmPage(
+        request=request,
+        status=status,
+        asked_text=asked,
+        preview=preview,
+        legs=_page_legs(shown),
+        total_text=usd_text(shown["total_micro"]),
+        remainder_micro=shown["remainder_micro"],
+        remainder_text=usd_text(shown["remainder_micro"]),
+        unspent_text=usd_text(shown["unspent_micro"]),
+        digest=preview_digest(preview) if preview is not None else "",
+        changed=preview is not None and preview_digest(preview) != preview_digest(request.preview),
+        refusal_now=refusal,
+        refund=refund_data(refund) if refund is not None else None,
+        begun=begun,
+    )
