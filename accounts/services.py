@@ -63,10 +63,22 @@ _OPS_APPS = (
     "disputes",
     "reconciliation",
     "django_celery_beat",
+    "agents",
 )
 # And, of the accounts app, only what revoking a personal API token needs: never a user's or a
 # group's permissions, so that ops cannot make anyone staff, superuser or a member of `ops`.
 _OPS_ACCOUNTS_PERMISSIONS = ("view_apitoken", "change_apitoken")
+# Of the OAuth server (django-oauth-toolkit): registering clients, and seeing and revoking (change)
+# the tokens issued to them; no deleting rows, which would defeat refresh-token reuse protection.
+_OPS_OAUTH_PERMISSIONS = (
+    "add_application",
+    "change_application",
+    "view_application",
+    "view_accesstoken",
+    "change_accesstoken",
+    "view_refreshtoken",
+    "change_refreshtoken",
+)
 
 
 def ops_permissions() -> QuerySet[Permission]:
@@ -74,6 +86,7 @@ def ops_permissions() -> QuerySet[Permission]:
     return Permission.objects.filter(
         Q(content_type__app_label__in=_OPS_APPS)
         | Q(content_type__app_label="accounts", codename__in=_OPS_ACCOUNTS_PERMISSIONS)
+        | Q(content_type__app_label="oauth2_provider", codename__in=_OPS_OAUTH_PERMISSIONS)
     )
 
 

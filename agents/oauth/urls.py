@@ -1,6 +1,32 @@
-"""The authorization server's routes (helper A fills in): /o/… (django-oauth-toolkit) and the
-well-known metadata documents at the site root."""
+"""The authorization server's routes, included at the site root (config/urls.py): /o/… (on
+django-oauth-toolkit's views) and the well-known metadata documents. Nothing else of
+django-oauth-toolkit is routed: no application self-service (staff register clients in the
+admin), no dynamic registration, no introspection, no device flow, no OpenID Connect."""
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
+from oauth2_provider import views as dot_views
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from agents.oauth import views
+
+app_name = "oauth"
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("o/authorize/", views.AuthorizationView.as_view(), name="authorize"),
+    path("o/token/", dot_views.TokenView.as_view(), name="token"),
+    path("o/revoke_token/", dot_views.RevokeTokenView.as_view(), name="revoke-token"),
+    path(
+        ".well-known/oauth-authorization-server",
+        views.AuthorizationServerMetadataView.as_view(),
+        name="authorization-server-metadata",
+    ),
+    path(
+        ".well-known/oauth-protected-resource/mcp",
+        views.ProtectedResourceMetadataView.as_view(),
+        name="protected-resource-metadata",
+    ),
+    path(
+        ".well-known/oauth-protected-resource",
+        views.ProtectedResourceMetadataView.as_view(),
+        name="protected-resource-metadata-root",
+    ),
+]

@@ -421,6 +421,12 @@ OAUTH2_PROVIDER = {
     # the code on a loopback address (RFC 8252 §7.3), which has no certificate. The gate stays
     # off, so --deploy warns (W008); production silences that one warning, for this reason.
     "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https"],
+    # The authorization code grant (PKCE S256 only) and refresh, nothing else: no implicit,
+    # password, client-credentials or device grant is even routed (agents/oauth/server.py); only
+    # applications registered for the code grant, http redirect URIs only on loopback
+    # (agents/oauth/validators.py).
+    "OAUTH2_SERVER_CLASS": "agents.oauth.server.VouchOAuthServer",
+    "OAUTH2_VALIDATOR_CLASS": "agents.oauth.validators.VouchOAuth2Validator",
 }
 # MCP tool calls per access token (a fixed window, counted in the shared cache) and refund
 # requests per buyer; "<n>/<s|min|hour|day>", empty turns one off.

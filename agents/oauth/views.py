@@ -1,0 +1,191 @@
+"""Vouch's authorization server for the MCP resource (SPEC §16), on django-oauth-toolkit.
+
+- /o/authorize/: log in through allauth (the login redirect carries ?next=), then a Vouch consent
+  page listing the client's name and each scope in words; always shown, never skipped. The
+  `resource` (RFC 8707) must name this server's MCP resource; a request naming none is bound to
+  it all the same. A person who may not grant a scope (a buyer asked for ops:read) is told so
+  and can only deny.
+- /o/token/, /o/revoke_token/: django-oauth-toolkit's, on agents.oauth.server (code + PKCE S256
+  and refresh only) and agents.oauth.validators.
+- /.well-known/oauth-authorization-server, /.well-known/oauth-protected-resource[/mcp]: the
+  discovery documents (agents.oauth.metadata), JSON, no authentication."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.http import require_safe
+from django.views.generic import View
+from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
+from oauth2_provider.forms import AllowForm
+from oauth2_provider.models import Application
+from oauth2_provider.views import AuthorizationView as DotAuthorizationView
+from oauthlib.oauth2.rfc6749 import errors
+
+from accounts.models import User
+from agents.oauth.metadata import authorization_server_metadata, protected_resource_metadata
+from agents.oauth.policy import (
+    consent_refusal,
+    origin_of,
+    redirect_uri_refusal,
+    resource_refusal,
+    scopes_described,
+)
+from agents.oauth.tokens import mcp_resource_url
+
+
+def _origin(request: HttpRequest) -> str:
+    return origin_of(scheme=request.scheme or "http", host=request.get_host())
+
+
+def _mcp_resource(request: HttpRequest) -> str:
+    return mcp_resource_url(scheme=request.scheme or "http", host=request.get_host())
+
+
+def _person(request: HttpRequest) -> User:
+    user = request.user
+    if not isinstance(user, User):  # LoginRequiredMixin lets only a person in
+        raise PermissionDenied
+    return user
+
+
+def _redirected(error: errors.OAuth2Error, redirect_uri: str) -> OAuthToolkitError:
+    """An error the client hears about at its (already checked) redirect URI."""
+    return OAuthToolkitError(error=error, redirect_uri=redirect_uri)
+
+
+class AuthorizationView(DotAuthorizationView):
+    template_name = "oauth2_provider/authorize.html"
+    form_class = AllowForm
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            # client_id and redirect_uri first (a bad one is shown here, never redirected to),
+            # then response_type, PKCE S256 and the scopes, answered at the redirect URI.
+            scopes, credentials = self.validate_authorization_request(request)
+        except OAuthToolkitError as error:
+            return self.error_response(error, application=None)
+        application = Application.objects.get(client_id=credentials["client_id"])
+        redirect_uri, state = credentials["redirect_uri"], credentials.get("state")
+        resource = _mcp_resource(request)
+        try:
+            refusal = resource_refusal(requested=request.GET.getlist("resource"), expected=resource)
+            if refusal is not None:
+                raise _redirected(
+                    errors.CustomOAuth2Error("invalid_target", description=refusal, state=state),
+                    redirect_uri,
+                )
+            if "none" in request.GET.get("prompt", "").split():
+                # Consent is always asked for, so a request that forbids asking cannot succeed.
+                raise _redirected(errors.ConsentRequired(state=state), redirect_uri)
+        except OAuthToolkitError as error:
+            return self.error_response(error, application)
+        user = _person(request)
+        self.oauth2_data = {
+            "scopes": scopes,
+            "client_id": credentials["client_id"],
+            "redirect_uri": redirect_uri,
+            "response_type": credentials["response_type"],
+            "state": state,
+            "code_challenge": credentials.get("code_challenge"),
+            "code_challenge_method": credentials.get("code_challenge_method"),
+            "resource": resource,
+        }
+        return self.render_to_response(
+            self.get_context_data(
+                form=self.get_form(),
+                application=application,
+                scopes_described=scopes_described(scopes),
+                resource=resource,
+                redirect_uri=redirect_uri,
+                refusal=consent_refusal(user=user, scopes=scopes),
+            )
+        )
+
+    def form_valid(self, form: AllowForm) -> HttpResponse:
+        """The person's answer. The hidden fields came back through the browser, so what the
+        client may not have is checked again before django-oauth-toolkit (and oauthlib, which
+        validates the client, redirect URI, PKCE and scopes once more) issues a code."""
+        data = form.cleaned_data
+        application = Application.objects.filter(client_id=data["client_id"]).first()
+        redirect_uri = data["redirect_uri"]
+        if (
+            application is None
+            or redirect_uri_refusal(redirect_uri) is not None
+            or not application.redirect_uri_allowed(redirect_uri)
+        ):
+            # Never redirect to a URI the client did not register (not even to say "denied").
+            return self.error_response(
+                FatalClientError(
+                    error=errors.InvalidRequestFatalError(
+                        description="Unknown client or redirect URI."
+                    )
+                ),
+                application=None,
+            )
+        state = data.get("state") or None
+        resource = _mcp_resource(self.request)
+        refusal = resource_refusal(
+            requested=(data.get("resource") or "").split(), expected=resource
+        )
+        if refusal is not None:
+            return self.error_response(
+                _redirected(
+                    errors.CustomOAuth2Error("invalid_target", description=refusal, state=state),
+                    redirect_uri,
+                ),
+                application,
+            )
+        # Every token is bound to the MCP resource, named or not (RFC 8707).
+        data["resource"] = resource
+        user = _person(self.request)
+        if data.get("allow"):
+            refusal = consent_refusal(user=user, scopes=data["scope"].split())
+            if refusal is not None:
+                return self.error_response(
+                    _redirected(
+                        errors.AccessDeniedError(description=refusal, state=state), redirect_uri
+                    ),
+                    application,
+                )
+        return super().form_valid(form)
+
+    def form_invalid(self, form: AllowForm) -> HttpResponse:
+        return self.error_response(
+            FatalClientError(
+                error=errors.InvalidRequestFatalError(
+                    description="The consent form came back incomplete."
+                )
+            ),
+            application=None,
+        )
+
+
+@method_decorator(require_safe, name="dispatch")
+class AuthorizationServerMetadataView(View):
+    """RFC 8414: GET /.well-known/oauth-authorization-server. The issuer is the origin the
+    request came to."""
+
+    def get(self, request: HttpRequest) -> JsonResponse:
+        return _public_json(authorization_server_metadata(origin=_origin(request)))
+
+
+@method_decorator(require_safe, name="dispatch")
+class ProtectedResourceMetadataView(View):
+    """RFC 9728: GET /.well-known/oauth-protected-resource/mcp (where an MCP client looks first)
+    and /.well-known/oauth-protected-resource (its fallback), the same document."""
+
+    def get(self, request: HttpRequest) -> JsonResponse:
+        return _public_json(
+            protected_resource_metadata(resource=_mcp_resource(request), origin=_origin(request))
+        )
+
+
+def _public_json(document: dict[str, Any]) -> JsonResponse:
+    response = JsonResponse(document)
+    # Read by browser-based MCP clients on other origins; it holds nothing private.
+    response["Access-Control-Allow-Origin"] = "*"
+    return response
