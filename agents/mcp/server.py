@@ -1,0 +1,196 @@
+"""The MCP server (SPEC §16) on the official SDK: MCPServer with the tools of agents/mcp/tools.py,
+served over streamable HTTP, stateless, with JSON responses (no SSE, no session: every POST is
+answered on its own, so any worker may answer it).
+
+Errors are tool results (`isError: true`) whose structured content is `{code, message, details}`
+with the REST API's codes: a domain error (core.exceptions.VouchError) as it is; arguments that
+do not match the input schema as `validation_error` with a message per field (checked before the
+tool runs, by `arguments_checked`), or `invalid_amount` for `amount_micro`, as the REST refund
+says; anything unexpected as `internal_error` (logged)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.http.request import split_domain_port
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
+
+from agents.mcp import tools
+from agents.mcp.threads import in_thread
+from agents.oauth.tokens import MCP_PATH
+from core.exceptions import InternalError, InvalidInput, VouchError
+
+logger = logging.getLogger("vouch.mcp")
+
+CALL_SCOPE_KEY = "vouch.mcp.call"  # where agents/mcp/asgi.py leaves the caller, in the ASGI scope
+INSTRUCTIONS = (
+    "Vouch holds buyers' money in escrow envelopes. Amounts are integer micro-dollars "
+    "(1 USD = 1,000,000 micro; $12.34 = 12340000) in fields ending in _micro, each with a _usd "
+    "twin for reading. No tool moves money: envelope_refund_request answers a confirm_url that "
+    "the envelope's owner opens in the browser to confirm. Lists are paged with has_more and "
+    "next_cursor."
+)
+
+
+def error_result(error: VouchError) -> CallToolResult:
+    body = {"code": error.code, "message": error.message, "details": error.details}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(body))],
+        structured_content=body,
+        is_error=True,
+    )
+
+
+def _field_errors(exc: ValidationError) -> dict[str, list[str]]:
+    """Pydantic's errors as the REST API words them: {field: [message, ...]}."""
+    errors: dict[str, list[str]] = {}
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "arguments"
+        if error["type"] == "extra_forbidden":
+            message = "Unknown field."
+        elif error["type"] == "missing":
+            message = "This field is required."
+        else:
+            message = str(error["msg"])
+        errors.setdefault(field, []).append(message)
+    return errors
+
+
+def arguments_refused(spec: tools.ToolSpec, arguments: Any) -> VouchError | None:
+    """Why `arguments` do not fit the tool's input schema, as the REST API would say it; None if
+    they do."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return InvalidInput(
+            "The arguments must be a JSON object.",
+            details={"arguments": ["Expected a JSON object."]},
+        )
+    try:
+        spec.input.model_validate(arguments)
+    except ValidationError as exc:
+        return InvalidInput(details=_field_errors(exc))
+    return None
+
+
+async def arguments_checked(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Server middleware: a tools/call whose arguments do not fit the tool's input schema is
+    answered here, as an error result with the REST API's codes (the SDK would answer plain
+    text). Unknown tools and everything else go on to the SDK."""
+    params = ctx.params
+    if ctx.method == "tools/call" and isinstance(params, Mapping):
+        spec = tools.TOOLS.get(str(params.get("name")))
+        if spec is not None:
+            refused = arguments_refused(spec, params.get("arguments"))
+            if refused is not None:
+                return error_result(refused)
+    return await call_next(ctx)
+
+
+def current_call(ctx: Context[Any, Any]) -> tools.Call:
+    request = ctx.request_context.request
+    call = request.scope.get(CALL_SCOPE_KEY) if request is not None else None
+    if not isinstance(call, tools.Call):  # never served without agents/mcp/asgi.py in front
+        raise RuntimeError("an MCP tool ran without an authenticated caller")
+    return call
+
+
+def _checked_run(spec: tools.ToolSpec, call: tools.Call, args: Any) -> dict[str, Any] | VouchError:
+    try:
+        return tools.run(spec, call, args)
+    except VouchError as error:
+        return error
+    except Exception:
+        logger.exception("MCP tool %s failed", spec.name)
+        return InternalError()
+
+
+def _tool(spec: tools.ToolSpec) -> Tool:
+    async def run(ctx: Context[Any, Any], **arguments: Any) -> Any:
+        args = spec.input.model_construct(**arguments)  # validated by the SDK already
+        result = await in_thread(_checked_run)(spec, current_call(ctx), args)
+        return error_result(result) if isinstance(result, VouchError) else result
+
+    return Tool(
+        fn=run,
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        parameters=spec.input.model_json_schema(by_alias=True),
+        fn_metadata=FuncMetadata(arg_model=spec.input, output_model=spec.output),
+        is_async=True,
+        context_kwarg="ctx",
+        annotations=ToolAnnotations(
+            title=spec.title,
+            read_only_hint=spec.read_only,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )
+
+
+def build_server() -> MCPServer[Any]:
+    return MCPServer(
+        "vouch",
+        title="Vouch",
+        instructions=INSTRUCTIONS,
+        tools=[_tool(spec) for spec in tools.SPECS],
+        middleware=[arguments_checked],
+        log_level="WARNING",
+    )
+
+
+def transport_security() -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding check, from ALLOWED_HOSTS: each host on any port, and browser
+    origins on those hosts. A wildcard entry (`*`, `.example.com`) cannot be said in the SDK's
+    terms: then only agents/mcp/asgi.py checks the host (with Django's rules), as for any page."""
+    hosts = list(settings.ALLOWED_HOSTS)
+    if not hosts and settings.DEBUG:
+        hosts = ["localhost", "127.0.0.1", "[::1]"]  # what Django allows then
+    if any(host == "*" or host.startswith(".") for host in hosts):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    allowed_hosts = [pattern for host in hosts for pattern in (host, f"{host}:*")]
+    allowed_origins = [
+        f"{scheme}://{pattern}" for scheme in ("http", "https") for pattern in allowed_hosts
+    ]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+    )
+
+
+def session_manager(server: MCPServer[Any]) -> StreamableHTTPSessionManager:
+    """A new session manager (one per server run: the SDK's can run only once)."""
+    server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=transport_security(),
+    )
+    return server.session_manager
+
+
+def host_allowed(host: str) -> bool:
+    """Django's own rule for the Host header (ALLOWED_HOSTS, wildcards included)."""
+    from django.http.request import validate_host
+
+    domain, _port = split_domain_port(host)
+    hosts = list(settings.ALLOWED_HOSTS)
+    if not hosts and settings.DEBUG:
+        hosts = [".localhost", "127.0.0.1", "[::1]"]
+    return bool(domain) and validate_host(domain, hosts)

@@ -1,0 +1,74 @@
+"""Where a /mcp request's Django code runs: on one thread borrowed for the whole request.
+
+Django's own ASGI handler gives each request a fresh thread for its synchronous code (asgiref's
+ThreadSensitiveContext) and throws it away afterwards, with whatever database connection it
+opened. Here each request borrows one of a few long-lived threads instead: the authentication in
+front of the MCP SDK and the tool the SDK then runs (in another task, which inherits the
+context) share that thread, hence one database connection per request, and the thread is handed
+back with its connection closed if Django would close it at the end of a request
+(`close_old_connections`: CONN_MAX_AGE, health checks, or returned to psycopg's pool). No
+connection outlives its thread, and there are never more threads (nor connections) per process
+than the pool holds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import ParamSpec, TypeVar
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.db import close_old_connections
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Requests whose Django code runs at once, per process; a further request waits for a thread.
+# Each thread holds at most one database connection.
+THREADS = 8
+
+
+class RequestThreads:
+    """A pool of single-thread executors; `borrow()` lends one to the current request."""
+
+    def __init__(self, size: int = THREADS) -> None:
+        self.size = size
+        self._free: list[ThreadPoolExecutor] = []
+        self._made = 0
+        self._available: asyncio.Semaphore | None = None
+
+    @asynccontextmanager
+    async def borrow(self) -> AsyncIterator[None]:
+        """Inside, `in_thread` calls (from this task and the tasks it starts) run on one thread
+        of the pool, which is given back afterwards with its connection tidied."""
+        if self._available is None:
+            self._available = asyncio.Semaphore(self.size)
+        async with self._available:
+            if self._free:
+                executor = self._free.pop()
+            else:
+                self._made += 1
+                executor = ThreadPoolExecutor(1, thread_name_prefix=f"vouch-mcp-{self._made}")
+            try:
+                async with ThreadSensitiveContext(executor=executor):
+                    try:
+                        yield
+                    finally:
+                        await in_thread(close_old_connections)()
+            finally:
+                self._free.append(executor)
+
+    def shutdown(self) -> None:
+        """Stop the idle threads (at the server's shutdown), closing their connections first."""
+        from django.db import connections
+
+        while self._free:
+            executor = self._free.pop()
+            executor.submit(connections.close_all).result()
+            executor.shutdown(wait=True)
+
+
+def in_thread(function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """`function` as a coroutine function running on the request's borrowed thread."""
+    return sync_to_async(function, thread_sensitive=True)
