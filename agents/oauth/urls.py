@@ -12,7 +12,7 @@ app_name = "oauth"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("o/authorize/", views.AuthorizationView.as_view(), name="authorize"),
-    path("o/token/", dot_views.TokenView.as_view(), name="token"),
+    path("o/token/", views.TokenView.as_view(), name="token"),
     path("o/revoke_token/", dot_views.RevokeTokenView.as_view(), name="revoke-token"),
     path(
         ".well-known/oauth-authorization-server",

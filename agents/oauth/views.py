@@ -17,12 +17,14 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 from django.views.generic import View
 from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
 from oauth2_provider.forms import AllowForm
 from oauth2_provider.models import Application
 from oauth2_provider.views import AuthorizationView as DotAuthorizationView
+from oauth2_provider.views import TokenView as DotTokenView
 from oauthlib.oauth2.rfc6749 import errors
 
 from accounts.models import User
@@ -164,7 +166,20 @@ class AuthorizationView(DotAuthorizationView):
         )
 
 
-@method_decorator(require_safe, name="dispatch")
+class TokenView(DotTokenView):
+    """django-oauth-toolkit's token endpoint. Every answer is JSON (RFC 6749 §5.1, §5.2): an error
+    raised while the token is being saved (invalid_target, RFC 8707) comes back from it without
+    a Content-Type, which is set here."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        response["Content-Type"] = "application/json"
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+# No CSRF check on documents nobody can change: any other method is simply 405.
+@method_decorator([csrf_exempt, require_safe], name="dispatch")
 class AuthorizationServerMetadataView(View):
     """RFC 8414: GET /.well-known/oauth-authorization-server. The issuer is the origin the
     request came to."""
@@ -173,7 +188,7 @@ class AuthorizationServerMetadataView(View):
         return _public_json(authorization_server_metadata(origin=_origin(request)))
 
 
-@method_decorator(require_safe, name="dispatch")
+@method_decorator([csrf_exempt, require_safe], name="dispatch")
 class ProtectedResourceMetadataView(View):
     """RFC 9728: GET /.well-known/oauth-protected-resource/mcp (where an MCP client looks first)
     and /.well-known/oauth-protected-resource (its fallback), the same document."""

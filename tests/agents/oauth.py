@@ -4,8 +4,12 @@ stores them. The flow itself is tested in tests/agents/test_oauth*.py and end to
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import secrets
 from datetime import timedelta
+from html.parser import HTMLParser
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, set_token_value
@@ -45,3 +49,58 @@ def issue_token(
     set_token_value(token, raw)  # stored as the server stores it: a checksum only (RFC 9700)
     token.save()
     return raw
+
+
+# --- Walking the flow (tests/agents/test_oauth*.py) ----------------------------------------------
+
+MCP = "http://testserver/mcp"
+REDIRECT_URI = "http://127.0.0.1/callback"
+
+
+def pkce_pair() -> tuple[str, str]:
+    """A code_verifier and its S256 code_challenge (RFC 7636 §4.2)."""
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return verifier, base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
+def authorize_query(application: Application, challenge: str, **overrides: str | None) -> str:
+    """The query string of an authorization request as an MCP client sends it (the SDK's
+    parameters); an override of None leaves that parameter out."""
+    params: dict[str, str | None] = {
+        "response_type": "code",
+        "client_id": application.client_id,
+        "redirect_uri": REDIRECT_URI,
+        "state": "state-123",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "resource": MCP,
+        "scope": "escrow:read escrow:refund_request",
+    }
+    params.update(overrides)
+    return urlencode({k: v for k, v in params.items() if v is not None})
+
+
+class _HiddenInputs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "input" and found.get("type") == "hidden" and found.get("name"):
+            self.fields[str(found["name"])] = found.get("value") or ""
+
+
+def form_fields(html: str) -> dict[str, str]:
+    """The hidden fields of the consent form, as a browser would post them back."""
+    parser = _HiddenInputs()
+    parser.feed(html)
+    return parser.fields
+
+
+def redirect_params(location: str) -> dict[str, str]:
+    """The query parameters of a redirect to the client (code, state, iss, or error...)."""
+    parts = urlsplit(location)
+    assert f"{parts.scheme}://{parts.netloc}{parts.path}" == REDIRECT_URI, location
+    return dict(parse_qsl(parts.query))
