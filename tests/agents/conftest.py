@@ -1,0 +1,116 @@
+"""A live ASGI server for the agent surface: Vouch's own entry point (config/asgi.py: Django and
+/mcp, its lifespan starting the MCP SDK's session manager) under uvicorn, in a thread of this
+process on a free port, against the test database (so the test needs transactional_db: rows it
+writes are committed where the server's threads see them, and flushed afterwards). Settings the
+test changes (`settings` fixture) apply to the server too: it is the same process.
+
+`mcp_session(url, token)` opens the MCP SDK's own client (streamable HTTP, a plain bearer header
+on an httpx2 client) for `async` code; `run(coroutine_function)` runs one from a test."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class AsgiServer:
+    """uvicorn serving config.asgi:application in a thread; `url` is its base URL."""
+
+    def __init__(self) -> None:
+        from config.asgi import application
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            application,
+            host="127.0.0.1",
+            port=self.port,
+            lifespan="on",
+            log_level="warning",
+            access_log=False,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="asgi-server", daemon=True)
+
+    def start(self) -> AsgiServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the ASGI server did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+
+@pytest.fixture
+def asgi_server(transactional_db: None) -> Iterator[str]:
+    """The base URL (http://127.0.0.1:<port>) of a live Vouch ASGI server for this test."""
+    server = AsgiServer().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@asynccontextmanager
+async def mcp_session(url: str, token: str | None) -> AsyncIterator[Client]:
+    """The SDK's client connected to `url` + /mcp, sending `Authorization: Bearer <token>`."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        transport = streamable_http_client(f"{url}/mcp", http_client=http)
+        async with Client(transport) as client:
+            yield client
+
+
+def run(function: Callable[[], Awaitable[T]]) -> T:
+    """Run async test code (the SDK's client) to completion from a sync test."""
+    result: list[T] = []
+
+    async def main() -> None:
+        result.append(await function())
+
+    anyio.run(main)
+    return result[0]
+
+
+def post_mcp(url: str, body: Any, *, token: str | None = None, **headers: str) -> httpx2.Response:
+    """One raw JSON-RPC POST to /mcp, as a streamable-HTTP client sends it."""
+    sent = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+        **headers,
+    }
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    return httpx2.post(f"{url}/mcp", json=body, headers=sent, timeout=30)
+
+
+def tool_call(name: str, arguments: Any = None, request_id: int = 1) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
