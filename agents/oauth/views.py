@@ -104,6 +104,7 @@ class AuthorizationView(DotAuthorizationView):
                 resource=resource,
                 redirect_uri=redirect_uri,
                 refusal=consent_refusal(user=user, scopes=scopes),
+                proposes_refunds="escrow:refund_request" in scopes,
             )
         )
 

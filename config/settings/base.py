@@ -428,6 +428,11 @@ OAUTH2_PROVIDER = {
     "OAUTH2_SERVER_CLASS": "agents.oauth.server.VouchOAuthServer",
     "OAUTH2_VALIDATOR_CLASS": "agents.oauth.validators.VouchOAuth2Validator",
 }
+if not 0 < OAUTH2_PROVIDER["ACCESS_TOKEN_EXPIRE_SECONDS"] <= 3600:
+    raise ImproperlyConfigured(
+        "OAUTH_ACCESS_TOKEN_SECONDS must be from 1 to 3600: an access token of the MCP server "
+        "lives at most an hour (SPEC §16); refresh tokens keep a client connected."
+    )
 # MCP tool calls per access token (a fixed window, counted in the shared cache) and refund
 # requests per buyer; "<n>/<s|min|hour|day>", empty turns one off.
 MCP_TOOL_CALL_RATE = env.str("MCP_TOOL_CALL_RATE", default="120/min")

@@ -5,7 +5,11 @@ refusal the issue names."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -132,6 +136,7 @@ def test_code_pkce_flow_login_consent_token_bound_to_the_mcp_resource(
     assert "See your envelopes, their balances and your refunds." in html
     assert "Propose a refund of an envelope&#x27;s unspent money" in html
     assert "Staff only" not in html  # ops:read was not asked for
+    assert "No refund happens without you" in html
     assert 'id="consent-allow"' in html
     assert 'id="consent-deny"' in html
     assert MCP in html
@@ -361,6 +366,7 @@ def test_staff_may_grant_ops_read(app: Application, staff: User) -> None:
     page = _consent(browser, authorize_query(app, challenge, scope="escrow:read ops:read"))
     html = page.content.decode()
     assert "Staff only: read escalations, disputes, evidence packets and discrepancies." in html
+    assert "No refund happens without you" not in html  # escrow:refund_request not asked for
     assert 'id="consent-allow"' in html
     assert 'id="consent-refusal"' not in html
 
@@ -567,3 +573,30 @@ def test_the_client_revokes_its_own_token(app: Application, buyer: User) -> None
         grant_type="refresh_token", refresh_token=body["refresh_token"], client_id=app.client_id
     )
     assert refresh.status_code == 400
+
+
+def test_an_access_token_lifetime_over_an_hour_is_refused_at_startup() -> None:
+    """OAUTH_ACCESS_TOKEN_SECONDS cannot stretch an access token past the hour SPEC §16 allows:
+    the settings refuse to load."""
+    env = {**os.environ, "OAUTH_ACCESS_TOKEN_SECONDS": "3601"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import config.settings.test"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "OAUTH_ACCESS_TOKEN_SECONDS must be from 1 to 3600" in result.stderr
+    env["OAUTH_ACCESS_TOKEN_SECONDS"] = "3600"
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", "import config.settings.test"],
+            cwd=Path(__file__).resolve().parents[2],
+            env=env,
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+    )
