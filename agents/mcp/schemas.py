@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictInt, StrictStr
 from pydantic.json_schema import WithJsonSchema
+from typing_extensions import NotRequired, TypedDict
 
 from envelopes.services import MAX_ENVELOPE_MICRO
 
@@ -409,12 +410,16 @@ class EvidenceFile(Out):
     type: str
 
 
-class EvidenceRef(Out):
+class EvidenceRef(TypedDict):
+    """Evidence as a packet cites it; `file` only when it was admitted with one."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
     ref: str
     sha256: str
     kind: str
     summary: str
-    file: EvidenceFile | None = None
+    file: NotRequired[EvidenceFile]
 
 
 class Evidence(Out):

@@ -5,19 +5,30 @@ twins), errors as isError results with the REST codes, paging, and the rate limi
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.utils import timezone
 from mcp.client.client import Client
 from mcp_types import CallToolResult
 
 from accounts.models import User
+from envelopes.models import Envelope
+from reconciliation.models import Run
+from reconciliation.services import Finding, discrepancy_record
 from stripe_sandbox.client import SandboxControl
 from tests.agents.conftest import mcp_session, run
 from tests.agents.oauth import issue_token
+from tests.disputes.conftest import Ops, World, contest_ready, ops, staff_user, world
 from tests.envelopes import conftest as envelopes_fixtures
 from tests.envelopes.conftest import Api
+from verification.models import Escalation, EscalationStatus, Verdict, VerificationRun
 
+ops = ops
+world = world
 alice = envelopes_fixtures.alice
 bob = envelopes_fixtures.bob
 stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
@@ -136,3 +147,177 @@ def test_each_buyer_tool_answers_as_the_rest_api(
     assert ok(results["refunds_all"])["results"] == [rest_refund]
     # The REST refund's two legs (last in, first out: the top-up, then the original), no more.
     assert sandbox.state()["counts"]["refunds"] == len(rest_refund["legs"]) == 2
+
+
+def envelope_made(user: User) -> None:
+    """An envelope created from a worker thread, whose connection is closed after."""
+    try:
+        Envelope.objects.create(owner=user)
+    finally:
+        connection.close()
+
+
+def test_lists_are_paged_with_has_more_and_next_cursor_never_cut(
+    asgi_server: str, alice: Api, bob: Api
+) -> None:
+    made = [Envelope.objects.create(owner=alice.user).public_id for _ in range(5)]
+    Envelope.objects.create(owner=bob.user)  # never in alice's pages
+    token = token_for(asgi_server, alice.user)
+    bob_token = token_for(asgi_server, bob.user)
+    newest_first = list(reversed(made))
+
+    async def first_page(client: Client) -> dict[str, Any]:
+        return ok(await call(client, "envelopes_list", {"limit": 2}))
+
+    async def walk() -> list[dict[str, Any]]:
+        async with mcp_session(asgi_server, token) as client:
+            pages = [await first_page(client)]
+            while pages[-1]["has_more"]:
+                cursor = pages[-1]["next_cursor"]
+                pages.append(
+                    ok(await call(client, "envelopes_list", {"limit": 2, "cursor": cursor}))
+                )
+            return pages
+
+    pages = run(walk)
+    assert [len(p["results"]) for p in pages] == [2, 2, 1]
+    assert [p["has_more"] for p in pages] == [True, True, False]
+    assert pages[-1]["next_cursor"] is None
+    assert [e["envelope_id"] for p in pages for e in p["results"]] == newest_first
+
+    # A row added after the first page was read makes the next page neither skip nor repeat one.
+    async def with_a_new_row_between() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with mcp_session(asgi_server, token) as client:
+            first = await first_page(client)
+            await sync_to_async(envelope_made, thread_sensitive=False)(alice.user)
+            second = await call(
+                client, "envelopes_list", {"limit": 2, "cursor": first["next_cursor"]}
+            )
+            return first, ok(second)
+
+    first, second = run(with_a_new_row_between)
+    assert [e["envelope_id"] for e in first["results"] + second["results"]] == newest_first[:4]
+
+    # A cursor is only good for the list, filters and person it was given for.
+    cursor = pages[0]["next_cursor"]
+
+    async def misused() -> list[CallToolResult]:
+        async with mcp_session(asgi_server, token) as client:
+            answers = [
+                await call(client, "envelopes_list", {"cursor": cursor[:-2] + "xy"}),
+                await call(client, "refunds_list", {"cursor": cursor}),
+                await call(client, "envelopes_list", {"cursor": "not a cursor"}),
+            ]
+        async with mcp_session(asgi_server, bob_token) as client:
+            answers.append(await call(client, "envelopes_list", {"cursor": cursor}))
+        return answers
+
+    for answer in run(misused):
+        assert error(answer) == {
+            "code": "validation_error",
+            "message": error(answer)["message"],
+            "details": {"cursor": ["Invalid cursor."]},
+        }
+
+
+def test_each_staff_tool_answers_and_pages(asgi_server: str, world: World, ops: Ops) -> None:
+    packet = contest_ready(world, ops)
+    dispute = packet.dispute
+    run_ = VerificationRun.objects.filter(verdict=Verdict.VERIFIED).first()
+    for n in range(3):
+        Escalation.objects.create(
+            run=run_,
+            verdict=Verdict.CONTRADICTED,
+            verdict_class="duplicate side effect",
+            reason=f"seeded {n}",
+            subject_type="refund_leg",
+            subject_id=f"rfl_seed_{n}",
+            status=EscalationStatus.RESOLVED if n == 2 else EscalationStatus.OPEN,
+            resolved_at=timezone.now() if n == 2 else None,
+        )
+    now = timezone.now()
+    recon = Run.objects.create(
+        kind="manual",
+        lane="objects",
+        window_start=now - timedelta(days=7),
+        window_end=now,
+        started_at=now,
+        heartbeat_at=now,
+        status="completed",
+    )
+    for code, subject_type, subject_id in (
+        ("leg_stuck", "refund_leg", "rfl_seed_a"),
+        ("refund_foreign", "refund", "re_seed_foreign"),  # money: first in the queue
+    ):
+        discrepancy_record(
+            run=recon,
+            finding=Finding(
+                code=code,
+                subject_type=subject_type,
+                subject_id=subject_id,
+                summary=f"seeded {code}",
+                charge_id=world.charge_id,
+                amount_micro=1_250_000,
+            ),
+        )
+    reader = staff_user("rita", "view_escalation", "view_discrepancy")
+    rest = Api(reader)
+    rest_dispute = rest.get(f"/api/v1/disputes/{dispute.public_id}").json()["data"]
+    open_escalations = list(
+        Escalation.objects.filter(status="open")
+        .order_by("created_at", "id")
+        .values_list("pk", flat=True)
+    )
+    token = token_for(asgi_server, reader, scopes="ops:read")
+
+    async def calls() -> dict[str, Any]:
+        async with mcp_session(asgi_server, token) as client:
+            first = ok(await call(client, "escalations_list", {"limit": 2}))
+            rest_of = ok(
+                await call(client, "escalations_list", {"limit": 2, "cursor": first["next_cursor"]})
+            )
+            return {
+                "escalations": [first, rest_of],
+                "resolved": ok(await call(client, "escalations_list", {"status": "resolved"})),
+                "dispute": ok(await call(client, "dispute_get", {"dispute_id": dispute.public_id})),
+                "by_provider_id": ok(
+                    await call(client, "dispute_get", {"dispute_id": dispute.provider_dispute_id})
+                ),
+                "packet": ok(await call(client, "packet_get", {"dispute_id": dispute.public_id})),
+                "packet_v1": ok(
+                    await call(
+                        client, "packet_get", {"dispute_id": dispute.public_id, "version": 1}
+                    )
+                ),
+                "no_packet": error(
+                    await call(
+                        client, "packet_get", {"dispute_id": dispute.public_id, "version": 99}
+                    )
+                ),
+                "no_dispute": error(await call(client, "dispute_get", {"dispute_id": "dsp_none"})),
+                "discrepancies": ok(await call(client, "discrepancies_list", {"limit": 1})),
+                "all": ok(await call(client, "discrepancies_list", {"status": "all"})),
+            }
+
+    results = run(calls)
+    pages = results["escalations"]
+    assert [p["has_more"] for p in pages] == [True, False]
+    listed = [e["escalation_id"] for p in pages for e in p["results"]]
+    assert listed == open_escalations  # oldest first; the money discrepancy's own one included
+    assert [e["reason"] for e in results["resolved"]["results"]] == ["seeded 2"]
+    assert results["dispute"] == rest_dispute
+    assert results["by_provider_id"] == rest_dispute
+    assert results["packet"] == rest_dispute["packet"]
+    assert results["packet"]["version"] == 2
+    assert results["packet_v1"]["version"] == 1
+    assert results["no_packet"]["code"] == "not_found"
+    assert results["no_dispute"]["code"] == "not_found"
+    first = results["discrepancies"]
+    assert first["has_more"] is True
+    assert first["results"][0]["discrepancy_class"] == "refund_foreign"
+    assert first["results"][0]["amount_micro"] == 1_250_000
+    assert first["results"][0]["amount_usd"] == 1.25
+    assert [d["discrepancy_class"] for d in results["all"]["results"]] == [
+        "refund_foreign",
+        "leg_stuck",
+    ]
