@@ -5,12 +5,12 @@ comes with its `<base>_usd` twin. Inputs refuse unknown arguments."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictInt, StrictStr
 from pydantic.json_schema import WithJsonSchema
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from envelopes.services import MAX_ENVELOPE_MICRO
 
