@@ -37,7 +37,12 @@ from core.idempotency import (
     render_json,
 )
 from core.services import audit_record
-from envelopes.exceptions import AmountExceedsUnspent, InvalidAmount, NothingToRefund
+from envelopes.exceptions import (
+    AmountExceedsUnspent,
+    InvalidAmount,
+    NothingToRefund,
+    RefundChanged,
+)
 from envelopes.models import RefundOperation
 from envelopes.selectors import envelope_get_owned, refund_preview
 from envelopes.services import envelope_refund
@@ -270,6 +275,8 @@ def refund_request_confirm(*, user: User, request_id: str, shown_digest: str) ->
         record = locked.idempotency
         begun = record is not None and bool(record.resource)
         legs = len(locked.preview.get("legs") or [])
+        # What the person confirmed: the refund re-checks it under the envelope's lock.
+        expected: tuple[int, list[tuple[str, int]]] | None = None
         if not begun:
             if now >= locked.expires_at:
                 return Confirmation("expired")
@@ -282,6 +289,10 @@ def refund_request_confirm(*, user: User, request_id: str, shown_digest: str) ->
             if selectors.preview_digest(preview) != shown_digest:
                 return Confirmation("changed")
             legs = len(preview["legs"])
+            expected = (
+                preview["requested_micro"],
+                [(leg["funding_id"], leg["amount_micro"]) for leg in preview["legs"]],
+            )
         # Held past the refund's whole provider budget, so it never lapses under a live refund.
         locked.confirm_lease_until = now + lease_for(provider_calls=max(1, legs))
         locked.save(update_fields=["confirm_lease_until"])
@@ -291,7 +302,13 @@ def refund_request_confirm(*, user: User, request_id: str, shown_digest: str) ->
             actor=user,
             amount_micro=locked.amount_micro,
             idempotency=record,
+            expected=expected,
         )
+    except RefundChanged:
+        # A debit or another refund landed after the check: nothing was reserved. The page
+        # shows the refund as it is now, to be confirmed again.
+        RefundRequest.objects.filter(pk=locked.pk).update(confirm_lease_until=None)
+        return Confirmation("changed")
     except CONFIRM_REFUSALS as exc:
         with transaction.atomic():
             return _refuse(_lock(locked), exc.code, actor=user)

@@ -27,6 +27,15 @@ class NothingToRefund(VouchError):
     default_message = "Nothing can be refunded: no unspent money, or every leg rounds to zero."
 
 
+class RefundChanged(VouchError):
+    """The refund the caller confirmed (its amount and legs) is not the one the envelope allows
+    now: a debit or another refund landed in between. Nothing was reserved."""
+
+    code = "refund_changed"
+    status_code = 409
+    default_message = "The envelope changed since this refund was shown; nothing was refunded."
+
+
 class CardDeclined(VouchError):
     """The provider refused the card (Stripe's card errors keep their own code). The provider was
     called, so the answer is stored under the idempotency key."""

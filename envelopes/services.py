@@ -27,6 +27,7 @@ from envelopes.exceptions import (
     NothingToRefund,
     PaymentRefused,
     ProviderUnavailable,
+    RefundChanged,
     UnsupportedCurrency,
 )
 from envelopes.locks import lock_envelope, lock_leg, lock_owned_envelope
@@ -605,10 +606,13 @@ def envelope_refund(
     actor: User,
     amount_micro: Any = None,
     idempotency: IdempotencyRecord | None = None,
+    expected: tuple[int, list[tuple[str, int]]] | None = None,
 ) -> RefundOperation:
     """Return unspent money to the funding cards (SPEC §3). Phase 1 reserves the legs and commits
     (the recovery point); phase 2 calls the provider per leg outside any transaction; phase 3
-    records each outcome."""
+    records each outcome. `expected`: the refund a person confirmed, (requested micro, [(funding
+    id, micro), …]); if the allocation made under the envelope's lock differs, RefundChanged and
+    nothing is reserved."""
     if idempotency is not None and idempotency.resource:  # a resumed request: continue it
         operation = RefundOperation.objects.get(public_id=idempotency.resource)
         return refund_send(operation=operation, idempotency=idempotency)
@@ -633,6 +637,11 @@ def envelope_refund(
         if not allocation:
             raise NothingToRefund(details={"unspent_micro": locked.unspent_micro})
         by_id = {leg.pk: leg for leg in funding}
+        if expected is not None and expected != (
+            requested,
+            [(by_id[funding_id].public_id, amount) for funding_id, amount in allocation],
+        ):
+            raise RefundChanged(details={"unspent_micro": locked.unspent_micro})
         allocated = sum(amount for _, amount in allocation)
         operation = RefundOperation.objects.create(
             envelope=locked,

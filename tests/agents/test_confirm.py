@@ -288,6 +288,48 @@ def test_a_changed_preview_moves_no_money_until_confirmed_again(
     assert ledger_breaches() == []
 
 
+def test_a_debit_landing_after_the_check_and_before_the_refund_moves_no_money(
+    alice: Api, staff_api: Api, sandbox: SandboxControl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The preview is checked without the envelope's lock; the refund takes the lock after. A
+    debit between the two must not turn the confirmed $13 into an unconfirmed $9: the refund
+    compares its allocation, under the lock, with the one the person confirmed, and refunds
+    nothing if they differ."""
+    envelope_id = two_charge_envelope(alice)
+    request_id = propose(alice, envelope_id)  # the whole unspent balance: $13
+    owner = Browser(alice.user)
+    shown = owner.form(request_id)
+    real_preview_now = services.selectors.preview_now
+
+    debits: list[int] = []
+
+    def preview_then_a_debit(request: RefundRequest) -> dict[str, Any]:
+        preview = real_preview_now(request)  # what the person confirmed: matches the digest
+        if debits:
+            return preview
+        debits.append(4_000_000)
+        debit = staff_api.post(
+            f"/api/v1/escrow/envelopes/{envelope_id}/debits",
+            {"amount_micro": 4_000_000, "reference": "job-8"},
+        )
+        assert debit.status_code == 201, debit.content
+        return preview
+
+    monkeypatch.setattr(services.selectors, "preview_now", preview_then_a_debit)
+    page = owner.confirm(request_id, shown)
+    monkeypatch.setattr(services.selectors, "preview_now", real_preview_now)
+    assert "Nothing was refunded: the envelope changed" in text(page)
+    assert RefundOperation.objects.count() == 0
+    assert provider_refunds(sandbox) == 0
+    request = RefundRequest.objects.get()
+    assert request.status == RefundRequest.Status.PENDING
+    assert request.confirm_lease_until is None  # the next confirmation may go at once
+    assert "Confirmed" in text(owner.confirm(request_id))
+    assert RefundOperation.objects.get().requested_micro == 9_000_000
+    assert provider_refunds(sandbox) == 2
+    assert ledger_breaches() == []
+
+
 def test_an_expired_request_says_so_and_moves_nothing(alice: Api, sandbox: SandboxControl) -> None:
     request_id = propose(alice, alice.create(5_000_000)["envelope_id"])
     request = RefundRequest.objects.get()
