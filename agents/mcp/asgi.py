@@ -8,8 +8,9 @@ Per request, in order:
    (agents.oauth.tokens.bearer_authenticate). None, or a session cookie only: 401
    `not_authenticated`; a token that is unknown (a personal API token is one), expired, revoked
    or for another resource: 401 `authentication_failed` with `error="invalid_token"`. Both carry
-   `WWW-Authenticate: Bearer resource_metadata="…"` (RFC 9728), where the client finds the
-   authorization server.
+   `WWW-Authenticate: Bearer scope="escrow:read escrow:refund_request", resource_metadata="…"`
+   (RFC 9728: where the client finds the authorization server; the scopes to ask for, which are
+   not the staff's).
 3. The body (at most 4 MiB, else 413 `payload_too_large`) is read and, for each `tools/call`,
    the tool's scope checked: missing, 403 `insufficient_scope` with
    `WWW-Authenticate: Bearer error="insufficient_scope", scope="<scope>", resource_metadata="…"`
@@ -35,6 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+from django.conf import settings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
@@ -46,6 +48,7 @@ from agents.mcp.limits import tool_calls_wait
 from agents.mcp.server import CALL_SCOPE_KEY, build_server, host_allowed, session_manager
 from agents.mcp.threads import RequestThreads, in_thread
 from agents.oauth.tokens import (
+    STAFF_SCOPES,
     AgentPrincipal,
     TokenRefused,
     bearer_authenticate,
@@ -113,6 +116,12 @@ def _tool_calls(body: bytes) -> list[tuple[Any, str]]:
     ]
 
 
+def _scopes_to_ask() -> str:
+    """What a 401 tells the client to ask for: every scope but the staff ones (a buyer's consent
+    to ops:read is refused; staff are asked for it by the 403 of the first ops tool they call)."""
+    return " ".join(scope for scope in settings.AGENT_SCOPES if scope not in STAFF_SCOPES)
+
+
 def admit(
     *, raw: str | None, resource: str, calls: list[tuple[Any, str]]
 ) -> AgentPrincipal | Refusal:
@@ -120,7 +129,7 @@ def admit(
     if raw is None:
         return Refusal(
             NotAuthenticated("Send Authorization: Bearer <an OAuth access token for this server>."),
-            (_challenge(resource),),
+            (_challenge(resource, scope=_scopes_to_ask()),),
         )
     try:
         principal = bearer_authenticate(raw=raw, resource=resource)
@@ -136,6 +145,7 @@ def admit(
                     resource,
                     error="invalid_token",
                     error_description="The access token is not valid for this resource.",
+                    scope=_scopes_to_ask(),
                 ),
             ),
         )

@@ -61,7 +61,8 @@ def test_no_token_is_401_with_the_resource_metadata(asgi_server: str) -> None:
     response = post_mcp(asgi_server, tool_call("whoami"))
     refused(response, 401, "not_authenticated")
     assert response.headers["www-authenticate"] == (
-        f'Bearer resource_metadata="{metadata_url(asgi_server)}"'
+        'Bearer scope="escrow:read escrow:refund_request", '
+        f'resource_metadata="{metadata_url(asgi_server)}"'
     )
     # A GET (the SSE stream) and a DELETE (end of session) are refused the same way.
     for method in ("GET", "DELETE"):
