@@ -33,15 +33,19 @@ def free_port() -> int:
 
 
 class AsgiServer:
-    """uvicorn serving config.asgi:application in a thread; `url` is its base URL."""
+    """uvicorn serving config.asgi:application in a thread; `url` is its base URL. Static files
+    are served too, from the apps' folders, as pytest-django's live server does (DEBUG is off in
+    tests, so config.asgi does not), for pages that look as they do in production."""
 
     def __init__(self) -> None:
+        from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
         from config.asgi import application
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            application,
+            ASGIStaticFilesHandler(application),
             host="127.0.0.1",
             port=self.port,
             lifespan="on",

@@ -1,0 +1,353 @@
+"""Issue 14, acceptance 1, end to end: an AI assistant connects to Vouch's MCP server with the
+official SDK (mcp 2.3.0: the streamable-HTTP client and its OAuthClientProvider), against a live
+ASGI server on a free port (config/asgi.py under uvicorn: Django and /mcp), with a real Celery
+worker and beat verifying at the Stripe sandbox.
+
+- The buyer's assistant: the first call is refused 401; the SDK discovers the protected-resource
+  and authorization-server metadata, sends the person to /o/authorize/ (PKCE S256, `resource`),
+  where Chromium (Debian's, driven by Playwright) signs in through allauth and presses Allow; the
+  redirect to the client's loopback callback is caught and its code and state handed back; the
+  SDK exchanges the code and calls again. The assistant lists the tools, calls each buyer tool,
+  and asks for a refund: a confirm_url, no money moved. The buyer opens it in the browser and
+  confirms; the refund reaches VERIFIED, as `refund_request_get` then shows.
+- A staff member's assistant: consent for the buyer scopes first; the first ops tool answers 403
+  insufficient_scope naming ops:read, the SDK asks again (a step-up, one more consent), and each
+  ops tool answers.
+
+The clients are registered beforehand (as staff do in the admin): their client_id is in the SDK's
+storage, so no dynamic registration is needed. Screenshots go to the artifacts folder."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+import pytest
+from django.contrib.auth.models import Permission
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+from oauth2_provider.models import AccessToken
+from playwright.async_api import BrowserContext, Page, Route, async_playwright, expect
+from pydantic import AnyUrl
+
+from accounts.models import User
+from accounts.services import email_address_verify
+from agents.models import RefundRequest
+from disputes import services as disputes
+from disputes.models import Dispute
+from envelopes.models import RefundOperation
+from envelopes.selectors import ledger_breaches
+from stripe_sandbox.client import SandboxControl
+from tests.agents.conftest import asgi_server  # noqa: F401
+from tests.agents.oauth import REDIRECT_URI, client_register
+from tests.browser.conftest import CHROMIUM
+from tests.envelopes.conftest import Api
+
+PASSWORDS = {"alice": "pw-alice-123", "olga": "pw-olga-123"}  # alice: tests/envelopes/conftest.py
+BUYER_TOOLS = {
+    "whoami",
+    "envelopes_list",
+    "envelope_get",
+    "refunds_list",
+    "refund_get",
+    "envelope_refund_request",
+    "refund_request_get",
+}
+OPS_TOOLS = {"escalations_list", "dispute_get", "packet_get", "discrepancies_list"}
+VERIFIED_WITHIN_S = 90
+
+
+class Storage:
+    """The SDK's token storage, holding the client registered beforehand."""
+
+    def __init__(self, client_id: str) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client = OAuthClientInformationFull(
+            client_id=client_id,
+            redirect_uris=[AnyUrl(REDIRECT_URI)],
+            token_endpoint_auth_method="none",
+        )
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        raise AssertionError("the SDK tried to register a client dynamically")
+
+
+class Person:
+    """Someone at their browser: signs in when asked, allows on the consent page, and the
+    client's loopback callback (nothing listens there) is caught, its query kept."""
+
+    def __init__(self, context: BrowserContext, username: str, shots: Path) -> None:
+        self.context = context
+        self.username = username
+        self.shots = shots
+        self.page: Page | None = None
+        self.authorize_urls: list[str] = []
+        self.callbacks: asyncio.Queue[str] = asyncio.Queue()
+
+    async def start(self) -> Person:
+        await self.context.route(f"{REDIRECT_URI}*", self._callback)
+        self.page = await self.context.new_page()
+        return self
+
+    async def _callback(self, route: Route) -> None:
+        await self.callbacks.put(route.request.url)
+        await route.fulfill(status=200, content_type="text/plain", body="You may close this.")
+
+    async def consent(self, authorize_url: str) -> None:
+        """The SDK's redirect_handler: the person opens the authorization URL and allows."""
+        assert self.page is not None
+        self.authorize_urls.append(authorize_url)
+        page = self.page
+        await page.goto(authorize_url)
+        if "/accounts/login/" in page.url:
+            await page.get_by_label("Login").fill(self.username)
+            await page.get_by_label("Password").fill(PASSWORDS[self.username])
+            await page.get_by_role("button", name="Sign In").click()
+        allow = page.get_by_role("button", name="Allow")
+        await expect(allow).to_be_visible()
+        number = len(self.authorize_urls)
+        await page.screenshot(
+            path=str(self.shots / f"mcp-e2e-{self.username}-consent-{number}.png")
+        )
+        await allow.click()
+
+    async def callback(self) -> AuthorizationCodeResult:
+        """The SDK's callback_handler: the code, state and issuer the callback URL carried."""
+        url = await asyncio.wait_for(self.callbacks.get(), timeout=30)
+        query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+        assert "error" not in query, query
+        return AuthorizationCodeResult(
+            code=query["code"], state=query.get("state"), iss=query.get("iss")
+        )
+
+
+def oauth(base: str, person: Person, client_id: str) -> OAuthClientProvider:
+    return OAuthClientProvider(
+        server_url=f"{base}/mcp",
+        client_metadata=OAuthClientMetadata(
+            redirect_uris=[AnyUrl(REDIRECT_URI)],
+            token_endpoint_auth_method="none",
+            grant_types=["authorization_code", "refresh_token"],
+            client_name=f"{person.username}'s assistant",
+        ),
+        storage=Storage(client_id),
+        redirect_handler=person.consent,
+        callback_handler=person.callback,
+    )
+
+
+def structured(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.structured_content or result.content
+    return dict(result.structured_content)
+
+
+async def buyer_session(
+    base: str, person: Person, client_id: str, envelope_id: str, refund_id: str
+) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    async with (
+        httpx2.AsyncClient(auth=oauth(base, person, client_id), timeout=60) as http,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+    ):
+        seen["tools"] = {tool.name for tool in (await client.list_tools()).tools}
+        seen["consents_before_calls"] = len(person.authorize_urls)
+        calls = {
+            "whoami": {},
+            "envelopes_list": {},
+            "envelope_get": {"envelope_id": envelope_id},
+            "refunds_list": {"envelope_id": envelope_id},
+            "refund_get": {"refund_id": refund_id},
+        }
+        seen["answers"] = {
+            name: structured(await client.call_tool(name, arguments))
+            for name, arguments in calls.items()
+        }
+        request = structured(
+            await client.call_tool(
+                "envelope_refund_request",
+                {"envelope_id": envelope_id, "idempotency_key": "e2e-refund-1"},
+            )
+        )
+        seen["request"] = request
+        seen["pending"] = structured(
+            await client.call_tool("refund_request_get", {"request_id": request["request_id"]})
+        )
+
+        # The buyer confirms in the browser, where she is signed in already.
+        page = person.page
+        assert page is not None
+        await page.goto(request["confirm_url"])
+        button = page.get_by_role("button", name=re.compile(r"^Confirm refund of \$12\.00"))
+        await expect(button).to_be_visible()
+        await page.screenshot(path=str(person.shots / "mcp-e2e-confirm.png"), full_page=True)
+        await button.click()
+        await expect(page.locator("[data-status]")).to_have_text("confirmed")
+
+        deadline = time.monotonic() + VERIFIED_WITHIN_S
+        while True:
+            shown = structured(
+                await client.call_tool("refund_request_get", {"request_id": request["request_id"]})
+            )
+            refund = shown["refund"]
+            if refund is not None and refund["verification_status"] != "pending":
+                break
+            assert time.monotonic() < deadline, shown
+            await asyncio.sleep(0.5)
+        seen["confirmed"] = shown
+        await page.reload()
+        await page.screenshot(path=str(person.shots / "mcp-e2e-verified.png"), full_page=True)
+    return seen
+
+
+async def staff_session(base: str, person: Person, client_id: str, dispute_id: str) -> Any:
+    async with (
+        httpx2.AsyncClient(auth=oauth(base, person, client_id), timeout=60) as http,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+    ):
+        calls = {
+            "escalations_list": {},
+            "dispute_get": {"dispute_id": dispute_id},
+            "packet_get": {"dispute_id": dispute_id},
+            "discrepancies_list": {"status": "all"},
+            "whoami": {},
+        }
+        return {
+            name: structured(await client.call_tool(name, arguments))
+            for name, arguments in calls.items()
+        }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_assistant_connects_reads_proposes_and_the_buyer_confirms_to_verified(
+    worker_with_beat: None,
+    asgi_server: str,  # noqa: F811
+    alice: Api,
+    sandbox: SandboxControl,
+    artifacts: Path,
+    settings: Any,
+) -> None:
+    settings.MCP_REFUND_REQUEST_RATE = ""
+    base = asgi_server
+    envelope = alice.create(10_000_000)
+    envelope_id = envelope["envelope_id"]
+    alice.top_up(envelope_id, 3_000_000)
+    earlier = alice.post(
+        f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 1_000_000}
+    )
+    refund_id = earlier.json()["data"]["refund_id"]
+    # A dispute on another envelope's charge (a disputed charge cannot be refunded).
+    disputed = alice.create(2_000_000)
+    opened = sandbox.open_dispute(disputed["funding_legs"][0]["charge"], reason="fraudulent")
+    disputes.dispute_on_provider_event(
+        event={"type": "charge.dispute.created", "data": {"object": {"id": opened["id"]}}}
+    )
+    dispute = Dispute.objects.get(provider_dispute_id=opened["id"])
+    olga = User.objects.create_user("olga", "olga@example.com", PASSWORDS["olga"], is_staff=True)
+    email_address_verify(user=olga)
+    olga.user_permissions.add(
+        Permission.objects.get(codename="view_escalation"),
+        Permission.objects.get(codename="view_discrepancy"),
+    )
+    buyer_app = client_register(name="Claude on Alice's laptop", redirect_uri=REDIRECT_URI)
+    staff_app = client_register(name="Ops assistant", redirect_uri=REDIRECT_URI)
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (never `playwright install`)")
+
+    async def scenario() -> tuple[dict[str, Any], Any, list[str], list[str]]:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=["--no-sandbox", "--disable-dev-shm-usage"],
+            )
+            try:
+                viewport = {"width": 1366, "height": 900}
+                buyer = await Person(
+                    await browser.new_context(viewport=viewport), "alice", artifacts
+                ).start()
+                staff = await Person(
+                    await browser.new_context(viewport=viewport), "olga", artifacts
+                ).start()
+                bought = await buyer_session(
+                    base, buyer, buyer_app.client_id, envelope_id, refund_id
+                )
+                ops = await staff_session(base, staff, staff_app.client_id, dispute.public_id)
+            finally:
+                await browser.close()
+        return bought, ops, buyer.authorize_urls, staff.authorize_urls
+
+    bought, ops, buyer_consents, staff_consents = asyncio.run(scenario())
+
+    # One consent for the buyer, for the buyer's scopes, bound to the MCP resource.
+    assert len(buyer_consents) == 1
+    asked = parse_qs(urlsplit(buyer_consents[0]).query)
+    assert asked["scope"] == ["escrow:read escrow:refund_request"]
+    assert asked["resource"] == [f"{base}/mcp"]
+    assert asked["code_challenge_method"] == ["S256"]
+    assert bought["tools"] == BUYER_TOOLS | OPS_TOOLS
+    answers = bought["answers"]
+    assert answers["whoami"]["username"] == "alice"
+    assert answers["whoami"]["client_id"] == buyer_app.client_id
+    listed = [e["envelope_id"] for e in answers["envelopes_list"]["results"]]
+    assert listed == [disputed["envelope_id"], envelope_id]  # newest first
+    assert answers["envelope_get"]["unspent_micro"] == 12_000_000
+    assert answers["envelope_get"]["unspent_usd"] == 12.0
+    assert answers["refund_get"]["refund_id"] == refund_id
+    assert [r["refund_id"] for r in answers["refunds_list"]["results"]] == [refund_id]
+
+    request = bought["request"]
+    assert request["status"] == "pending_confirmation"
+    assert request["preview"]["total_micro"] == 12_000_000
+    assert request["confirm_url"] == f"{base}/escrow/refund-requests/{request['request_id']}/"
+    assert bought["pending"]["refund"] is None
+    confirmed = bought["confirmed"]
+    assert confirmed["status"] == "confirmed"
+    refund = confirmed["refund"]
+    assert refund["status"] == "refunded"
+    assert refund["verification_status"] == "verified"
+    assert [leg["verification_verdict"] for leg in refund["legs"]] == ["VERIFIED"] * len(
+        refund["legs"]
+    )
+    assert sum(leg["amount_micro"] for leg in refund["legs"]) == 12_000_000
+
+    # The staff member: buyer scopes at first, then ops:read asked for by the 403 (a step-up).
+    assert len(staff_consents) == 2
+    first, second = (parse_qs(urlsplit(url).query)["scope"][0].split() for url in staff_consents)
+    assert first == ["escrow:read", "escrow:refund_request"]
+    assert "ops:read" in second
+    assert ops["whoami"]["username"] == "olga"
+    assert "ops:read" in ops["whoami"]["scopes"]
+    assert ops["dispute_get"]["dispute_id"] == dispute.public_id
+    assert ops["packet_get"]["version"] >= 1
+    assert "results" in ops["escalations_list"]
+    assert "results" in ops["discrepancies_list"]
+
+    # In the database: the request confirmed with its refund, tokens bound to /mcp, the ledger.
+    stored = RefundRequest.objects.get(public_id=request["request_id"])
+    assert stored.status == RefundRequest.Status.CONFIRMED
+    assert stored.refund == RefundOperation.objects.get(public_id=refund["refund_id"])
+    resources = list(AccessToken.objects.values_list("resource", flat=True))
+    assert resources
+    assert all(bound == [f"{base}/mcp"] for bound in resources)
+    assert ledger_breaches() == []
