@@ -16,6 +16,7 @@ from mcp.client.client import Client
 from mcp_types import CallToolResult
 
 from accounts.models import User
+from agents.models import RefundRequest
 from envelopes.models import Envelope
 from reconciliation.models import Run
 from reconciliation.services import Finding, discrepancy_record
@@ -321,3 +322,38 @@ def test_each_staff_tool_answers_and_pages(asgi_server: str, world: World, ops: 
         "refund_foreign",
         "leg_stuck",
     ]
+
+
+def test_a_refund_request_resent_with_its_key_is_the_same_request(
+    asgi_server: str, alice: Api, sandbox: SandboxControl, settings: Any
+) -> None:
+    settings.MCP_REFUND_REQUEST_RATE = ""
+    envelope_id = alice.create(10_000_000)["envelope_id"]
+    rest_key = alice.post(
+        f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 1_000_000}, key="rest-1"
+    )
+    assert rest_key.status_code == 200
+    token = token_for(asgi_server, alice.user)
+    ask = {"envelope_id": envelope_id, "amount_micro": 2_000_000, "idempotency_key": "mcp-1"}
+
+    async def calls() -> list[CallToolResult]:
+        async with mcp_session(asgi_server, token) as client:
+            return [
+                await call(client, "envelope_refund_request", ask),
+                await call(client, "envelope_refund_request", ask),  # re-sent: a broken stream
+                await call(client, "envelope_refund_request", {**ask, "amount_micro": 3_000_000}),
+                await call(client, "envelope_refund_request", {**ask, "idempotency_key": "rest-1"}),
+            ]
+
+    first, again, other_amount, rest_one = run(calls)
+    assert ok(again) == ok(first)
+    assert error(other_amount)["code"] == "idempotency_key_conflict"
+    assert error(rest_one)["code"] == "idempotency_key_other_surface"
+    assert RefundRequest.objects.count() == 1
+    # The MCP key on REST: the other surface too, and nothing runs.
+    refund = alice.post(
+        f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 2_000_000}, key="mcp-1"
+    )
+    assert refund.status_code == 422
+    assert refund.json()["error"]["code"] == "idempotency_key_other_surface"
+    assert sandbox.state()["counts"]["refunds"] == 1  # the REST refund's one leg
