@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.http.request import split_domain_port
+from django.http.request import split_domain_port, validate_host
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
@@ -187,8 +187,6 @@ def session_manager(server: MCPServer[Any]) -> StreamableHTTPSessionManager:
 
 def host_allowed(host: str) -> bool:
     """Django's own rule for the Host header (ALLOWED_HOSTS, wildcards included)."""
-    from django.http.request import validate_host
-
     domain, _port = split_domain_port(host)
     hosts = list(settings.ALLOWED_HOSTS)
     if not hosts and settings.DEBUG:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import ParamSpec, TypeVar
 
+import anyio
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import close_old_connections
 
@@ -55,7 +56,10 @@ class RequestThreads:
                     try:
                         yield
                     finally:
-                        await in_thread(close_old_connections)()
+                        # Even when the request is cancelled: the call runs after whatever the
+                        # thread is still doing for it, so the thread is handed back idle.
+                        with anyio.CancelScope(shield=True):
+                            await in_thread(close_old_connections)()
             finally:
                 self._free.append(executor)
 
