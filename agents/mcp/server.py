@@ -144,6 +144,9 @@ def _tool(spec: tools.ToolSpec) -> Tool:
 
 
 def build_server() -> MCPServer[Any]:
+    # Stateless, each request's transport is "terminated" when answered, and the SDK says so at
+    # INFO: a log line per MCP request, saying nothing. Its warnings and errors still show.
+    logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
     return MCPServer(
         "vouch",
         title="Vouch",
