@@ -1,0 +1,183 @@
+"""An example MCP session against Vouch, with the official SDK's client (README, "The agent
+surface"): what an assistant does, runnable by hand.
+
+    .venv/bin/python -m agents.example_session --client-id <client id> [--server URL]
+        [--port 8765] [--refund env_… [--amount N]]
+
+The client must be registered in the admin (Applications: public, authorization code, redirect
+URI `http://127.0.0.1/callback`; any port on the loopback address is accepted). The script
+listens on http://127.0.0.1:<port>/callback, prints the authorization URL (and opens it in a
+browser if there is one): sign in, read the scopes (the ones /mcp's 401 names: escrow:read and
+escrow:refund_request), Allow. Then it lists the tools, calls
+`whoami` and `envelopes_list`, and with `--refund` asks for a refund of that envelope: it prints
+the `confirm_url`, which moves no money until you open it signed in and confirm, and waits for
+`refund_request_get` to say how it ended. Tokens live in memory only."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import uuid
+import webbrowser
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+from pydantic import AnyUrl
+
+WAIT_FOR_CONFIRMATION_S = 15 * 60
+
+
+class MemoryStorage:
+    """The SDK's token storage: the client registered in the admin, tokens in memory."""
+
+    def __init__(self, client_id: str, redirect_uri: str) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client = OAuthClientInformationFull(
+            client_id=client_id,
+            redirect_uris=[AnyUrl(redirect_uri)],
+            token_endpoint_auth_method="none",  # noqa: S106 - a public client
+        )
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+class Callback:
+    """A one-page HTTP server on the loopback address: the authorization server redirects the
+    browser here with the code, the state and the issuer."""
+
+    def __init__(self, port: int) -> None:
+        self.queries: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+        self.loop = asyncio.get_running_loop()
+        callback = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                parts = urlsplit(self.path)
+                if parts.path != "/callback":
+                    self.send_error(404)
+                    return
+                query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+                callback.loop.call_soon_threadsafe(callback.queries.put_nowait, query)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.end_headers()
+                self.wfile.write(b"Vouch: the assistant is connected. You may close this tab.\n")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", port), Handler)
+        self.uri = f"http://127.0.0.1:{self.server.server_port}/callback"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    async def redirect(self, authorization_url: str) -> None:
+        print(f"\nOpen this address, sign in and allow:\n  {authorization_url}\n", flush=True)
+        webbrowser.open(authorization_url)
+
+    async def result(self) -> AuthorizationCodeResult:
+        query = await self.queries.get()
+        if "error" in query:
+            raise SystemExit(
+                f"Authorization refused: {query['error']} {query.get('error_description', '')}"
+            )
+        return AuthorizationCodeResult(
+            code=query["code"], state=query.get("state"), iss=query.get("iss")
+        )
+
+
+def show(title: str, result: Any) -> dict[str, Any]:
+    content = dict(result.structured_content or {})
+    label = "ERROR " if result.is_error else ""
+    print(f"--> {label}{title}\n{json.dumps(content, indent=2)}\n", flush=True)
+    return content
+
+
+async def session(args: argparse.Namespace) -> int:
+    callback = Callback(args.port)
+    auth = OAuthClientProvider(
+        server_url=f"{args.server}/mcp",
+        client_metadata=OAuthClientMetadata(
+            redirect_uris=[AnyUrl(callback.uri)],
+            token_endpoint_auth_method="none",  # noqa: S106 - a public client
+            grant_types=["authorization_code", "refresh_token"],
+            client_name="Vouch example session",
+        ),
+        storage=MemoryStorage(args.client_id, callback.uri),
+        redirect_handler=callback.redirect,
+        callback_handler=callback.result,
+    )
+    async with (
+        httpx2.AsyncClient(auth=auth, timeout=60) as http,
+        Client(streamable_http_client(f"{args.server}/mcp", http_client=http)) as client,
+    ):
+        tools = (await client.list_tools()).tools
+        print("--> tools: " + ", ".join(sorted(tool.name for tool in tools)) + "\n", flush=True)
+        show("whoami", await client.call_tool("whoami", {}))
+        show("envelopes_list", await client.call_tool("envelopes_list", {"limit": 5}))
+        if not args.refund:
+            return 0
+        arguments: dict[str, Any] = {
+            "envelope_id": args.refund,
+            "idempotency_key": f"example-{uuid.uuid4()}",
+        }
+        if args.amount is not None:
+            arguments["amount_micro"] = args.amount
+        result = await client.call_tool("envelope_refund_request", arguments)
+        request = show("envelope_refund_request", result)
+        if result.is_error:
+            return 1
+        print(f"Nothing has moved. To refund, open and confirm:\n  {request['confirm_url']}\n")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT_FOR_CONFIRMATION_S
+        while loop.time() < deadline:
+            now = await client.call_tool(
+                "refund_request_get", {"request_id": request["request_id"]}
+            )
+            state = dict(now.structured_content or {})
+            refund = state.get("refund") or {}
+            settled = state.get("status") in ("expired", "refused") or (
+                state.get("status") == "confirmed"
+                and refund.get("verification_status") not in (None, "pending")
+            )
+            if settled:
+                show("refund_request_get", now)
+                return 0 if state.get("status") == "confirmed" else 1
+            await asyncio.sleep(2)
+    return 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--server", default="http://127.0.0.1:8000")
+    parser.add_argument("--client-id", required=True, help="from the admin's Applications page")
+    parser.add_argument("--port", type=int, default=8765, help="the loopback callback's port")
+    parser.add_argument("--refund", metavar="ENVELOPE_ID", help="ask for a refund of it")
+    parser.add_argument("--amount", type=int, help="micro-dollars (default: all unspent)")
+    raise SystemExit(asyncio.run(session(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()
