@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
 from accounts.exceptions import EmailUnverified
 from accounts.selectors import user_email_verified
 from agents import selectors
 from agents.models import RefundRequest
-from core.api.throttling import parse_rate, throttle_cache_key
+from core.api.throttling import window_count
 from core.exceptions import NotFound, Throttled
 from core.idempotency import (
     SURFACE_MCP,
@@ -67,18 +65,9 @@ def refund_request_rate_check(*, user: User) -> None:
     rate = settings.MCP_REFUND_REQUEST_RATE
     if not rate:
         return
-    allowed, window_s = parse_rate(rate)
-    now = time.time()
-    window = int(now // window_s)
-    key = throttle_cache_key(RATE_SCOPE, user.pk, window)
-    cache.add(key, 0, timeout=window_s + 1)
-    try:
-        count = cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.add(key, 1, timeout=window_s + 1)
-        count = 1
-    if count > allowed:
-        retry_after = max(1, math.ceil((window + 1) * window_s - now))
+    wait = window_count(scope=RATE_SCOPE, ident=user.pk, rate=rate)
+    if wait is not None:
+        retry_after = max(1, math.ceil(wait))
         raise Throttled(
             "Too many refund requests; retry after the number of seconds in retry_after_s.",
             details={"retry_after_s": retry_after},

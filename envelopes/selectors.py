@@ -13,7 +13,6 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from core.exceptions import NotFound
-from envelopes.exceptions import AmountExceedsUnspent, NothingToRefund
 from envelopes.models import (
     BALANCES,
     Adjustment,
@@ -32,7 +31,7 @@ from envelopes.money import with_usd
 
 # The allocation rule is one function, shared with the refund that reserves it (a pure function:
 # no write happens through this import).
-from envelopes.services import allocate_lifo
+from envelopes.services import refund_allocate
 from verification.models import Attempt, Escalation, ProviderEvent, VerificationRun
 from verification.subjects import Subject
 
@@ -221,34 +220,22 @@ def refund_preview(*, envelope: Envelope, amount_micro: int | None) -> dict[str,
     person is shown before confirming (SPEC §16). `amount_micro` None: the whole unspent balance.
     Refuses as the refund would: `amount_exceeds_unspent`, `nothing_to_refund`. Pass an envelope
     read just now: the preview is of the figures it holds."""
-    requested = envelope.unspent_micro if amount_micro is None else amount_micro
-    if requested > envelope.unspent_micro:
-        raise AmountExceedsUnspent(
-            details={"unspent_micro": envelope.unspent_micro, "amount_micro": requested}
-        )
-    funding = list(
-        envelope.funding_legs.filter(status=FundingStatus.SUCCEEDED).order_by("sequence")
-    )
-    allocation = allocate_lifo([(leg.pk, leg.capacity_micro) for leg in funding], requested)
-    if not allocation:
-        raise NothingToRefund(details={"unspent_micro": envelope.unspent_micro})
-    by_id = {leg.pk: leg for leg in funding}
-    total = sum(amount for _, amount in allocation)
+    allocation = refund_allocate(envelope, amount_micro)
     return with_usd(
         {
-            "requested_micro": requested,
+            "requested_micro": allocation.requested,
             "legs": [
                 {
-                    "funding_id": by_id[leg_id].public_id,
-                    "kind": by_id[leg_id].kind,
-                    "sequence": by_id[leg_id].sequence,
-                    "charge": by_id[leg_id].charge_id or None,
+                    "funding_id": leg.public_id,
+                    "kind": leg.kind,
+                    "sequence": leg.sequence,
+                    "charge": leg.charge_id or None,
                     "amount_micro": amount,
                 }
-                for leg_id, amount in allocation
+                for leg, amount in allocation.legs
             ],
-            "total_micro": total,
-            "remainder_micro": requested - total,
+            "total_micro": allocation.total,
+            "remainder_micro": allocation.requested - allocation.total,
             "unspent_micro": envelope.unspent_micro,
         }
     )

@@ -599,6 +599,44 @@ def allocate_lifo(legs: list[tuple[int, int]], requested: int) -> list[tuple[int
     return allocation
 
 
+@dataclass(frozen=True)
+class RefundAllocation:
+    """The refund SPEC §3 makes of an envelope's figures: what is asked (`requested`), and each
+    succeeded funding leg's share, newest first (`legs`); the rest (`remainder`) stays."""
+
+    requested: int
+    legs: list[tuple[FundingLeg, int]]
+
+    @property
+    def total(self) -> int:
+        return sum(amount for _, amount in self.legs)
+
+    @property
+    def shape(self) -> tuple[int, list[tuple[str, int]]]:
+        """The amount and legs by public id: what a person is shown and confirms."""
+        return self.requested, [(leg.public_id, amount) for leg, amount in self.legs]
+
+
+def refund_allocate(envelope: Envelope, amount_micro: int | None) -> RefundAllocation:
+    """The refund of `amount_micro` (None: the whole unspent balance) from `envelope` as read:
+    locked by a refund that then reserves it, or not by a preview that reserves nothing (one
+    function, so what is shown is what is made). Refuses `amount_exceeds_unspent` and
+    `nothing_to_refund` (no unspent money, or every leg rounds to zero)."""
+    requested = envelope.unspent_micro if amount_micro is None else amount_micro
+    if requested > envelope.unspent_micro:
+        raise AmountExceedsUnspent(
+            details={"unspent_micro": envelope.unspent_micro, "amount_micro": requested}
+        )
+    funding = list(
+        envelope.funding_legs.filter(status=FundingStatus.SUCCEEDED).order_by("sequence")
+    )
+    by_id = {leg.pk: leg for leg in funding}
+    allocation = allocate_lifo([(leg.pk, leg.capacity_micro) for leg in funding], requested)
+    if not allocation:
+        raise NothingToRefund(details={"unspent_micro": envelope.unspent_micro})
+    return RefundAllocation(requested, [(by_id[pk], amount) for pk, amount in allocation])
+
+
 def envelope_refund(
     *,
     envelope: Envelope | None = None,
@@ -625,34 +663,18 @@ def envelope_refund(
             locked = lock_envelope(envelope.pk)
         else:  # the API: find and lock the caller's envelope in one statement
             locked = lock_owned_envelope(public_id=str(envelope_id), owner=actor)
-        requested = locked.unspent_micro if amount_micro is None else amount_micro
-        if requested > locked.unspent_micro:
-            raise AmountExceedsUnspent(
-                details={"unspent_micro": locked.unspent_micro, "amount_micro": requested}
-            )
-        funding = list(
-            locked.funding_legs.filter(status=FundingStatus.SUCCEEDED).order_by("sequence")
-        )
-        allocation = allocate_lifo([(leg.pk, leg.capacity_micro) for leg in funding], requested)
-        if not allocation:
-            raise NothingToRefund(details={"unspent_micro": locked.unspent_micro})
-        by_id = {leg.pk: leg for leg in funding}
-        if expected is not None and expected != (
-            requested,
-            [(by_id[funding_id].public_id, amount) for funding_id, amount in allocation],
-        ):
+        allocation = refund_allocate(locked, amount_micro)
+        if expected is not None and expected != allocation.shape:
             raise RefundChanged(details={"unspent_micro": locked.unspent_micro})
-        allocated = sum(amount for _, amount in allocation)
         operation = RefundOperation.objects.create(
             envelope=locked,
-            requested_micro=requested,
-            remainder_micro=requested - allocated,
+            requested_micro=allocation.requested,
+            remainder_micro=allocation.requested - allocation.total,
             created_by=actor,
         )
         now = timezone.now()
         reserved: list[RefundLeg] = []
-        for sequence, (funding_id, amount) in enumerate(allocation, start=1):
-            funding_leg = by_id[funding_id]
+        for sequence, (funding_leg, amount) in enumerate(allocation.legs, start=1):
             leg = RefundLeg(
                 operation=operation,
                 funding_leg=funding_leg,
@@ -664,7 +686,7 @@ def envelope_refund(
             leg.save()
             reserved.append(leg)
             funding_leg.reserved_micro += amount
-            _funding_move(funding_id, reserved=amount)
+            _funding_move(funding_leg.pk, reserved=amount)
             _move(
                 locked, JournalEntry.Kind.RESERVE, reserved=amount, unspent=-amount, refund_leg=leg
             )

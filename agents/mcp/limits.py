@@ -6,12 +6,10 @@ wait is the time to the window's end."""
 from __future__ import annotations
 
 import math
-import time
 
 from django.conf import settings
-from django.core.cache import cache
 
-from core.api.throttling import parse_rate, throttle_cache_key
+from core.api.throttling import window_count
 
 SCOPE = "mcp_tool_call"
 
@@ -22,16 +20,5 @@ def tool_calls_wait(*, token_id: int, calls: int) -> int | None:
     rate = settings.MCP_TOOL_CALL_RATE
     if not rate or calls <= 0:
         return None
-    allowed, window_s = parse_rate(rate)
-    now = time.time()
-    window = int(now // window_s)
-    key = throttle_cache_key(SCOPE, token_id, window)
-    cache.add(key, 0, timeout=window_s + 1)
-    try:
-        count = cache.incr(key, calls)
-    except ValueError:  # expired between add and incr
-        cache.add(key, calls, timeout=window_s + 1)
-        count = calls
-    if count <= allowed:
-        return None
-    return max(1, math.ceil((window + 1) * window_s - now))
+    wait = window_count(scope=SCOPE, ident=token_id, rate=rate, count=calls)
+    return None if wait is None else max(1, math.ceil(wait))

@@ -29,6 +29,27 @@ def parse_rate(rate: str) -> tuple[int, int]:
     return int(num), _PERIODS[period.strip()[0]]
 
 
+def window_count(*, scope: str, ident: Any, rate: str, count: int = 1) -> float | None:
+    """Count `count` requests of `ident` in `scope`'s fixed window of `rate` (`"<n>/<period>"`),
+    in the shared cache with its atomic `incr`; None if the window's count is within the rate,
+    else the seconds to the window's end. Refused requests count too. Every per-window limit of
+    Vouch counts here: the API throttles, MCP tool calls (agents/mcp/limits.py) and refund
+    requests (agents/services.py)."""
+    allowed, window_s = parse_rate(rate)
+    now = time.time()
+    window = int(now // window_s)
+    key = throttle_cache_key(scope, ident, window)
+    cache.add(key, 0, timeout=window_s + 1)
+    try:
+        total = cache.incr(key, count)
+    except ValueError:  # expired between add and incr
+        cache.add(key, count, timeout=window_s + 1)
+        total = count
+    if total <= allowed:
+        return None
+    return (window + 1) * window_s - now
+
+
 class _WindowThrottle(BaseThrottle):
     """At most n requests per fixed window of the scope's rate, counted with the cache's atomic
     `incr` (one round trip more than `add`, whatever the rate; no list of timestamps that grows
@@ -50,20 +71,8 @@ class _WindowThrottle(BaseThrottle):
         ident = self.ident(request)
         if ident is None:
             return True
-        allowed, window_s = parse_rate(rate)
-        now = time.time()
-        window = int(now // window_s)
-        key = throttle_cache_key(self.scope, ident, window)
-        cache.add(key, 0, timeout=window_s + 1)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, timeout=window_s + 1)
-            count = 1
-        if count <= allowed:
-            return True
-        self.wait_s = (window + 1) * window_s - now
-        return False
+        self.wait_s = window_count(scope=self.scope, ident=ident, rate=rate)
+        return self.wait_s is None
 
     def wait(self) -> float | None:
         return self.wait_s
