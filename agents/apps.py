@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from oauth2_provider.apps import DOTConfig
 
 
 class AgentsConfig(AppConfig):
@@ -7,3 +8,9 @@ class AgentsConfig(AppConfig):
 
     default_auto_field = "django.db.models.BigAutoField"
     name = "agents"
+
+
+class OAuthProviderConfig(DOTConfig):
+    """django-oauth-toolkit, named in the admin for what staff do there."""
+
+    verbose_name = "OAuth clients and tokens (MCP)"

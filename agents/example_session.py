@@ -89,7 +89,13 @@ class Callback:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = HTTPServer(("127.0.0.1", port), Handler)
+        try:
+            self.server = HTTPServer(("127.0.0.1", port), Handler)
+        except OSError as exc:
+            raise SystemExit(
+                f"Cannot listen on 127.0.0.1:{port} for the callback ({exc.strerror}): pass "
+                "another --port (0 picks a free one)."
+            ) from exc
         self.uri = f"http://127.0.0.1:{self.server.server_port}/callback"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

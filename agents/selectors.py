@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.urls import reverse
+from oauth2_provider.models import Application
 
 from accounts.exceptions import EmailUnverified
 from accounts.selectors import user_email_verified
@@ -156,6 +157,7 @@ class ConfirmPage:
     request: RefundRequest
     status: str
     asked_text: str  # what the assistant asked for, in words
+    client_name: str  # the OAuth client's name, as registered in the admin ("" if unknown)
     preview: dict[str, Any] | None  # recomputed now; None when confirming would be refused
     legs: list[PageLeg]
     total_text: str
@@ -194,6 +196,14 @@ def _page_legs(preview: dict[str, Any]) -> list[PageLeg]:
     return legs
 
 
+def _client_name(client_id: str) -> str:
+    """The name staff gave the client in the admin, which the person saw on the consent page."""
+    if not client_id:
+        return ""
+    name = Application.objects.filter(client_id=client_id).values_list("name", flat=True).first()
+    return name or ""
+
+
 def refund_request_page(*, user: User, request_id: str) -> ConfirmPage:
     """The page of the caller's request: the preview recomputed now (and whether it differs from
     the request's), the digest the Confirm form carries, or the refund once there is one."""
@@ -217,6 +227,7 @@ def refund_request_page(*, user: User, request_id: str) -> ConfirmPage:
         request=request,
         status=status,
         asked_text=asked,
+        client_name=_client_name(request.client_id),
         preview=preview,
         legs=_page_legs(shown),
         total_text=usd_text(shown["total_micro"]),

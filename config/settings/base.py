@@ -67,7 +67,7 @@ INSTALLED_APPS = [
     "reconciliation",
     "django_structlog",
     "ops",
-    "oauth2_provider",
+    "agents.apps.OAuthProviderConfig",  # django-oauth-toolkit, its admin section named
     "agents",
 ]
 

@@ -180,7 +180,7 @@ def test_the_page_shows_the_preview_its_expiry_and_a_confirm_form(alice: Api) ->
     assert "$0.000005 stays in the envelope" in body
     assert "waiting for your confirmation" in body
     expires = timezone.localtime(request.expires_at).strftime("%H:%M:%S")
-    assert f"Expires at</dt><dd>{timezone.localtime(request.expires_at).day}" in body
+    assert f"Expires at</dt><dd>{timezone.localtime(request.expires_at):%Y-%m-%d %H:%M:%S}" in body
     assert expires in body
     assert 'id="preview-changed"' not in body
     form = Browser(alice.user).form(request_id)
@@ -189,6 +189,33 @@ def test_the_page_shows_the_preview_its_expiry_and_a_confirm_form(alice: Api) ->
 
 
 # --- confirming ----------------------------------------------------------------------------------
+
+
+def test_the_page_names_the_assistant_as_registered_and_times_as_everywhere_else(
+    alice: Api,
+) -> None:
+    """The person saw the client's name on the consent page: the confirmation page uses it too
+    (not the opaque client id), and shows times in the one format of the site."""
+    from tests.agents.oauth import client_register
+
+    application = client_register(name="Alice's desktop assistant")
+    envelope_id = two_charge_envelope(alice)
+    request_id = refund_request_create(
+        user=alice.user,
+        envelope_id=envelope_id,
+        amount_micro=None,
+        idempotency_key="k-named",
+        client_id=application.client_id,
+        origin=ORIGIN,
+    )["request_id"]
+    body = text(Browser(alice.user).open(request_id))
+    assert "Alice&#x27;s desktop assistant" in body
+    assert application.client_id not in body
+    expires = RefundRequest.objects.get(public_id=request_id).expires_at
+    shown = body.replace("> <", "><")
+    assert f"Expires at</dt><dd>{expires:%Y-%m-%d %H:%M:%S} UTC" in shown, shown[
+        shown.find("Expires") :
+    ][:80]
 
 
 def test_confirming_runs_the_refund_at_the_provider_under_the_requests_key(
