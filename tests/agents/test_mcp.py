@@ -5,6 +5,8 @@ twins), errors as isError results with the REST codes, paging, and the rate limi
 from __future__ import annotations
 
 import json
+import socket
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +23,7 @@ from envelopes.models import Envelope
 from reconciliation.models import Run
 from reconciliation.services import Finding, discrepancy_record
 from stripe_sandbox.client import SandboxControl
-from tests.agents.conftest import mcp_session, run
+from tests.agents.conftest import mcp_session, post_mcp, run, tool_call
 from tests.agents.oauth import issue_token
 from tests.disputes.conftest import Ops, World, contest_ready, ops, staff_user, world
 from tests.envelopes import conftest as envelopes_fixtures
@@ -357,3 +359,53 @@ def test_a_refund_request_resent_with_its_key_is_the_same_request(
     assert refund.status_code == 422
     assert refund.json()["error"]["code"] == "idempotency_key_other_surface"
     assert sandbox.state()["counts"]["refunds"] == 1  # the REST refund's one leg
+
+
+def test_a_tool_call_whose_connection_dropped_and_is_sent_again_makes_one_request(
+    asgi_server: str, alice: Api, settings: Any
+) -> None:
+    """A stateless client whose stream broke cannot know whether its call ran: it sends it
+    again. The first POST here is cut off by the client right after sending (no answer read, the
+    socket closed); the same call sent again, retried while the first may still hold its key
+    (409 `idempotency_key_in_use`), answers the one request the first made: the first ran to its
+    end although its client had left."""
+    settings.MCP_REFUND_REQUEST_RATE = ""
+    envelope_id = alice.create(10_000_000)["envelope_id"]
+    token = token_for(asgi_server, alice.user)
+    call_body = tool_call(
+        "envelope_refund_request",
+        {"envelope_id": envelope_id, "amount_micro": 2_000_000, "idempotency_key": "drop-1"},
+    )
+    payload = json.dumps(call_body).encode()
+    host, port = asgi_server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall(
+            b"POST /mcp HTTP/1.1\r\n"
+            + f"Host: {host}:{port}\r\n".encode()
+            + b"Content-Type: application/json\r\n"
+            + b"Accept: application/json, text/event-stream\r\n"
+            + b"MCP-Protocol-Version: 2025-06-18\r\n"
+            + f"Authorization: Bearer {token}\r\n".encode()
+            + f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
+    # The connection is gone before any answer was read. The call still runs to its end (a
+    # tool is never cut off half-way by a client that left): its request appears.
+    deadline = time.monotonic() + 30
+    while not RefundRequest.objects.exists():
+        assert time.monotonic() < deadline, "the dropped call made no request"
+        time.sleep(0.1)
+    made = RefundRequest.objects.get().public_id
+    # Send the call again, as a client does.
+    while True:
+        answer = post_mcp(asgi_server, call_body, token=token)
+        assert answer.status_code == 200, answer.text
+        result = answer.json()["result"]
+        code = (result.get("structuredContent") or {}).get("code")
+        if not (result.get("isError") and code == "idempotency_key_in_use"):
+            break
+        assert time.monotonic() < deadline, result
+        time.sleep(0.2)
+    assert not result.get("isError"), result
+    assert RefundRequest.objects.count() == 1
+    assert result["structuredContent"]["request_id"] == made
