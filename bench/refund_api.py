@@ -36,8 +36,23 @@ each request then waits for a core inside the app, which inflates Server-Timing 
 `--conn-max-age N` gives gunicorn's DATABASE_URL `?conn_max_age=N`: 60 by default, as production
 settings keep connections (0 opens a database connection per request).
 
+`--against naive`: Vouch side by side with the naive peer in bench/peers/naive/ (the refund view
+a Django team would write: DRF, session authentication with CSRF, the caller's one funding row,
+`client.v1.refunds.create` with the SDK's default client, one row inserted; its own throw-away
+database `vouch_bench_naive_<pid>` on the same server, migrated and seeded by `naive.seed` with a
+user, a session and a sandbox charge per client). Both gunicorns (the same --workers, --threads,
+--conn-max-age) run at once against one PostgreSQL server and one sandbox; the same clients
+(another session each on the peer) alternate refund windows Vouch / naive in ABBA order instead
+of refunds and /me. Both gunicorns then run with `-c bench/peers/count_statements.py` (Vouch's
+./gunicorn.conf.py included), which counts each worker's SQL statements, commits and new
+connections. Printed per side: refunds/s, the CPU per refund of gunicorn, PostgreSQL and the
+sandbox, statements, transactions and round trips per refund; then the ratio Vouch / naive
+(goal >= 0.6). Checked besides: the peer's rows equal its 201 answers, and the sandbox's refunds
+equal both sides' answers.
+
 Run from the repo root: .venv/bin/python bench/refund_api.py [--seconds 30] [--clients 16]
     [--rounds 3] [--workers 2] [--threads 1] [--baseline-seconds 3] [--conn-max-age N]
+    [--against naive]
 Exit status 1 if a check fails or a target is missed; the summary is printed either way.
 """
 
@@ -46,9 +61,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.cookiejar
+import json
 import logging
 import math
 import os
+import runpy
 import signal
 import socket
 import statistics
@@ -86,6 +103,10 @@ FUND_MICRO = 5_000_000_000  # $5,000.00, the most one envelope holds
 REFUND_MICRO = 10_000  # one cent
 WARMUP_REQUESTS = 2  # per client and endpoint, untimed
 RATIO_TARGET = 0.2
+NAIVE_RATIO_GOAL = 0.6  # Vouch's refunds/s over the naive peer's (issue 15)
+PEERS = REPO / "bench" / "peers"
+NAIVE_ME = "/api/me"
+NAIVE_REFUNDS = "/api/refunds"
 APP_MS_TARGET = 15.0
 REQUEST_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 30.0
@@ -323,6 +344,8 @@ class CpuMeter:
     gunicorn_pid: int
     sandbox_pid: int
     postmaster: int | None
+    # Counters read alongside (SQL statements...): differenced and averaged like the CPU.
+    counters: Callable[[], dict[str, float]] | None = None
 
     def read(self) -> dict[str, float]:
         busy, total = machine_cpu_s()
@@ -333,6 +356,7 @@ class CpuMeter:
             "postgres": tree_cpu_s(self.postmaster) if self.postmaster else math.nan,
             "busy": busy,
             "total": total,
+            **(self.counters() if self.counters else {}),
         }
 
     @staticmethod
@@ -388,16 +412,22 @@ class Client:
     session_id: str
     http: requests.Session = field(default_factory=requests.Session)
     envelope_id: str = ""
+    me_path: str = ME  # sets the CSRF cookie
+    refund_path: str = ""  # the envelope's (set by `fund`), or the peer's
 
     def login(self) -> None:
         """Learn the CSRF token (GET /me sets the cookie) and send both with every request."""
         self.http.cookies.set_policy(NoCookies())
         response = requests.get(
-            self.base + ME, cookies={"sessionid": self.session_id}, timeout=REQUEST_TIMEOUT_S
+            self.base + self.me_path,
+            cookies={"sessionid": self.session_id},
+            timeout=REQUEST_TIMEOUT_S,
         )
         token = response.cookies.get("csrftoken")
         if response.status_code != 200 or not token:
-            raise RuntimeError(f"GET {ME} answered {response.status_code}: {response.text[:300]}")
+            raise RuntimeError(
+                f"GET {self.me_path} answered {response.status_code}: {response.text[:300]}"
+            )
         self.http.headers.update(
             {"Cookie": f"sessionid={self.session_id}; csrftoken={token}", "X-CSRFToken": token}
         )
@@ -411,11 +441,10 @@ class Client:
         if response.status_code != 201:
             raise RuntimeError(f"funding answered {response.status_code}: {response.text[:300]}")
         self.envelope_id = response.json()["data"]["envelope_id"]
+        self.refund_path = f"{ENVELOPES}/{self.envelope_id}/refund"
 
     def refund(self) -> Sample:
-        return self._request(
-            "POST", f"{ENVELOPES}/{self.envelope_id}/refund", {"amount_micro": REFUND_MICRO}
-        )
+        return self._request("POST", self.refund_path, {"amount_micro": REFUND_MICRO})
 
     def me(self) -> Sample:
         return self._request("GET", ME, None)
@@ -631,9 +660,23 @@ def cpu_line(phase: Phase) -> str:
     return ", ".join(parts) + f"; busy {phase.cores['busy']:.2f} of {phase.cores['machine']:.1f}"
 
 
+def sql_line(phase: Phase) -> str:
+    """SQL statements, transactions, round trips (statements + BEGIN and COMMIT of each
+    transaction: psycopg sends each alone) and new connections per ok request."""
+    per = {
+        name: phase.cores[name] * phase.wall / phase.good if phase.good else math.nan
+        for name in ("statements", "transactions", "connections")
+    }
+    trips = per["statements"] + 2 * per["transactions"]
+    return (
+        f"{per['statements']:.2f} statements, {per['transactions']:.2f} transactions, "
+        f"~{trips:.2f} round trips, {per['connections']:.3f} new connections"
+    )
+
+
 def phase_lines(phase: Phase) -> list[tuple[str, str]]:
     label = f"{phase.name} ({phase.clients} clients, {phase.window:g} s)"
-    unit = "refunds/s" if phase.name.startswith("refund") else "req/s"
+    unit = "refunds/s" if "refund" in phase.name else "req/s"
     lines = [
         (
             f"{label}:",
@@ -654,10 +697,66 @@ def phase_lines(phase: Phase) -> list[tuple[str, str]]:
         ),
         ("  CPU, cores (ms per ok request):", cpu_line(phase)),
     ]
+    if "statements" in phase.cores:
+        lines.append(("  SQL per ok request:", sql_line(phase)))
     if phase.good < len(phase.samples):
         statuses = Counter(s.status for s in phase.samples if not s.good)
         lines.append(("  not ok, by status (0: no answer):", str(dict(statuses.most_common()))))
     return lines
+
+
+def gunicorn_server(
+    name: str, app: str, port: int, args: argparse.Namespace, env: dict[str, str], log: Path
+) -> Server:
+    """gunicorn on `app`; with --against, each worker counts its SQL statements into
+    $BENCH_STATEMENTS_DIR (bench/peers/count_statements.py)."""
+    cmd = [
+        sys.executable, "-m", "gunicorn", app,
+        "--bind", f"127.0.0.1:{port}",
+        "--workers", str(args.workers), "--threads", str(args.threads),
+        "--graceful-timeout", "5", "--timeout", "60", "--log-level", "warning",
+    ]  # fmt: skip
+    if args.against:
+        cmd += ["-c", str(PEERS / "count_statements.py")]
+    return Server(name, cmd, env, log)
+
+
+def statement_counter(directory: str) -> Callable[[], dict[str, float]]:
+    """The sums of the counters the gunicorn workers write into `directory`."""
+    read_counts = runpy.run_path(str(PEERS / "count_statements.py"))["read_counts"]
+    return lambda: dict(read_counts(directory))
+
+
+def naive_env(database_url: str, sandbox_url: str, statements_dir: str) -> dict[str, str]:
+    env = server_env(database_url, sandbox_url)
+    env.update(
+        DJANGO_SETTINGS_MODULE="naive.settings",
+        PYTHONPATH=str(PEERS),
+        BENCH_STATEMENTS_DIR=statements_dir,
+    )
+    return env
+
+
+def naive_seed(env: dict[str, str], clients: int) -> list[str]:
+    """Migrate and seed the peer's database (`python -m naive.seed`): its users' session ids."""
+    # S603: our own fixed argv.
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "naive.seed", str(clients)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    if done.returncode:
+        raise RuntimeError(f"naive.seed exited with {done.returncode}:\n{done.stderr[-2000:]}")
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def naive_check(database: Database, refunds_ok: int) -> tuple[str, bool]:
+    """Whether the peer's refund rows are exactly its 201 answers (1 cent each)."""
+    with psycopg.connect(**{**database.maintenance, "dbname": database.name}) as conn:
+        row = conn.execute("SELECT count(*), coalesce(sum(amount), 0) FROM refunds_refund")
+        count, cents = row.fetchone() or (0, 0)
+    if count == refunds_ok and cents == refunds_ok:
+        return f"{count} refund rows = {refunds_ok} answers 201 (1 cent each)", True
+    return f"MISMATCH: {count} rows, {cents} cents, {refunds_ok} answers 201", False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -685,6 +784,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline-seconds", type=float, default=3.0, help="one client alone (s); 0 skips it"
     )
+    parser.add_argument(
+        "--against",
+        choices=["naive"],
+        help="alternate refund windows with the naive peer in bench/peers/naive/ (instead of "
+        "/me): both rates, the ratio, CPU and SQL statements per refund of each side",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.seconds <= 600 or not 1 <= args.clients <= 64:
         parser.error("--seconds must be in (0, 600] and --clients in [1, 64]")
@@ -708,12 +813,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("stripe").setLevel(logging.WARNING)
     started = time.perf_counter()
     database = Database(maintenance, name)
+    peer = Database(maintenance, f"vouch_bench_naive_{os.getpid()}") if args.against else None
     servers: list[Server] = []
     phases: list[Phase] = []
-    warmup_ok = 0
+    warmup_ok = naive_warmup_ok = 0
     with tempfile.TemporaryDirectory(prefix="bench-refund-") as tmp:
         try:
             database.create()
+            if peer:
+                peer.create()
             django_setup()
             session_ids = buyers_login(args.clients)
             progress(f"{args.clients} buyers created and logged in")
@@ -734,19 +842,43 @@ def main(argv: list[str] | None = None) -> int:
             )
             servers.append(sandbox)
             kind = "sync" if args.threads == 1 else "gthread"
-            gunicorn = Server(
-                "gunicorn",
-                [
-                    sys.executable, "-m", "gunicorn", "config.wsgi:application",
-                    "--bind", f"127.0.0.1:{app_port}",
-                    "--workers", str(args.workers), "--threads", str(args.threads),
-                    "--graceful-timeout", "5", "--timeout", "60", "--log-level", "warning",
-                ],
-                env,
+            counts = {side: Path(tmp) / f"statements-{side}" for side in ("vouch", "naive")}
+            if args.against:
+                counts["vouch"].mkdir()
+                counts["naive"].mkdir()
+                env.update(
+                    BENCH_STATEMENTS_DIR=str(counts["vouch"]),
+                    BENCH_GUNICORN_INCLUDE=str(REPO / "gunicorn.conf.py"),
+                )
+            gunicorn = gunicorn_server(
+                "gunicorn", "config.wsgi:application", app_port, args, env,
                 Path(tmp) / "gunicorn.log",
             )  # fmt: skip
             servers.append(gunicorn)
             sandbox.wait_until(lambda: requests.get(f"{sandbox_url}/_sandbox/state", timeout=2).ok)
+            naive_clients: list[Client] = []
+            if peer:
+                naive_port = free_port()
+                naive_base = f"http://127.0.0.1:{naive_port}"
+                peer_url = bench_database_urls(bench_url, peer.name)[0]
+                peer_env = naive_env(peer_url, sandbox_url, str(counts["naive"]))
+                naive_sessions = naive_seed(peer_env, args.clients)
+                progress(f"naive peer: database migrated, {args.clients} users and charges")
+                peer_env["DATABASE_URL"] = app_db_url.replace(bench_url, peer_url)
+                naive = gunicorn_server(
+                    "naive gunicorn", "naive.wsgi:application", naive_port, args, peer_env,
+                    Path(tmp) / "naive.log",
+                )  # fmt: skip
+                servers.append(naive)
+                naive.wait_until(
+                    lambda: requests.get(naive_base + NAIVE_ME, timeout=2).status_code in (401, 403)
+                )
+                print(f"naive peer's gunicorn on {naive_base}, the same options", flush=True)
+                naive_clients = [
+                    Client(naive_base, sid, me_path=NAIVE_ME, refund_path=NAIVE_REFUNDS)
+                    for sid in naive_sessions
+                ]
+                in_parallel(naive_clients, Client.login)
             gunicorn.wait_until(
                 lambda: requests.get(base + ME, timeout=2).status_code in (401, 403)
             )
@@ -772,28 +904,48 @@ def main(argv: list[str] | None = None) -> int:
                 if not all(s.good for s in warmup):
                     raise RuntimeError(f"warm-up failed: statuses {[s.status for s in warmup]}")
                 warmup_ok += len(clients)  # the refunds among them
+                if naive_clients:
+                    warmup = in_parallel(naive_clients, Client.refund)
+                    if not all(s.good for s in warmup):
+                        raise RuntimeError(f"naive warm-up: {[s.status for s in warmup]}")
+                    naive_warmup_ok += len(warmup)
             progress(f"warm-up: {WARMUP_REQUESTS} refunds and {WARMUP_REQUESTS} /me per client")
 
-            cpu = CpuMeter(gunicorn.proc.pid, sandbox.proc.pid, postmaster_pid())
+            postmaster = postmaster_pid()
+            cpu = CpuMeter(
+                gunicorn.proc.pid,
+                sandbox.proc.pid,
+                postmaster,
+                statement_counter(str(counts["vouch"])) if peer else None,
+            )
             if args.baseline_seconds > 0:
                 print(
                     f"1. baseline: 1 client refunding for {args.baseline_seconds:g} s", flush=True
                 )
                 phases.append(run_phase("refund, alone", clients[:1], Client.refund,
                                         args.baseline_seconds, cpu))  # fmt: skip
-            refund, me = Phase("refund", len(clients)), Phase("me", len(clients))
-            phases += [refund, me]
+            refund = Phase("refund", len(clients))
+            other = Phase("naive refund" if peer else "me", len(clients))
+            phases += [refund, other]
+            runs = {"refund": (clients, Client.refund, cpu), "me": (clients, Client.me, cpu)}
+            if peer:
+                naive_cpu = CpuMeter(
+                    naive.proc.pid, sandbox.proc.pid, postmaster, statement_counter(
+                        str(counts["naive"]))
+                )  # fmt: skip
+                runs["naive refund"] = (naive_clients, Client.refund, naive_cpu)
             window = args.seconds / args.rounds
             print(
                 f"2. {args.clients} clients, {args.seconds:g} s on refunds and {args.seconds:g} s "
-                f"on /me, in {args.rounds} alternating rounds of {window:.1f} s each",
+                f"on {'the naive peer' if peer else '/me'}, in {args.rounds} alternating rounds "
+                f"of {window:.1f} s each",
                 flush=True,
             )
             for number in range(args.rounds):
-                order = [refund, me] if number % 2 == 0 else [me, refund]
+                order = [refund, other] if number % 2 == 0 else [other, refund]
                 for phase in order:
-                    call = Client.refund if phase is refund else Client.me
-                    done = run_phase(phase.name, clients, call, window, cpu)
+                    who, call, meter = runs[phase.name]
+                    done = run_phase(phase.name, who, call, window, meter)
                     phase.add(done)
                     progress(
                         f"round {number + 1}, {phase.name}: {done.rate:.1f} ok/s, p50 "
@@ -803,20 +955,26 @@ def main(argv: list[str] | None = None) -> int:
                     )
 
             refunds_ok = warmup_ok + sum(
-                sum(s.status == 200 for s in p.samples) for p in phases if p.name != "me"
+                sum(s.status == 200 for s in p.samples)
+                for p in phases
+                if p.name.startswith("refund")
             )
+            naive_ok = naive_warmup_ok + sum(s.status == 201 for s in other.samples) * bool(peer)
             held = sandbox_state(sandbox_url)["counts"]["refunds"]
-            sandbox_ok = held == refunds_ok
+            sandbox_ok = held == refunds_ok + naive_ok
             sandbox_line = (
                 f"{held} refunds = {refunds_ok} answers 200 (warm-up {warmup_ok} included)"
+                + (f" + the peer's {naive_ok} answers 201" if peer else "")
                 if sandbox_ok
                 else f"MISMATCH: sandbox holds {held} refunds, {refunds_ok} answers 200"
+                + (f" + the peer's {naive_ok} answers 201" if peer else "")
             )
             log_line = log_summary(gunicorn.log)
             for server in reversed(servers):
                 server.stop()
             servers.clear()
             ledger_line, ledger_ok = ledger_check(refunds_ok)
+            naive_line, naive_rows_ok = naive_check(peer, naive_ok) if peer else ("", True)
         finally:
             with signals_held():  # a second Ctrl-C must not leave a server or the database
                 for server in reversed(servers):
@@ -826,20 +984,27 @@ def main(argv: list[str] | None = None) -> int:
 
                     connections.close_all()
                 database.drop()
+                if peer:
+                    peer.drop()
 
-    ratio = refund.rate / me.rate if me.rate else math.nan
+    ratio = refund.rate / other.rate if other.rate else math.nan
     app_ms = refund.median_of("app_ms")
     summary: list[tuple[str, str]] = []
     for phase in phases:
         summary += phase_lines(phase)
+    target = NAIVE_RATIO_GOAL if peer else RATIO_TARGET
     summary += [
-        ("throughput ratio refunds/s / me/s:", f"{ratio:.3f} (target >= {RATIO_TARGET})"),
+        (
+            "ratio Vouch / naive refunds/s:" if peer else "throughput ratio refunds/s / me/s:",
+            f"{ratio:.3f} (target >= {target})",
+        ),
         (
             "Vouch's own time per refund (median app):",
             f"{app_ms:.2f} ms (target <= {APP_MS_TARGET:g}); median provider wait "
             f"{refund.median_of('provider_ms'):.2f} ms",
         ),
         ("ledger:", ledger_line),
+        *([("naive peer's rows:", naive_line)] if peer else []),
         ("sandbox:", sandbox_line),
         ("gunicorn log:", log_line),
     ]
@@ -860,11 +1025,13 @@ def main(argv: list[str] | None = None) -> int:
     missed = [
         what
         for what, bad in (
-            ("throughput ratio", not ratio >= RATIO_TARGET),
+            ("throughput ratio", not ratio >= target),
             ("refund app time", not app_ms <= APP_MS_TARGET),
             ("ledger", not ledger_ok),
             ("sandbox refund count", not sandbox_ok),
             ("refund errors", refund.non_2xx > 0),
+            ("naive refund errors", bool(peer) and other.non_2xx > 0),
+            ("naive peer's rows", not naive_rows_ok),
         )
         if bad
     ]

@@ -1,0 +1,61 @@
+"""gunicorn config (`-c bench/peers/count_statements.py`) for bench/refund_api.py --against:
+each worker counts its SQL statements (Django's CursorWrapper.execute / executemany), its
+commits and rollbacks and its new connections into a small file of its own under
+$BENCH_STATEMENTS_DIR, which the bench sums. A bench instrument: the application's code is the
+same with or without it. $BENCH_GUNICORN_INCLUDE names a config file this one includes first
+(Vouch's ./gunicorn.conf.py, which `-c` would otherwise replace); the peer has none."""
+
+import mmap
+import os
+import runpy
+import struct
+import threading
+from pathlib import Path
+from typing import Any
+
+FIELDS = ("statements", "transactions", "connections")
+LAYOUT = "<" + "q" * len(FIELDS)
+
+if included := os.environ.get("BENCH_GUNICORN_INCLUDE"):
+    globals().update({k: v for k, v in runpy.run_path(included).items() if not k.startswith("__")})
+
+
+def read_counts(directory: str) -> dict[str, float]:
+    """The sums of every worker's counters in `directory` (workers that exited included)."""
+    totals = dict.fromkeys(FIELDS, 0.0)
+    for path in Path(directory).iterdir():
+        data = path.read_bytes()
+        if len(data) == struct.calcsize(LAYOUT):
+            for name, value in zip(FIELDS, struct.unpack(LAYOUT, data), strict=True):
+                totals[name] += value
+    return totals
+
+
+def post_worker_init(worker: Any) -> None:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.backends.utils import CursorWrapper
+
+    path = Path(os.environ["BENCH_STATEMENTS_DIR"]) / str(os.getpid())
+    path.write_bytes(bytes(struct.calcsize(LAYOUT)))
+    with path.open("r+b") as file:
+        shared = mmap.mmap(file.fileno(), 0)
+    counts = [0] * len(FIELDS)
+    lock = threading.Lock()
+
+    def bump(index: int) -> None:
+        with lock:
+            counts[index] += 1
+            shared[:] = struct.pack(LAYOUT, *counts)
+
+    def counted(original: Any, index: int) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            bump(index)
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    CursorWrapper.execute = counted(CursorWrapper.execute, 0)  # type: ignore[method-assign]
+    CursorWrapper.executemany = counted(CursorWrapper.executemany, 0)  # type: ignore[method-assign]
+    BaseDatabaseWrapper._commit = counted(BaseDatabaseWrapper._commit, 1)  # type: ignore[method-assign]
+    BaseDatabaseWrapper._rollback = counted(BaseDatabaseWrapper._rollback, 1)  # type: ignore[method-assign]
+    BaseDatabaseWrapper.connect = counted(BaseDatabaseWrapper.connect, 2)  # type: ignore[method-assign]
