@@ -3,7 +3,9 @@ each worker counts its SQL statements (Django's CursorWrapper.execute / executem
 commits and rollbacks and its new connections into a small file of its own under
 $BENCH_STATEMENTS_DIR, which the bench sums. A bench instrument: the application's code is the
 same with or without it. $BENCH_GUNICORN_INCLUDE names a config file this one includes first
-(Vouch's ./gunicorn.conf.py, which `-c` would otherwise replace); the peer has none."""
+(Vouch's ./gunicorn.conf.py, which `-c` would otherwise replace); the peer has none.
+$BENCH_STATEMENTS_SQL, when set, is a path prefix: each worker also appends the start of every
+statement it runs to `<prefix>.<pid>` (to see which statements a refund makes)."""
 
 import mmap
 import os
@@ -47,9 +49,15 @@ def post_worker_init(worker: Any) -> None:
             counts[index] += 1
             shared[:] = struct.pack(LAYOUT, *counts)
 
+    sql_log = os.environ.get("BENCH_STATEMENTS_SQL")
+    log = Path(f"{sql_log}.{os.getpid()}").open("a", buffering=1) if sql_log else None  # noqa: SIM115
+
     def counted(original: Any, index: int) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             bump(index)
+            if log is not None:
+                statement = str(args[1]) if index == 0 else original.__name__
+                log.write(" ".join(statement.split())[:160] + "\n")
             return original(*args, **kwargs)
 
         return wrapper
