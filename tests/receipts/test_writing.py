@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
@@ -200,7 +201,7 @@ def test_the_admin_shows_a_receipt_with_its_verification(shop: Shop) -> None:
     listing = client.get(reverse("admin:receipts_receipt_changelist"))
     assert listing.status_code == 200
     assert receipt.id in listing.content.decode()
-    response = client.get(f"/admin/receipts/receipt/{receipt.id}/change/")
+    response = client.get(f"/admin/receipts/receipt/{quote(receipt.id)}/change/")
     assert response.status_code == 200
     page = response.content.decode()
     for text in (
@@ -213,7 +214,7 @@ def test_the_admin_shows_a_receipt_with_its_verification(shop: Shop) -> None:
     assert "&quot;amount_micro&quot;:10000000" in page  # the canonical text, escaped
     assert "not trusted" not in page
     # Nobody changes or deletes a receipt in the admin, superusers included.
-    assert client.post(f"/admin/receipts/receipt/{receipt.id}/delete/").status_code == 403
+    assert client.post(f"/admin/receipts/receipt/{quote(receipt.id)}/delete/").status_code == 403
 
 
 def test_receipt_keygen_prints_a_usable_key(capsys: pytest.CaptureFixture[str]) -> None:
