@@ -8,21 +8,19 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.urls import reverse
 from oauth2_provider.models import Application
 
 from accounts.exceptions import EmailUnverified
+from accounts.models import User
 from accounts.selectors import user_email_verified
 from agents.models import RefundRequest
 from core.exceptions import NotFound, VouchError
 from envelopes.models import Envelope, RefundOperation
 from envelopes.selectors import refund_data, refund_preview
 from verification import clock
-
-if TYPE_CHECKING:
-    from accounts.models import User
 
 PENDING = "pending_confirmation"
 CONFIRMED = "confirmed"

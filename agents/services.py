@@ -14,13 +14,14 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from accounts.exceptions import EmailUnverified
+from accounts.models import User
 from accounts.selectors import user_email_verified
 from agents import selectors
 from agents.models import RefundRequest
@@ -34,6 +35,7 @@ from core.idempotency import (
     operation_name,
     render_json,
 )
+from core.models import IdempotencyRecord
 from core.services import audit_record
 from envelopes.exceptions import (
     AmountExceedsUnspent,
@@ -45,10 +47,6 @@ from envelopes.models import RefundOperation
 from envelopes.selectors import envelope_get_owned, refund_preview
 from envelopes.services import envelope_refund
 from verification import clock
-
-if TYPE_CHECKING:
-    from accounts.models import User
-    from core.models import IdempotencyRecord
 
 REFUND_OPERATION = "envelope.refund"  # the REST refund's action: one operation on both surfaces
 RATE_SCOPE = "refund_request"

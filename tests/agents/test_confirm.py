@@ -565,3 +565,44 @@ def test_a_confirmation_while_another_is_at_the_provider_starts_nothing(
     assert RefundOperation.objects.count() == 1
     assert provider_refunds(sandbox) == 2
     assert ledger_breaches() == []
+
+
+@pytest.mark.parametrize(
+    "digest",
+    [None, "", "not-a-digest", "0" * 64, "x" * 100_000],
+    ids=["missing", "empty", "wrong-type", "other-digest", "huge"],
+)
+def test_a_confirm_form_without_the_shown_digest_moves_no_money(
+    alice: Api, sandbox: SandboxControl, digest: str | None
+) -> None:
+    """Bad input to Confirm: a missing, empty, malformed, foreign or huge digest is never the
+    refund the person was shown: nothing is refunded and the request stays pending."""
+    envelope_id = two_charge_envelope(alice)
+    request_id = propose(alice, envelope_id)
+    owner = Browser(alice.user)
+    form = owner.form(request_id)
+    if digest is None:
+        del form["preview_digest"]
+    else:
+        form["preview_digest"] = digest
+    page = owner.confirm(request_id, form)
+    assert page.status_code == 200
+    assert "Nothing was refunded" in text(page)
+    assert RefundOperation.objects.count() == 0
+    assert provider_refunds(sandbox) == 0
+    assert RefundRequest.objects.get().status == RefundRequest.Status.PENDING
+
+
+@pytest.mark.parametrize("request_id", ["rrq_" + "f" * 5000, "rrq_%00", "rrq_unknown", "1"])
+def test_an_impossible_request_id_is_the_plain_404(alice: Api, request_id: str) -> None:
+    """A huge, NUL-bearing, unknown or wrong-shaped id in the page's path: the same 404 as any
+    unknown request, for reading and for confirming, and nothing changes."""
+    owner = Client()  # CSRF is not what is tested here (test_confirm's other tests do)
+    owner.force_login(alice.user)
+    reference = owner.get(page_url("rrq_00000000000000000000000a"))
+    posted = owner.post(page_url(request_id), {"preview_digest": "0" * 64})
+    for response in (owner.get(page_url(request_id)), posted):
+        assert response.status_code == 404
+        if "%00" not in request_id:  # a NUL is refused before any route, site-wide
+            assert response.content == reference.content
+    assert RefundOperation.objects.count() == 0
