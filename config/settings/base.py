@@ -145,7 +145,7 @@ def cache_from_url(url: str, *, key_prefix: str) -> dict[str, dict[str, Any]]:
     scheme = urlsplit(url).scheme
     if scheme in ("redis", "rediss"):
         backend: dict[str, Any] = {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "core.cache.RedisCache",  # Django's, one client per pool (issue 15)
             "LOCATION": url,
         }
     elif scheme == "file":
