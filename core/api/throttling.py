@@ -14,9 +14,11 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
+
+from core.cache import RedisCache
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -31,31 +33,39 @@ def parse_rate(rate: str) -> tuple[int, int]:
 
 def window_count(*, scope: str, ident: Any, rate: str, count: int = 1) -> float | None:
     """Count `count` requests of `ident` in `scope`'s fixed window of `rate` (`"<n>/<period>"`),
-    in the shared cache with its atomic `incr`; None if the window's count is within the rate,
-    else the seconds to the window's end. Refused requests count too. Every per-window limit of
-    Vouch counts here: the API throttles, MCP tool calls (agents/mcp/limits.py) and refund
-    requests (agents/services.py)."""
+    in the shared cache; None if the window's count is within the rate, else the seconds to the
+    window's end. Refused requests count too. Every per-window limit of Vouch counts here: the
+    API throttles, MCP tool calls (agents/mcp/limits.py) and refund requests
+    (agents/services.py).
+
+    On Redis (core.cache.RedisCache) one round trip: the counter is made with its expiry and
+    incremented in one MULTI/EXEC. Elsewhere (the file cache of a local run) the cache's `add`
+    then its atomic `incr`."""
     allowed, window_s = parse_rate(rate)
     now = time.time()
     window = int(now // window_s)
     key = throttle_cache_key(scope, ident, window)
-    cache.add(key, 0, timeout=window_s + 1)
-    try:
-        total = cache.incr(key, count)
-    except ValueError:  # expired between add and incr
-        cache.add(key, count, timeout=window_s + 1)
-        total = count
+    backend = caches["default"]
+    if isinstance(backend, RedisCache):
+        total = backend.incr_expiring(key, count, timeout=window_s + 1)
+    else:
+        backend.add(key, 0, timeout=window_s + 1)
+        try:
+            total = backend.incr(key, count)
+        except ValueError:  # expired between add and incr
+            backend.add(key, count, timeout=window_s + 1)
+            total = count
     if total <= allowed:
         return None
     return (window + 1) * window_s - now
 
 
 class _WindowThrottle(BaseThrottle):
-    """At most n requests per fixed window of the scope's rate, counted with the cache's atomic
-    `incr` (one round trip more than `add`, whatever the rate; no list of timestamps that grows
-    with the traffic). At a window's edge a client may pass up to 2n in a short span; Retry-After
-    is the time to the window's end, when the count starts again. Requests refused count too:
-    hammering while refused does not shorten the wait, nor lengthen it."""
+    """At most n requests per fixed window of the scope's rate, counted by `window_count` (one
+    round trip on Redis, whatever the rate; no list of timestamps that grows with the traffic).
+    At a window's edge a client may pass up to 2n in a short span; Retry-After is the time to the
+    window's end, when the count starts again. Requests refused count too: hammering while
+    refused does not shorten the wait, nor lengthen it."""
 
     scope = ""
     wait_s: float | None = None

@@ -4,17 +4,21 @@ and stored nothing. Counted in the default cache. Rates are per hour here, so th
 straddles a window's edge."""
 
 import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import stripe
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from accounts.models import User
 from accounts.services import api_token_issue
-from core.api.throttling import MoneyThrottle, parse_rate, throttle_cache_key
+from core.api.throttling import MoneyThrottle, parse_rate, throttle_cache_key, window_count
+from core.cache import RedisCache
 from core.models import IdempotencyRecord
 from tests.envelopes import conftest as envelopes_fixtures
 from tests.envelopes.conftest import Api
@@ -162,3 +166,92 @@ def test_every_api_route_that_writes_is_throttled_as_money() -> None:
     assert len(writers) >= 6
     for path, view in writers:
         assert MoneyThrottle in view.throttle_classes, path
+
+
+def _window_key(scope: str, ident: Any, rate: str) -> str:
+    _, window_s = parse_rate(rate)
+    return throttle_cache_key(scope, ident, int(time.time() // window_s))
+
+
+def test_a_window_count_on_redis_is_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: `add` then `incr` (EXISTS, INCRBY) made three round trips per count, for each
+    of a money request's throttles; one MULTI/EXEC now, whatever the count."""
+    assert isinstance(caches["default"], RedisCache)
+    ident = uuid.uuid4().hex
+    window_count(scope="warm-up", ident=ident, rate="10/hour")  # the connection is made
+    sent: list[bytes] = []
+    real_send = redis.connection.AbstractConnection.send_packed_command
+
+    def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
+        sent.append(command)
+        real_send(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
+    try:
+        assert window_count(scope="trips", ident=ident, rate="2/hour") is None
+        assert window_count(scope="trips", ident=ident, rate="2/hour") is None
+        wait = window_count(scope="trips", ident=ident, rate="2/hour")
+        assert len(sent) == 3
+        assert wait is not None
+        assert 0 < wait <= 3600
+    finally:
+        monkeypatch.undo()
+        cache.delete_many(
+            [_window_key("warm-up", ident, "10/hour"), _window_key("trips", ident, "2/hour")]
+        )
+
+
+def test_a_window_counter_on_redis_expires_with_its_window() -> None:
+    ident = uuid.uuid4().hex
+    key = _window_key("expiry", ident, "5/hour")
+    try:
+        assert window_count(scope="expiry", ident=ident, rate="5/hour", count=3) is None
+        assert cache.get(key) == 3  # the same key the tests delete, prefix and version included
+        backend = caches["default"]
+        assert isinstance(backend, RedisCache)
+        full_key = backend.make_and_validate_key(key)
+        ttl = backend._cache.get_client(full_key).ttl(full_key)
+        assert 0 < ttl <= 3601  # the window and a second
+    finally:
+        cache.delete(key)
+
+
+@pytest.mark.parametrize("backend", ["redis", "locmem", "file"])
+def test_a_window_counts_every_request_and_refuses_past_its_rate(
+    settings: Any, tmp_path: Path, backend: str
+) -> None:
+    """The same count on Redis and on the generic path (`add` then `incr`: the file cache of a
+    local run, or any other)."""
+    if backend == "locmem":
+        settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    elif backend == "file":
+        settings.CACHES = {
+            "default": {
+                "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                "LOCATION": str(tmp_path),
+            }
+        }
+    assert isinstance(caches["default"], RedisCache) is (backend == "redis")
+    ident = uuid.uuid4().hex
+    key = _window_key("semantics", ident, "3/hour")
+    try:
+        assert window_count(scope="semantics", ident=ident, rate="3/hour", count=2) is None
+        assert window_count(scope="semantics", ident=ident, rate="3/hour") is None
+        before = time.time()
+        wait = window_count(scope="semantics", ident=ident, rate="3/hour")  # the 4th
+        assert wait is not None
+        assert 0 < wait <= 3600
+        assert before + wait == pytest.approx((int(before // 3600) + 1) * 3600, abs=1)
+        assert window_count(scope="semantics", ident=ident, rate="3/hour") is not None
+        assert cache.get(key) == 5  # refused requests count too
+        # Another ident, or another scope, counts apart.
+        assert window_count(scope="semantics", ident=f"{ident}-2", rate="3/hour") is None
+        assert window_count(scope="other", ident=ident, rate="3/hour") is None
+    finally:
+        cache.delete_many(
+            [
+                key,
+                _window_key("semantics", f"{ident}-2", "3/hour"),
+                _window_key("other", ident, "3/hour"),
+            ]
+        )
