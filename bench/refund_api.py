@@ -661,13 +661,14 @@ def cpu_line(phase: Phase) -> str:
 
 
 def sql_line(phase: Phase) -> str:
-    """SQL statements, transactions, round trips (statements + BEGIN and COMMIT of each
-    transaction: psycopg sends each alone) and new connections per ok request."""
+    """SQL statements, transactions, round trips (executes, some sending several statements at
+    once, + BEGIN and COMMIT of each transaction: psycopg sends each alone) and new connections
+    per ok request."""
     per = {
         name: phase.cores[name] * phase.wall / phase.good if phase.good else math.nan
-        for name in ("statements", "transactions", "connections")
+        for name in ("statements", "transactions", "connections", "executes")
     }
-    trips = per["statements"] + 2 * per["transactions"]
+    trips = per["executes"] + 2 * per["transactions"]
     return (
         f"{per['statements']:.2f} statements, {per['transactions']:.2f} transactions, "
         f"~{trips:.2f} round trips, {per['connections']:.3f} new connections"

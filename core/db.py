@@ -1,9 +1,11 @@
 """Database helpers shared by the apps."""
 
 import hashlib
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from django.db import connection, migrations, transaction
+from django.db import connection, migrations, models, transaction
 
 _PG_FUNCTION = """
 CREATE OR REPLACE FUNCTION vouch_refuse_change() RETURNS trigger AS $$
@@ -62,3 +64,163 @@ def transaction_lock(name: str) -> None:
     key = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+
+
+# --- batches of plain SQL: the money path's hot statements ---------------------------------------
+#
+# A refund reserves in one transaction and records in another; through the ORM each of their
+# statements cost a round trip and several times its execution in Django's own CPU (building the
+# SQL). These helpers build the same statements from the models' own fields (so a field added
+# later is written with its default, as by the ORM) and send a transaction's statements together:
+# on PostgreSQL in one round trip, elsewhere (SQLite under `make run`) one by one. Measured in
+# bench/README.md (issue 15).
+
+
+M = TypeVar("M", bound=models.Model)
+BATCH_SEPARATOR = ";\n"
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One SQL statement with `%s` placeholders; `rows`: it returns rows (SELECT, RETURNING)."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+    rows: bool = False
+
+
+@dataclass(frozen=True)
+class Ref:
+    """The id of a row found by a unique column, for a statement of the same batch that refers to a
+    row an earlier statement inserts (its id is not known before the batch runs)."""
+
+    model: type[models.Model]
+    value: Any
+    column: str = "public_id"
+
+    def sql(self) -> tuple[str, tuple[Any, ...]]:
+        table = connection.ops.quote_name(self.model._meta.db_table)
+        column = connection.ops.quote_name(self.column)
+        pk = connection.ops.quote_name(self.model._meta.pk.column)
+        return f"(SELECT {pk} FROM {table} WHERE {column} = %s)", (self.value,)  # noqa: S608
+
+
+def _one_round_trip() -> bool:
+    """Several statements in one `execute`: PostgreSQL with client-side binding (Django's default
+    with psycopg 3 sends them as one simple query); not SQLite, nor server-side binding."""
+    return connection.vendor == "postgresql" and not connection.settings_dict.get(
+        "OPTIONS", {}
+    ).get("server_side_binding")
+
+
+def execute(statements: Sequence[Statement]) -> list[Any]:
+    """Run `statements` in order on the default connection and give, for each, its rows (a list of
+    tuples) if it returns rows, else its row count. Call it inside the transaction they belong to:
+    a statement that fails raises, and the transaction rolls back as with the ORM."""
+    results: list[Any] = []
+    if not statements:
+        return results
+    with connection.cursor() as cursor:
+        if len(statements) > 1 and _one_round_trip():
+            cursor.execute(
+                BATCH_SEPARATOR.join(statement.sql for statement in statements),
+                [param for statement in statements for param in statement.params],
+            )
+            raw = cursor.cursor
+            for index, statement in enumerate(statements):
+                if index and not raw.nextset():
+                    raise RuntimeError("a batch answered fewer results than it has statements")
+                results.append(raw.fetchall() if statement.rows else raw.rowcount)
+            return results
+        for statement in statements:
+            cursor.execute(statement.sql, list(statement.params))
+            results.append(cursor.fetchall() if statement.rows else cursor.rowcount)
+    return results
+
+
+def insert(obj: models.Model, **refs: Ref) -> Statement:
+    """The INSERT the ORM's `save()` of a new `obj` makes (every concrete field but the automatic
+    id, each prepared by its field: defaults and `auto_now_add` included), RETURNING the id. `refs`:
+    foreign keys (by attname, e.g. `operation_id`) to rows inserted earlier in the same batch."""
+    meta = obj._meta
+    columns, placeholders, params = [], [], []
+    for field in meta.concrete_fields:
+        if field is meta.auto_field:
+            continue
+        if field.attname in refs:
+            sql, values = refs[field.attname].sql()
+        else:
+            value = field.get_db_prep_save(field.pre_save(obj, add=True), connection=connection)
+            sql, values = "%s", (value,)
+        columns.append(connection.ops.quote_name(field.column))
+        placeholders.append(sql)
+        params.extend(values)
+    table = connection.ops.quote_name(meta.db_table)
+    pk = connection.ops.quote_name(meta.pk.column)
+    return Statement(
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)}) "  # noqa: S608
+        f"RETURNING {pk}",
+        tuple(params),
+        rows=True,
+    )
+
+
+def inserted(obj: models.Model, rows: list[tuple[Any, ...]]) -> None:
+    """Mark `obj` saved with the id its `insert` statement returned."""
+    obj.pk = rows[0][0]
+    obj._state.adding = False
+    obj._state.db = connection.alias
+
+
+def select(
+    model: type[models.Model],
+    where: str,
+    params: Sequence[Any],
+    *,
+    order_by: str = "",
+    lock: bool = False,
+) -> Statement:
+    """SELECT every concrete column of `model`'s table `WHERE where` (plain SQL with `%s`), for
+    `instances`. `lock`: FOR UPDATE where the database has it (PostgreSQL; SQLite lets one writer
+    in at a time and ignores it, as the ORM's `select_for_update` does)."""
+    meta = model._meta
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in meta.concrete_fields)
+    sql = f"SELECT {columns} FROM {connection.ops.quote_name(meta.db_table)} WHERE {where}"  # noqa: S608
+    if order_by:
+        sql += f" ORDER BY {order_by}"
+    if lock and connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    return Statement(sql, tuple(params), rows=True)
+
+
+def instances(model: type[M], rows: list[tuple[Any, ...]]) -> list[M]:
+    """Model instances from the rows of a `select(model, …)`, each value converted as the ORM does
+    (SQLite's datetimes, JSON, decimals)."""
+    fields = model._meta.concrete_fields
+    names = [field.attname for field in fields]
+    converters = _converters(model)
+    result = []
+    for row in rows:
+        values = list(row)
+        for index, column, chain in converters:
+            for convert in chain:
+                values[index] = convert(values[index], column, connection)
+        result.append(model.from_db(connection.alias, names, values))
+    return result
+
+
+def _converters(model: type[models.Model]) -> list[tuple[int, Any, list[Any]]]:
+    key = (connection.vendor, model)
+    if key not in _CONVERTERS:
+        table = model._meta.db_table
+        found = []
+        for index, field in enumerate(model._meta.concrete_fields):
+            column = field.get_col(table)
+            chain = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+            if chain:
+                found.append((index, column, chain))
+        _CONVERTERS[key] = found
+    return _CONVERTERS[key]
+
+
+_CONVERTERS: dict[tuple[str, type[models.Model]], list[tuple[int, Any, list[Any]]]] = {}

@@ -17,11 +17,12 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from rest_framework.renderers import JSONRenderer
 
+from core import db
 from core.api.responses import error_body
 from core.crash import crash_point
 from core.exceptions import VouchError
@@ -168,10 +169,24 @@ def idempotency_claim(
 def idempotency_attach(record: IdempotencyRecord | None, resource: str) -> None:
     """Name what this request created, in the transaction that creates it, so a resumption
     continues it instead of starting anew. No record (no key was sent): nothing to name."""
+    db.execute(idempotency_attach_statements(record, resource))
+    idempotency_attached(record, resource)
+
+
+def idempotency_attach_statements(
+    record: IdempotencyRecord | None, resource: str
+) -> list[db.Statement]:
+    """`idempotency_attach` as a statement for a batch (core.db.execute) of the transaction that
+    creates `resource`; after the batch ran, `idempotency_attached` notes it on the record."""
     if record is None:
-        return
-    IdempotencyRecord.objects.filter(pk=record.pk).update(resource=resource)
-    record.resource = resource
+        return []
+    table = connection.ops.quote_name(IdempotencyRecord._meta.db_table)
+    return [db.Statement(f"UPDATE {table} SET resource = %s WHERE id = %s", (resource, record.pk))]  # noqa: S608
+
+
+def idempotency_attached(record: IdempotencyRecord | None, resource: str) -> None:
+    if record is not None:
+        record.resource = resource
 
 
 def idempotency_renew(record: IdempotencyRecord | None, *, provider_calls: int = 1) -> None:

@@ -8,15 +8,17 @@ import json
 import logging
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, CharField, F, Q, Value, When
 
 from accounts.models import User
+from core import db
 from core.services import audit_record
 from verification import clock, events
 from verification.contracts import Contract, Verdict, get_contract, registry
@@ -82,12 +84,66 @@ def verification_start(
     operation_created_at: datetime,
     input: dict[str, Any],
     action_result: dict[str, Any],
-    savepoint: bool = True,
 ) -> VerificationRun:
     """Start observing one operation under a contract. Idempotent: the same contract and operation
-    give the same run. Raises ValueError if a required correlation key does not resolve. With
-    `savepoint=False` (a caller inside its own transaction that knows the run is new), a run that
-    exists already raises IntegrityError and aborts the caller's transaction."""
+    give the same run. Raises ValueError if a required correlation key does not resolve."""
+    run = verification_prepare(
+        contract_id=contract_id,
+        operation_id=operation_id,
+        operation_created_at=operation_created_at,
+        input=input,
+        action_result=action_result,
+    )
+    try:
+        with transaction.atomic():
+            inserted = db.execute(run.statements())[0]
+    except IntegrityError:  # started concurrently by another caller
+        return VerificationRun.objects.get(contract_id=contract_id, operation_id=operation_id)
+    return run.saved(inserted)
+
+
+@dataclass
+class PreparedRun:
+    """A run resolved and scheduled, not yet saved: its INSERT and its keys' go into the batch of
+    the transaction that starts it (core.db.execute); `saved` after the batch ran."""
+
+    run: VerificationRun
+    keys: dict[str, str]
+
+    def statements(self) -> list[db.Statement]:
+        """The run's INSERT (RETURNING its id) and its keys' INSERT. A run of the same contract and
+        operation that exists already makes the INSERT fail (IntegrityError): the caller's
+        transaction rolls back."""
+        statements = [db.insert(self.run)]
+        if self.keys:
+            table = connection.ops.quote_name(RunKey._meta.db_table)
+            run_id, run_params = db.Ref(VerificationRun, self.run.public_id).sql()
+            rows = ", ".join(f"({run_id}, %s, %s)" for _ in self.keys)
+            params = [p for name, value in self.keys.items() for p in (*run_params, name, value)]
+            statements.append(
+                db.Statement(
+                    f"INSERT INTO {table} (run_id, name, value) VALUES {rows}",  # noqa: S608
+                    tuple(params),
+                )
+            )
+        return statements
+
+    def saved(self, rows: list[tuple[Any, ...]]) -> VerificationRun:
+        """The run, with the id its INSERT returned (`rows`: that statement's result)."""
+        db.inserted(self.run, rows)
+        return self.run
+
+
+def verification_prepare(
+    *,
+    contract_id: str,
+    operation_id: str,
+    operation_created_at: datetime,
+    input: dict[str, Any],
+    action_result: dict[str, Any],
+) -> PreparedRun:
+    """The run `verification_start` saves: its correlation keys resolved (ValueError if a
+    required one does not resolve), its first attempt and its deadline scheduled. Reads nothing."""
     contract = get_contract(contract_id)
     draft = VerificationRun(
         contract_id=contract_id,
@@ -114,22 +170,7 @@ def verification_start(
         seconds=contract.timing.delay_before(1)
     )
     draft.deadline_at = operation_created_at + timedelta(milliseconds=contract.timing.timeout_ms)
-
-    def save() -> None:
-        draft.save()
-        RunKey.objects.bulk_create(
-            [RunKey(run=draft, name=name, value=str(value)[:255]) for name, value in keys.items()]
-        )
-
-    if not savepoint:
-        save()  # the caller's transaction owns the conflict (IntegrityError aborts it)
-        return draft
-    try:
-        with transaction.atomic():
-            save()
-    except IntegrityError:  # started concurrently by another caller
-        return VerificationRun.objects.get(contract_id=contract_id, operation_id=operation_id)
-    return draft
+    return PreparedRun(draft, {name: str(value)[:255] for name, value in keys.items()})
 
 
 # --- claiming ---------------------------------------------------------------------------------

@@ -7,15 +7,18 @@ same with or without it. $BENCH_GUNICORN_INCLUDE names a config file this one in
 $BENCH_STATEMENTS_SQL, when set, is a path prefix: each worker also appends the start of every
 statement it runs to `<prefix>.<pid>` (to see which statements a refund makes)."""
 
+import cProfile
 import mmap
 import os
 import runpy
 import struct
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
-FIELDS = ("statements", "transactions", "connections")
+FIELDS = ("statements", "transactions", "connections", "executes")
+BATCH_SEPARATOR = ";\n"  # core.db.BATCH_SEPARATOR: statements sent together in one execute
 LAYOUT = "<" + "q" * len(FIELDS)
 
 if included := os.environ.get("BENCH_GUNICORN_INCLUDE"):
@@ -44,9 +47,9 @@ def post_worker_init(worker: Any) -> None:
     counts = [0] * len(FIELDS)
     lock = threading.Lock()
 
-    def bump(index: int) -> None:
+    def bump(index: int, by: int = 1) -> None:
         with lock:
-            counts[index] += 1
+            counts[index] += by
             shared[:] = struct.pack(LAYOUT, *counts)
 
     sql_log = os.environ.get("BENCH_STATEMENTS_SQL")
@@ -54,10 +57,15 @@ def post_worker_init(worker: Any) -> None:
 
     def counted(original: Any, index: int) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            bump(index)
+            if index == 0:  # one execute: one round trip, and the statements it sends
+                bump(3)
+                bump(0, str(args[1]).count(BATCH_SEPARATOR) + 1)
+            else:
+                bump(index)
             if log is not None:
                 statement = str(args[1]) if index == 0 else original.__name__
-                log.write(" ".join(statement.split())[:160] + "\n")
+                for part in statement.split(BATCH_SEPARATOR):
+                    log.write(" ".join(part.split())[:160] + "\n")
             return original(*args, **kwargs)
 
         return wrapper
@@ -67,3 +75,25 @@ def post_worker_init(worker: Any) -> None:
     BaseDatabaseWrapper._commit = counted(BaseDatabaseWrapper._commit, 1)  # type: ignore[method-assign]
     BaseDatabaseWrapper._rollback = counted(BaseDatabaseWrapper._rollback, 1)  # type: ignore[method-assign]
     BaseDatabaseWrapper.connect = counted(BaseDatabaseWrapper.connect, 2)  # type: ignore[method-assign]
+
+
+_profile = cProfile.Profile(time.process_time) if os.environ.get("BENCH_PROFILE") else None
+
+
+def _profiled(req: Any) -> bool:
+    return req.method == "POST" and req.path.rstrip("/").endswith(("/refund", "/refunds"))
+
+
+def pre_request(worker: Any, req: Any) -> None:
+    if _profile is not None and _profiled(req):
+        _profile.enable()
+
+
+def post_request(worker: Any, req: Any, environ: Any, resp: Any) -> None:
+    if _profile is not None and _profiled(req):
+        _profile.disable()
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    if _profile is not None:
+        _profile.dump_stats(f"{os.environ['BENCH_PROFILE']}.{os.getpid()}.prof")
