@@ -74,6 +74,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -414,6 +415,7 @@ class Client:
     envelope_id: str = ""
     me_path: str = ME  # sets the CSRF cookie
     refund_path: str = ""  # the envelope's (set by `fund`), or the peer's
+    keyed: bool = False  # each refund with an Idempotency-Key of its own (--idempotency-key)
 
     def login(self) -> None:
         """Learn the CSRF token (GET /me sets the cookie) and send both with every request."""
@@ -444,16 +446,23 @@ class Client:
         self.refund_path = f"{ENVELOPES}/{self.envelope_id}/refund"
 
     def refund(self) -> Sample:
-        return self._request("POST", self.refund_path, {"amount_micro": REFUND_MICRO})
+        headers = {"Idempotency-Key": f"bench-{uuid.uuid4()}"} if self.keyed else None
+        return self._request("POST", self.refund_path, {"amount_micro": REFUND_MICRO}, headers)
 
     def me(self) -> Sample:
         return self._request("GET", ME, None)
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Sample:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        headers: dict[str, str] | None = None,
+    ) -> Sample:
         started = time.perf_counter()
         try:
             response = self.http.request(
-                method, self.base + path, json=body, timeout=REQUEST_TIMEOUT_S
+                method, self.base + path, json=body, headers=headers, timeout=REQUEST_TIMEOUT_S
             )
         except requests.RequestException:
             ended = time.perf_counter()
@@ -791,6 +800,12 @@ def main(argv: list[str] | None = None) -> int:
         help="alternate refund windows with the naive peer in bench/peers/naive/ (instead of "
         "/me): both rates, the ratio, CPU and SQL statements per refund of each side",
     )
+    parser.add_argument(
+        "--idempotency-key",
+        action="store_true",
+        help="each of Vouch's refunds sends an Idempotency-Key of its own, as a careful client "
+        "does: the idempotency record is then written too (the peer has none)",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.seconds <= 600 or not 1 <= args.clients <= 64:
         parser.error("--seconds must be in (0, 600] and --clients in [1, 64]")
@@ -895,7 +910,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
-            clients = [Client(base, sid) for sid in session_ids]
+            clients = [Client(base, sid, keyed=args.idempotency_key) for sid in session_ids]
             in_parallel(clients, Client.login)
             for client in clients:  # one by one: 16 funding charges take a second or two
                 client.fund()

@@ -138,10 +138,12 @@ def execute(statements: Sequence[Statement]) -> list[Any]:
     return results
 
 
-def insert(obj: models.Model, **refs: Ref) -> Statement:
+def insert(obj: models.Model, *, unless_conflict: bool = False, **refs: Ref) -> Statement:
     """The INSERT the ORM's `save()` of a new `obj` makes (every concrete field but the automatic
     id, each prepared by its field: defaults and `auto_now_add` included), RETURNING the id. `refs`:
-    foreign keys (by attname, e.g. `operation_id`) to rows inserted earlier in the same batch."""
+    foreign keys (by attname, e.g. `operation_id`) to rows inserted earlier in the same batch.
+    `unless_conflict`: ON CONFLICT DO NOTHING (a row that a unique constraint refuses is not
+    inserted, and no row is returned; PostgreSQL and SQLite)."""
     meta = obj._meta
     columns, placeholders, params = [], [], []
     for field in meta.concrete_fields:
@@ -157,9 +159,10 @@ def insert(obj: models.Model, **refs: Ref) -> Statement:
         params.extend(values)
     table = connection.ops.quote_name(meta.db_table)
     pk = connection.ops.quote_name(meta.pk.column)
+    conflict = "ON CONFLICT DO NOTHING " if unless_conflict else ""
     return Statement(
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)}) "  # noqa: S608
-        f"RETURNING {pk}",
+        f"{conflict}RETURNING {pk}",
         tuple(params),
         rows=True,
     )

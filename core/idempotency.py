@@ -129,6 +129,20 @@ def idempotency_claim(
     digest = body_digest(body)
     now = timezone.now()
     lease = lease_for(provider_calls=provider_calls)
+    # A new key (the common case): its record in one statement, with no transaction around it.
+    # A key presented before is left as it is (its unique constraint), and decided below, locked.
+    fresh = IdempotencyRecord(
+        user=user,
+        key=key,
+        operation=operation,
+        surface=surface,
+        request_digest=digest,
+        lease_until=now + lease,
+    )
+    inserted = db.execute([db.insert(fresh, unless_conflict=True)])[0]
+    if inserted:
+        db.inserted(fresh, inserted)
+        return Claim(fresh, replay=False)
     for _ in range(2):  # a concurrent first claim: read it on the second pass
         with transaction.atomic():
             record = (
