@@ -110,7 +110,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# accounts.backends.AccountBackend authenticates as allauth's and loads a session's user with
+# whether its e-mail is verified, in one query; new sessions name it. The two after it load the
+# sessions made before it (a session names its backend: one not listed here is logged out).
 AUTHENTICATION_BACKENDS = [
+    "accounts.backends.AccountBackend",
     "django.contrib.auth.backends.ModelBackend",
     "allauth.account.auth_backends.AuthenticationBackend",
 ]
