@@ -5,7 +5,7 @@ from typing import Any
 from allauth.account.auth_backends import AuthenticationBackend
 
 from accounts.models import User
-from accounts.selectors import users_with_email_verified
+from accounts.selectors import user_with_email_verified, users_with_email_verified
 
 
 class AccountBackend(AuthenticationBackend):
@@ -27,11 +27,8 @@ class AccountBackend(AuthenticationBackend):
     (SESSION_COOKIE_AGE)."""
 
     def get_user(self, user_id: Any) -> User | None:
-        try:
-            user = users_with_email_verified().get(pk=user_id)
-        except User.DoesNotExist:
-            return None
-        return user if self.user_can_authenticate(user) else None
+        user = user_with_email_verified(pk=user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None
 
     async def aget_user(self, user_id: Any) -> User | None:
         try:

@@ -101,7 +101,7 @@ class Ref:
     def sql(self) -> tuple[str, tuple[Any, ...]]:
         table = connection.ops.quote_name(self.model._meta.db_table)
         column = connection.ops.quote_name(self.column)
-        pk = connection.ops.quote_name(self.model._meta.pk.column)
+        pk = _quoted(self.model._meta.pk)
         return f"(SELECT {pk} FROM {table} WHERE {column} = %s)", (self.value,)  # noqa: S608
 
 
@@ -145,7 +145,9 @@ def insert(obj: models.Model, *, unless_conflict: bool = False, **refs: Ref) -> 
     `unless_conflict`: ON CONFLICT DO NOTHING (a row that a unique constraint refuses is not
     inserted, and no row is returned; PostgreSQL and SQLite)."""
     meta = obj._meta
-    columns, placeholders, params = [], [], []
+    columns: list[str] = []
+    placeholders: list[str] = []
+    params: list[Any] = []
     for field in meta.concrete_fields:
         if field is meta.auto_field:
             continue
@@ -154,11 +156,11 @@ def insert(obj: models.Model, *, unless_conflict: bool = False, **refs: Ref) -> 
         else:
             value = field.get_db_prep_save(field.pre_save(obj, add=True), connection=connection)
             sql, values = "%s", (value,)
-        columns.append(connection.ops.quote_name(field.column))
+        columns.append(_quoted(field))
         placeholders.append(sql)
         params.extend(values)
     table = connection.ops.quote_name(meta.db_table)
-    pk = connection.ops.quote_name(meta.pk.column)
+    pk = _quoted(meta.pk)
     conflict = "ON CONFLICT DO NOTHING " if unless_conflict else ""
     return Statement(
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(placeholders)}) "  # noqa: S608
@@ -182,12 +184,16 @@ def select(
     *,
     order_by: str = "",
     lock: bool = False,
+    also: str = "",
 ) -> Statement:
     """SELECT every concrete column of `model`'s table `WHERE where` (plain SQL with `%s`), for
     `instances`. `lock`: FOR UPDATE where the database has it (PostgreSQL; SQLite lets one writer
-    in at a time and ignores it, as the ORM's `select_for_update` does)."""
+    in at a time and ignores it, as the ORM's `select_for_update` does). `also`: one more column
+    (an SQL expression), last in each row."""
     meta = model._meta
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in meta.concrete_fields)
+    columns = ", ".join(_quoted(field) for field in meta.concrete_fields)
+    if also:
+        columns += f", {also}"
     sql = f"SELECT {columns} FROM {connection.ops.quote_name(meta.db_table)} WHERE {where}"  # noqa: S608
     if order_by:
         sql += f" ORDER BY {order_by}"
@@ -198,18 +204,22 @@ def select(
 
 def instances(model: type[M], rows: list[tuple[Any, ...]]) -> list[M]:
     """Model instances from the rows of a `select(model, …)`, each value converted as the ORM does
-    (SQLite's datetimes, JSON, decimals)."""
+    (SQLite's datetimes, JSON, decimals); a column `also` selected is left out."""
     fields = model._meta.concrete_fields
     names = [field.attname for field in fields]
     converters = _converters(model)
     result = []
     for row in rows:
-        values = list(row)
+        values = list(row[: len(fields)])
         for index, column, chain in converters:
             for convert in chain:
                 values[index] = convert(values[index], column, connection)
         result.append(model.from_db(connection.alias, names, values))
     return result
+
+
+def _quoted(field: Any) -> str:
+    return connection.ops.quote_name(str(field.column))
 
 
 def _converters(model: type[models.Model]) -> list[tuple[int, Any, list[Any]]]:

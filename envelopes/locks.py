@@ -1,5 +1,7 @@
 """Row locks, always taken in the same order: envelope, then refund operation, then leg."""
 
+from typing import Any
+
 from django.db import connection
 
 from accounts.models import User
@@ -31,6 +33,7 @@ def lock_envelope_with_funding(
     missing one) and its succeeded funding legs, oldest first: what a refund allocates from. One
     round trip on PostgreSQL (core.db.execute): the legs are read after the lock, in the same
     transaction, as the ORM's two queries would."""
+    params: list[Any]
     if envelope_id is not None:
         where, params = "id = %s", [envelope_id]
     else:

@@ -150,7 +150,8 @@ def _movement(
                 (*(delta for _, delta in changed), envelope_id),
             )
         )
-    link_sql, link_params = [], []
+    link_sql: list[str] = []
+    link_params: list[Any] = []
     for item in linked.values():
         if isinstance(item, db.Ref):
             sql, params = item.sql()

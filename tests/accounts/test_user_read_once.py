@@ -15,6 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from accounts.models import User
+from accounts.selectors import EMAIL_VERIFIED_ATTR, user_with_email_verified
 from tests.envelopes import conftest as envelopes_fixtures
 from tests.envelopes.conftest import Api
 
@@ -139,3 +140,23 @@ def test_an_inactive_user_is_not_loaded(alice: Api) -> None:
     """`user_can_authenticate` still holds for a session's user: deactivated, logged out."""
     User.objects.filter(pk=alice.user.pk).update(is_active=False)
     assert alice.get("/api/v1/me").status_code in (401, 403)
+
+
+def test_the_session_user_read_in_plain_sql_is_the_user_the_orm_reads(alice: Api) -> None:
+    """`user_with_email_verified` (the backend's read, plain SQL) gives every field as the ORM
+    does, with the verified flag; an unknown or malformed id is no user."""
+    read = user_with_email_verified(pk=alice.user.pk)
+    by_orm = User.objects.get(pk=alice.user.pk)
+    assert read is not None
+    for field in User._meta.concrete_fields:
+        assert getattr(read, field.attname) == getattr(by_orm, field.attname), field.name
+    assert getattr(read, EMAIL_VERIFIED_ATTR) is True
+    assert read.get_session_auth_hash() == by_orm.get_session_auth_hash()
+
+    EmailAddress.objects.filter(user=alice.user).update(verified=False)
+    unverified = user_with_email_verified(pk=str(alice.user.pk))  # as a session stores it
+    assert unverified is not None
+    assert getattr(unverified, EMAIL_VERIFIED_ATTR) is False
+
+    assert user_with_email_verified(pk=alice.user.pk + 1000) is None
+    assert user_with_email_verified(pk="not-a-number") is None
