@@ -177,6 +177,9 @@ class RefundOperation(models.Model):
     # Not a field: the legs as the call that created the operation reserved and recorded them, so
     # its answer is rendered without reading them back (envelopes.selectors.refund_data).
     recorded_legs: list[RefundLeg] | None = None
+    # Not a field either: the envelope as the last leg's record left it (read back by that record's
+    # own UPDATE), when that record moved money; None otherwise (read it).
+    recorded_envelope: Envelope | None = None
 
     class Meta:
         ordering = ("-created_at", "-id")

@@ -166,12 +166,15 @@ def refund_summary(operation: RefundOperation) -> dict[str, Any]:
 
 def refund_data(operation: RefundOperation) -> dict[str, Any]:
     """The refund resource. Right after `envelope_refund` the legs are the ones it recorded (in
-    memory) and only the balances are read again; otherwise everything is read in one query."""
+    memory), and the balances those its last record read back (or read now, if that record moved
+    no money); otherwise everything is read in one query."""
     if operation.recorded_legs is not None:
         legs = sorted(operation.recorded_legs, key=lambda leg: leg.sequence)
-        # Plain SQL (core.db): the ORM spent more CPU building this read than running it.
-        rows = db.execute([db.select(Envelope, "id = %s", [operation.envelope_id])])[0]
-        return _refund_body(operation, legs, db.instances(Envelope, rows)[0])
+        envelope = operation.recorded_envelope  # as the last record left it
+        if envelope is None:  # plain SQL (core.db): the ORM spent more CPU building it than PG
+            rows = db.execute([db.select(Envelope, "id = %s", [operation.envelope_id])])[0]
+            envelope = db.instances(Envelope, rows)[0]
+        return _refund_body(operation, legs, envelope)
     legs = list(
         operation.legs.select_related("funding_leg", "verification_run", "operation__envelope")
         # What the page shows of a run is its id and verdict, not its recorded evidence.

@@ -107,12 +107,14 @@ def _move(envelope: Envelope | int, kind: str, *, note: str = "", **links: Any) 
 
 
 def _move_statements(
-    envelope: Envelope | int, kind: str, *, note: str = "", **links: Any
+    envelope: Envelope | int, kind: str, *, note: str = "", returning: bool = False, **links: Any
 ) -> list[db.Statement]:
     """`_move` as statements, for a batch (core.db.execute) that runs them with others; a link may
     be a `db.Ref` to a row inserted earlier in the batch. The envelope's fields follow the
-    movement at once: run the batch in the caller's transaction before using them."""
-    statements, deltas = _movement(envelope, kind, note=note, **links)
+    movement at once: run the batch in the caller's transaction before using them. `returning`:
+    the envelope's UPDATE (the first statement) returns the row as it leaves it, for
+    `db.instances`."""
+    statements, deltas = _movement(envelope, kind, note=note, returning=returning, **links)
     _follow(envelope, deltas)
     return statements
 
@@ -125,7 +127,7 @@ def _follow(envelope: Envelope | int, deltas: dict[str, int]) -> None:
 
 
 def _movement(
-    envelope: Envelope | int, kind: str, *, note: str = "", **links: Any
+    envelope: Envelope | int, kind: str, *, note: str = "", returning: bool = False, **links: Any
 ) -> tuple[list[db.Statement], dict[str, int]]:
     """The UPDATE of the envelope's balances and the INSERT of its journal entry, and the deltas.
 
@@ -144,10 +146,12 @@ def _movement(
     statements = []
     if changed:
         assignments = ", ".join(f"{column} = {column} + %s" for column, _ in changed)
+        tail = f" RETURNING {db.columns(Envelope)}" if returning else ""
         statements.append(
             db.Statement(
-                f"UPDATE {envelope_table} SET {assignments} WHERE id = %s",  # noqa: S608
+                f"UPDATE {envelope_table} SET {assignments} WHERE id = %s{tail}",  # noqa: S608
                 (*(delta for _, delta in changed), envelope_id),
+                rows=returning,
             )
         )
     link_sql: list[str] = []
@@ -823,8 +827,8 @@ def _accepted_statements(
     """An accepted leg's record, as one batch: the envelope's movement (its UPDATE first: the
     envelope's row lock before the leg's), the verification run and its keys, the leg's
     conditional UPDATE (second to last: 0 rows if recorded meanwhile), the funding leg's
-    movement (last); and the place of the run's INSERT. A run that exists already (the leg was
-    recorded) fails its INSERT."""
+    movement (last); and the place of the run's INSERT. The envelope's UPDATE returns its row.
+    A run that exists already (the leg was recorded) fails its INSERT."""
     amount = leg.amount_micro
     run = verification_prepare(
         contract_id=REFUND_CONTRACT,
@@ -854,6 +858,7 @@ def _accepted_statements(
         reserved=-amount,
         refunded=amount,
         refund_leg=leg,
+        returning=True,
     )
     funding = _funding_move_statement(leg.funding_leg_id, reserved=-amount, refunded=amount)
     return run, [*movement, *run.statements(), leg_update, funding], len(movement)
@@ -870,6 +875,8 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
     (a retry and the resume job both answered) changes nothing."""
     now = timezone.now()
     envelope_id = leg.operation.envelope_id
+    recorded_envelope = None
+    leg.operation.recorded_envelope = None
     try:
         with transaction.atomic():
             # Each branch's first statement updates the envelope, which takes its row lock before
@@ -881,6 +888,7 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
                 if not results[-2]:  # the leg's conditional UPDATE
                     raise _AlreadyRecorded
                 run.saved(results[run_at])
+                recorded_envelope = db.instances(Envelope, results[0])[0]
                 changed = {
                     "outcome": LegOutcome.ACCEPTED,
                     "provider_refund_id": refund["id"],
@@ -914,6 +922,7 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
     for name, value in changed.items():
         setattr(leg, name, value)
     leg.attempts += 1
+    leg.operation.recorded_envelope = recorded_envelope
     return leg
 
 
