@@ -31,15 +31,16 @@ class RedisCacheClient(DjangoRedisCacheClient):
             client = self._clients[id(pool)] = Redis(connection_pool=pool)
         return client
 
-    def incr_expiring(self, key: str, delta: int, timeout: int) -> int:
-        """Add `delta` to the integer at `key`, made 0 with `timeout` seconds to live when absent:
-        `SET key 0 EX timeout NX` and `INCRBY` in one MULTI/EXEC, one round trip. Atomic, so the
-        key never exists without its expiry (INCRBY keeps it); a key that exists keeps its own.
-        The new value."""
-        pipe = self.get_client(key, write=True).pipeline(transaction=True)
-        pipe.set(key, 0, ex=timeout, nx=True)
-        pipe.incrby(key, delta)
-        return int(pipe.execute()[1])
+    def incr_expiring(self, counters: list[tuple[str, int, int]]) -> list[int]:
+        """For each (key, delta, timeout): add `delta` to the integer at `key`, made 0 with
+        `timeout` seconds to live when absent: `SET key 0 EX timeout NX` and `INCRBY`, every
+        counter in one MULTI/EXEC, one round trip. Atomic, so a key never exists without its
+        expiry (INCRBY keeps it); a key that exists keeps its own. The new values."""
+        pipe = self.get_client(counters[0][0], write=True).pipeline(transaction=True)
+        for key, delta, timeout in counters:
+            pipe.set(key, 0, ex=timeout, nx=True)
+            pipe.incrby(key, delta)
+        return [int(value) for value in pipe.execute()[1::2]]
 
 
 class RedisCache(DjangoRedisCache):
@@ -56,9 +57,20 @@ class RedisCache(DjangoRedisCache):
         version), which is created at 0 to expire in `timeout` seconds if absent; the new value.
         One round trip (unlike `add` then `incr`: EXISTS and INCRBY, three). `timeout` must be
         positive: a counter that never expires, or one deleted at once, is no counter."""
-        backend_timeout = self.get_backend_timeout(timeout)
-        if not backend_timeout:
-            raise ValueError(f"incr_expiring needs a positive timeout, not {timeout!r}.")
-        full_key = self.make_and_validate_key(key, version=version)
+        return self.incr_expiring_many([(key, delta, timeout)], version=version)[0]
+
+    def incr_expiring_many(
+        self, counters: list[tuple[str, int, Any]], version: int | None = None
+    ) -> list[int]:
+        """`incr_expiring` for each (key, delta, timeout), all in one round trip."""
+        prepared = []
+        for key, delta, timeout in counters:
+            backend_timeout = self.get_backend_timeout(timeout)
+            if not backend_timeout:
+                raise ValueError(f"incr_expiring needs a positive timeout, not {timeout!r}.")
+            full_key = self.make_and_validate_key(key, version=version)
+            prepared.append((full_key, delta, int(backend_timeout)))
+        if not prepared:
+            return []
         client: RedisCacheClient = self._cache  # type: ignore[assignment]
-        return client.incr_expiring(full_key, delta, int(backend_timeout))
+        return client.incr_expiring(prepared)

@@ -121,11 +121,14 @@ def execute(statements: Sequence[Statement]) -> list[Any]:
         return results
     with connection.cursor() as cursor:
         if len(statements) > 1 and _one_round_trip():
-            cursor.execute(
-                BATCH_SEPARATOR.join(statement.sql for statement in statements),
-                [param for statement in statements for param in statement.params],
-            )
             raw = cursor.cursor
+            # Each statement merged with its parameters as psycopg would (its client-side binding),
+            # one at a time: psycopg caches the parsing of short statements, never of a long batch.
+            cursor.execute(
+                BATCH_SEPARATOR.join(
+                    raw.mogrify(statement.sql, statement.params) for statement in statements
+                )
+            )
             for index, statement in enumerate(statements):
                 if index and not raw.nextset():
                     raise RuntimeError("a batch answered fewer results than it has statements")

@@ -41,23 +41,37 @@ def window_count(*, scope: str, ident: Any, rate: str, count: int = 1) -> float 
     On Redis (core.cache.RedisCache) one round trip: the counter is made with its expiry and
     incremented in one MULTI/EXEC. Elsewhere (the file cache of a local run) the cache's `add`
     then its atomic `incr`."""
-    allowed, window_s = parse_rate(rate)
+    return window_counts([(scope, ident, rate)], count=count)[0]
+
+
+def window_counts(windows: list[tuple[str, Any, str]], *, count: int = 1) -> list[float | None]:
+    """`window_count` for each (scope, ident, rate), all in one round trip on Redis."""
     now = time.time()
-    window = int(now // window_s)
-    key = throttle_cache_key(scope, ident, window)
+    counters = []
+    for scope, ident, rate in windows:
+        allowed, window_s = parse_rate(rate)
+        window = int(now // window_s)
+        counters.append((throttle_cache_key(scope, ident, window), allowed, window, window_s))
     backend = caches["default"]
     if isinstance(backend, RedisCache):
-        total = backend.incr_expiring(key, count, timeout=window_s + 1)
+        totals = backend.incr_expiring_many(
+            [(key, count, window_s + 1) for key, _, _, window_s in counters]
+        )
     else:
-        backend.add(key, 0, timeout=window_s + 1)
-        try:
-            total = backend.incr(key, count)
-        except ValueError:  # expired between add and incr
-            backend.add(key, count, timeout=window_s + 1)
-            total = count
-    if total <= allowed:
-        return None
-    return (window + 1) * window_s - now
+        totals = [_count_generic(backend, key, count, window_s) for key, _, _, window_s in counters]
+    return [
+        None if total <= allowed else (window + 1) * window_s - now
+        for total, (_, allowed, window, window_s) in zip(totals, counters, strict=True)
+    ]
+
+
+def _count_generic(backend: Any, key: str, count: int, window_s: int) -> int:
+    backend.add(key, 0, timeout=window_s + 1)
+    try:
+        return int(backend.incr(key, count))
+    except ValueError:  # expired between add and incr
+        backend.add(key, count, timeout=window_s + 1)
+        return count
 
 
 class _WindowThrottle(BaseThrottle):
@@ -114,8 +128,32 @@ class MoneyThrottle(_WindowThrottle):
         return None if request.method in SAFE_METHODS else _authenticated_pk(request)
 
 
+class MoneyMovingThrottle(BaseThrottle):
+    """`UserThrottle`, `TokenThrottle` and `MoneyThrottle` at once: each counted as on its own,
+    in one round trip to the cache (each request of a money route counts in all three that
+    apply); refused if any is over its rate, with the longest wait."""
+
+    throttles: tuple[type[_WindowThrottle], ...] = (UserThrottle, TokenThrottle, MoneyThrottle)
+    wait_s: float | None = None
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        rates = dict(settings.VOUCH_THROTTLE_RATES)
+        windows = []
+        for throttle in self.throttles:
+            rate = rates.get(throttle.scope)
+            ident = throttle().ident(request) if rate else None
+            if rate and ident is not None:
+                windows.append((throttle.scope, ident, rate))
+        waits = [wait for wait in window_counts(windows) if wait is not None] if windows else []
+        self.wait_s = max(waits, default=None)
+        return self.wait_s is None
+
+    def wait(self) -> float | None:
+        return self.wait_s
+
+
 # The throttles of a view that moves money (its reads count as any other request).
-MONEY_MOVING = [UserThrottle, TokenThrottle, MoneyThrottle]
+MONEY_MOVING = [MoneyMovingThrottle]
 
 
 def throttle_cache_key(scope: str, ident: Any, window: int) -> str:

@@ -20,6 +20,7 @@ from accounts.services import api_token_issue
 from core.api.throttling import MoneyThrottle, parse_rate, throttle_cache_key, window_count
 from core.cache import RedisCache
 from core.models import IdempotencyRecord
+from envelopes.models import Envelope
 from tests.envelopes import conftest as envelopes_fixtures
 from tests.envelopes.conftest import Api
 
@@ -165,7 +166,8 @@ def test_every_api_route_that_writes_is_throttled_as_money() -> None:
     ]
     assert len(writers) >= 6
     for path, view in writers:
-        assert MoneyThrottle in view.throttle_classes, path
+        counted = [t for c in view.throttle_classes for t in getattr(c, "throttles", (c,))]
+        assert MoneyThrottle in counted, path
 
 
 def _window_key(scope: str, ident: Any, rate: str) -> str:
@@ -199,6 +201,37 @@ def test_a_window_count_on_redis_is_one_round_trip(monkeypatch: pytest.MonkeyPat
         cache.delete_many(
             [_window_key("warm-up", ident, "10/hour"), _window_key("trips", ident, "2/hour")]
         )
+
+
+def test_a_money_request_counts_its_three_windows_in_one_round_trip(
+    settings: Any, alice: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 15: the user, token and money windows of a money request were counted one after
+    another (two round trips for a session, three for a token); one MULTI/EXEC now, each window
+    still counted, the request refused by the one over its rate."""
+    _rates(settings, user="1000/hour", token="1000/hour", money="1/hour")
+    envelope_id = alice.create(5_000_000)["envelope_id"]  # the money window's first request
+    sent: list[bytes] = []
+    real_send = redis.connection.AbstractConnection.send_packed_command
+
+    def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
+        sent.append(command)
+        real_send(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
+    response = alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {})
+    monkeypatch.undo()
+
+    _assert_rate_limited(response)
+    throttle_sends = [
+        c for c in sent if b"throttle:" in (c if isinstance(c, bytes) else b"".join(c))
+    ]
+    assert len(throttle_sends) == 1
+    assert cache.get(_window_key("user", alice.user.pk, "1000/hour")) == 2
+    assert cache.get(_window_key("money", alice.user.pk, "1/hour")) == 2
+    assert Envelope.objects.get(public_id=envelope_id).total_refunded_micro == 0
+    for scope, rate in (("user", "1000/hour"), ("money", "1/hour")):
+        cache.delete(_window_key(scope, alice.user.pk, rate))
 
 
 def test_a_window_counter_on_redis_expires_with_its_window() -> None:
