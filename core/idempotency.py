@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from rest_framework.renderers import JSONRenderer
@@ -129,21 +129,21 @@ def idempotency_claim(
     digest = body_digest(body)
     now = timezone.now()
     lease = lease_for(provider_calls=provider_calls)
-    # A new key (the common case): its record in one statement, with no transaction around it.
-    # A key presented before is left as it is (its unique constraint), and decided below, locked.
-    fresh = IdempotencyRecord(
-        user=user,
-        key=key,
-        operation=operation,
-        surface=surface,
-        request_digest=digest,
-        lease_until=now + lease,
-    )
-    inserted = db.execute([db.insert(fresh, unless_conflict=True)])[0]
-    if inserted:
-        db.inserted(fresh, inserted)
-        return Claim(fresh, replay=False)
-    for _ in range(2):  # a concurrent first claim: read it on the second pass
+    for _ in range(2):  # the record dropped between our two statements: insert it again
+        # A new key (the common case): its record in one statement, with no transaction around
+        # it. A key presented before is left as it is (its unique constraint), decided locked.
+        fresh = IdempotencyRecord(
+            user=user,
+            key=key,
+            operation=operation,
+            surface=surface,
+            request_digest=digest,
+            lease_until=now + lease,
+        )
+        inserted = db.execute([db.insert(fresh, unless_conflict=True)])[0]
+        if inserted:
+            db.inserted(fresh, inserted)
+            return Claim(fresh, replay=False)
         with transaction.atomic():
             record = (
                 IdempotencyRecord.objects.select_for_update()
@@ -151,19 +151,7 @@ def idempotency_claim(
                 .first()
             )
             if record is None:
-                try:
-                    with transaction.atomic():
-                        created = IdempotencyRecord.objects.create(
-                            user=user,
-                            key=key,
-                            operation=operation,
-                            surface=surface,
-                            request_digest=digest,
-                            lease_until=now + lease,
-                        )
-                except IntegrityError:
-                    continue
-                return Claim(created, replay=False)
+                continue
             if record.running and record.lease_until > now:
                 raise idempotency_refused(IdempotencyKeyInUse(), surface=surface)
             if record.surface != surface:

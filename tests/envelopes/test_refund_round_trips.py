@@ -68,3 +68,32 @@ def test_a_refund_whose_last_leg_is_refused_reads_its_balances_after_the_release
     assert data["balances"]["total_refunded_micro"] == row.total_refunded_micro == 2_000_000
     assert data["balances"]["reserved_micro"] == row.reserved_micro == 0
     assert any(q.startswith("SELECT") and "envelopes_envelope" in q for q in sent[-1:]), sent
+
+
+def test_a_keyed_refund_claims_its_key_in_one_statement_and_names_the_refund_in_the_reserve(
+    alice: Api,
+) -> None:
+    """With an Idempotency-Key: the new key's record is one INSERT (no transaction of its own),
+    the refund it creates is named in the reserve's round trip, the lease is renewed before the
+    provider call and the answer stored after: three round trips more, and a replay sends the
+    same answer."""
+    envelope_id = alice.create(5_000_000)["envelope_id"]
+    path = f"/api/v1/escrow/envelopes/{envelope_id}/refund"
+
+    with CaptureQueriesContext(connection) as queries:
+        response = alice.post(path, {"amount_micro": 1_000_000}, key="round-trips")
+    assert response.status_code == 200, response.content
+    sent = _sent(queries)
+
+    assert len(sent) == 7, sent
+    user, claim, lock, reserve, renew, record, store = sent
+    assert "account_emailaddress" in user
+    assert "ON CONFLICT DO NOTHING" in claim
+    assert "FOR UPDATE" in lock
+    assert "core_idempotencyrecord" in reserve  # the record names the refund with its creation
+    assert "lease_until" in renew
+    assert "verification_verificationrun" in record
+    assert "response_body" in store
+    replay = alice.post(path, {"amount_micro": 1_000_000}, key="round-trips")
+    assert replay.json() == response.json()
+    assert replay["Idempotent-Replayed"] == "true"
