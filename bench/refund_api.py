@@ -44,15 +44,20 @@ user, a session and a sandbox charge per client). Both gunicorns (the same --wor
 --conn-max-age) run at once against one PostgreSQL server and one sandbox; the same clients
 (another session each on the peer) alternate refund windows Vouch / naive in ABBA order instead
 of refunds and /me. Both gunicorns then run with `-c bench/peers/count_statements.py` (Vouch's
-./gunicorn.conf.py included), which counts each worker's SQL statements, commits and new
-connections. Printed per side: refunds/s, the CPU per refund of gunicorn, PostgreSQL and the
-sandbox, statements, transactions and round trips per refund; then the ratio Vouch / naive
+./gunicorn.conf.py included), which counts each worker's SQL statements (several of them may go
+in one execute: one round trip), commits and new connections; `BENCH_PROFILE=/tmp/prof` in the
+environment also makes each worker profile its refund requests (cProfile, CPU time) into
+`/tmp/prof.<pid>.prof`. Printed per side: refunds/s, the CPU per refund of gunicorn, PostgreSQL
+and the sandbox, statements, transactions and round trips per refund; then the ratio Vouch / naive
 (goal >= 0.6). Checked besides: the peer's rows equal its 201 answers, and the sandbox's refunds
 equal both sides' answers.
 
+`--idempotency-key`: each of Vouch's refunds sends an Idempotency-Key of its own (the peer has
+no idempotency), so its idempotency record is written too.
+
 Run from the repo root: .venv/bin/python bench/refund_api.py [--seconds 30] [--clients 16]
     [--rounds 3] [--workers 2] [--threads 1] [--baseline-seconds 3] [--conn-max-age N]
-    [--against naive]
+    [--against naive] [--idempotency-key]
 Exit status 1 if a check fails or a target is missed; the summary is printed either way.
 """
 
