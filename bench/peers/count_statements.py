@@ -36,7 +36,12 @@ def read_counts(directory: str) -> dict[str, float]:
     return totals
 
 
+_included_post_worker_init = globals().get("post_worker_init")
+
+
 def post_worker_init(worker: Any) -> None:
+    if _included_post_worker_init is not None:  # the included config's own hook runs first
+        _included_post_worker_init(worker)
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.backends.utils import CursorWrapper
 
@@ -94,6 +99,27 @@ def post_request(worker: Any, req: Any, environ: Any, resp: Any) -> None:
         _profile.disable()
 
 
+_gc = {"collections": 0, "seconds": 0.0, "started": 0.0}
+
+
+def _gc_timed(phase: str, info: dict[str, Any]) -> None:
+    if phase == "start":
+        _gc["started"] = time.process_time()
+    else:
+        _gc["collections"] += 1
+        _gc["seconds"] += time.process_time() - _gc["started"]
+
+
+if os.environ.get("BENCH_GC"):
+    import gc
+
+    gc.callbacks.append(_gc_timed)
+
+
 def worker_exit(server: Any, worker: Any) -> None:
     if _profile is not None:
         _profile.dump_stats(f"{os.environ['BENCH_PROFILE']}.{os.getpid()}.prof")
+    if os.environ.get("BENCH_GC"):  # CPU time in the garbage collector, for the whole worker
+        Path(f"{os.environ['BENCH_GC']}.{os.getpid()}").write_text(
+            f"{_gc['collections']} {_gc['seconds']:.3f}\n"
+        )
