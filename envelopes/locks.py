@@ -32,7 +32,10 @@ def lock_envelope_with_funding(
     """An envelope locked (by id, or by public id and owner: another buyer's answers exactly as a
     missing one) and its succeeded funding legs, oldest first: what a refund allocates from. One
     round trip on PostgreSQL (core.db.execute): the legs are read after the lock, in the same
-    transaction, as the ORM's two queries would."""
+    transaction, as the ORM's two queries would. Two statements, not one join: a statement that
+    waited for the lock sees the envelope as its holder left it but joined rows as they were when
+    it began, and would allocate from legs a refund just reserved (READ COMMITTED: each statement
+    has a snapshot of its own)."""
     params: list[Any]
     if envelope_id is not None:
         where, params = "id = %s", [envelope_id]
