@@ -175,20 +175,26 @@ def _window_key(scope: str, ident: Any, rate: str) -> str:
     return throttle_cache_key(scope, ident, int(time.time() // window_s))
 
 
+def _redis_sends(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every command (or MULTI/EXEC pipeline) sent to Redis from now on, each one round trip."""
+    sent: list[bytes] = []
+    real_send = redis.connection.AbstractConnection.send_packed_command
+
+    def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
+        sent.append(command if isinstance(command, bytes) else b"".join(map(bytes, command)))
+        real_send(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
+    return sent
+
+
 def test_a_window_count_on_redis_is_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 15: `add` then `incr` (EXISTS, INCRBY) made three round trips per count, for each
     of a money request's throttles; one MULTI/EXEC now, whatever the count."""
     assert isinstance(caches["default"], RedisCache)
     ident = uuid.uuid4().hex
     window_count(scope="warm-up", ident=ident, rate="10/hour")  # the connection is made
-    sent: list[bytes] = []
-    real_send = redis.connection.AbstractConnection.send_packed_command
-
-    def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
-        sent.append(command)
-        real_send(self, command, check_health)
-
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
+    sent = _redis_sends(monkeypatch)
     try:
         assert window_count(scope="trips", ident=ident, rate="2/hour") is None
         assert window_count(scope="trips", ident=ident, rate="2/hour") is None
@@ -211,22 +217,12 @@ def test_a_money_request_counts_its_three_windows_in_one_round_trip(
     still counted, the request refused by the one over its rate."""
     _rates(settings, user="1000/hour", token="1000/hour", money="1/hour")
     envelope_id = alice.create(5_000_000)["envelope_id"]  # the money window's first request
-    sent: list[bytes] = []
-    real_send = redis.connection.AbstractConnection.send_packed_command
-
-    def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
-        sent.append(command)
-        real_send(self, command, check_health)
-
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
+    sent = _redis_sends(monkeypatch)
     response = alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {})
     monkeypatch.undo()
 
     _assert_rate_limited(response)
-    throttle_sends = [
-        c for c in sent if b"throttle:" in (c if isinstance(c, bytes) else b"".join(c))
-    ]
-    assert len(throttle_sends) == 1
+    assert len([command for command in sent if b"throttle:" in command]) == 1
     assert cache.get(_window_key("user", alice.user.pk, "1000/hour")) == 2
     assert cache.get(_window_key("money", alice.user.pk, "1/hour")) == 2
     assert Envelope.objects.get(public_id=envelope_id).total_refunded_micro == 0
