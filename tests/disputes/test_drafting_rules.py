@@ -294,6 +294,21 @@ def test_product_unacceptable_contests_only_with_delivery_and_communication() ->
     assert half.posture == Posture.OPERATOR_REVIEW
 
 
+@pytest.mark.parametrize(
+    ("reason", "admitted"),
+    [
+        ("fraudulent", (("ev_c", "consent"),)),
+        ("product_unacceptable", (("ev_d", "delivery"), ("ev_m", "communication"))),
+    ],
+)
+def test_exactly_the_evidence_called_for_and_nothing_else_gives_contest(
+    reason: str, admitted: tuple[tuple[str, str], ...]
+) -> None:
+    out = drafted(material(reason=reason, evidence_items=admitted))
+    assert out.posture == Posture.CONTEST
+    assert out.citations == [CHARGE, *(ref for ref, _ in admitted)]
+
+
 def test_every_admitted_item_of_the_kind_called_for_is_cited_in_admission_order() -> None:
     out = drafted(
         material(
