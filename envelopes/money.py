@@ -5,8 +5,6 @@ from typing import Any
 
 from envelopes.models import MICRO_PER_CENT
 
-MICRO_PER_USD = 1_000_000
-
 
 def usd(micro: int) -> float:
     """The same amount in dollars, computed with Decimal from the integer (never float division)."""
@@ -16,10 +14,6 @@ def usd(micro: int) -> float:
 def to_cents(micro: int) -> int:
     """The provider boundary: round down."""
     return micro // MICRO_PER_CENT
-
-
-def from_cents(cents: int) -> int:
-    return cents * MICRO_PER_CENT
 
 
 def with_usd(data: Any) -> Any:
