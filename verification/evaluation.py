@@ -8,7 +8,7 @@ VERIFIED may be decided at once. Attempts exhausted or the timeout passed: UNVER
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from verification.contracts import LEVELS, Contract, Verdict
@@ -166,7 +166,3 @@ def _iso(seconds: float) -> str:
     from datetime import UTC
 
     return datetime.fromtimestamp(seconds, UTC).isoformat()
-
-
-def deadline(contract: Contract, created_at: datetime) -> datetime:
-    return created_at + timedelta(milliseconds=contract.timing.timeout_ms)
