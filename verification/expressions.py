@@ -57,7 +57,9 @@ def missing(value: Any) -> bool:
 
 # --- time ----------------------------------------------------------------------------------
 
-_ISO_FRACTION = re.compile(r"T\d{2}:\d{2}:\d{2}(?:\.(\d+))?")
+# The seconds' fraction, in every way Python's ISO-8601 parser accepts a time: extended or basic
+# format (10:00:01.5, 100001.5), a full stop or a comma before it.
+_ISO_FRACTION = re.compile(r"\d{2}:?\d{2}:?\d{2}[.,](\d+)")
 
 
 def as_instant(value: Any) -> tuple[Decimal, Decimal] | None:
@@ -78,7 +80,7 @@ def as_instant(value: Any) -> tuple[Decimal, Decimal] | None:
         except ValueError:
             return None
         fraction = _ISO_FRACTION.search(value)
-        digits = len(fraction.group(1)) if fraction and fraction.group(1) else 0
+        digits = len(fraction.group(1)) if fraction else 0
         precision = Decimal(1).scaleb(-min(digits, 6))
         seconds, _ = as_instant(moment) or (Decimal(0), Decimal(0))
         return seconds, precision

@@ -309,3 +309,20 @@ def test_compared_times_are_floored_to_the_coarser_precision_with_the_skew() -> 
     )
     assert compare_times("soon", at(0), 2.0) is None
     assert compare_times(at(0), "soon", 2.0) is None
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "2026-11-29T10:00:01.5Z",
+        "2026-11-29T10:00:01,5Z",  # ISO 8601's comma before the fraction
+        "20261129T100001.5Z",  # ISO 8601's basic format
+        "2026-11-29 10:00:01.5+00:00",  # the space RFC 3339 allows
+    ],
+)
+def test_an_iso_fraction_keeps_its_precision_however_it_is_written(written: str) -> None:
+    """Tenths floor to tenths: 1.5 s is not after 3.95 s less the 2 s skew (1.9 s); floored to
+    whole seconds it would wrongly be (1 ≥ 1)."""
+    assert as_instant(written) == (Decimal(SECOND) + Decimal("1.5"), Decimal("0.1"))
+    assert apply(Operator.TIME_AFTER, written, at(3.95), skew_s=SKEW) is False
+    assert apply(Operator.TIME_BEFORE, written, at(3.95), skew_s=SKEW) is True
