@@ -487,3 +487,24 @@ def test_the_registry_holds_the_shipped_and_the_configured_contracts() -> None:
 
 def test_the_strength_test_contracts_are_valid() -> None:
     assert len(load_contracts(STRENGTH)) == 7
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("eq", 1),
+        ("ne", 1),
+        ("in", [1]),
+        ("not_in", [1]),
+        ("gt", 1),
+        ("gte", 1),
+        ("lt", 1),
+        ("lte", 1),
+        ("exists", None),
+        ("time_after", "$operation.created_at"),
+        ("time_before", "$operation.created_at"),
+    ],
+)
+def test_a_contract_names_each_operator_of_the_spec(name: str, expected: Any) -> None:
+    contract = valid(lambda d: d["contradicted"][1].update(operator=name, expected=expected))
+    assert contract.contradicted[1].operator == name

@@ -407,3 +407,15 @@ def test_the_explain_command_prints_actual_and_expected_values(tmp_path: Path) -
         "actual": None,
         "expected": 1,
     }
+
+
+def test_a_decision_and_what_it_rests_on_cannot_be_changed_once_made() -> None:
+    import dataclasses
+
+    decision = run("rules_overlap", {"readback": refund()})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.verdict = Verdict.FAILED  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.conditions[0].result = True  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        context({}).observed = {"readback": refund()}  # type: ignore[misc]
