@@ -5,20 +5,45 @@ holds its key (Vouch's margin plus the provider's retry budget per call it is ab
 
 import hashlib
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import time_machine
+from django.utils import timezone
 
+from accounts.models import User
+from core.api.responses import error_body
+from core.exceptions import VouchError
 from core.idempotency import (
     OPERATION_MAX_LENGTH,
+    SURFACE_MCP,
+    SURFACE_REST,
+    Claim,
+    IdempotencyKeyConflict,
+    IdempotencyKeyInUse,
+    IdempotencyKeyOtherSurface,
     InvalidIdempotencyKey,
+    StoredAnswer,
     body_digest,
+    idempotency_attach,
+    idempotency_attach_statements,
+    idempotency_attached,
+    idempotency_claim,
+    idempotency_drop,
+    idempotency_lease_end,
+    idempotency_prune,
+    idempotency_renew,
+    idempotency_settle_error,
+    idempotency_store,
+    idempotent_run,
     lease_for,
     operation_bounded,
     operation_name,
+    render_json,
     validate_key,
 )
+from core.models import IdempotencyRecord
 
 BUDGET_CALLS: list[int] = []
 
@@ -183,3 +208,365 @@ def test_the_margin_is_read_from_the_settings(budget: list[int], settings: Any) 
     settings.IDEMPOTENCY_LEASE_MARGIN_S = "2.5"  # as an environment variable gives it
     assert lease_for(provider_calls=0) == timedelta(seconds=2.5)
     assert lease_for(provider_calls=1) == timedelta(seconds=10)
+
+
+# --- the record: claim, replay, refuse, resume (with the database) ---------------------------
+
+
+class Declined(VouchError):
+    """A refusal that ends the operation at the provider: its answer is kept under the key."""
+
+    code = "test_declined"
+    status_code = 402
+    stores_idempotent_response = True
+
+
+class Invalid(VouchError):
+    """A refusal that changed nothing: the client corrects and retries under the same key."""
+
+    code = "test_invalid"
+    status_code = 400
+
+
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+OPERATION = "envelope.refund:env_A"
+
+
+@pytest.fixture
+def user(db: None) -> User:
+    return User.objects.create_user("ida", "ida@example.com", "pw-ida-123")
+
+
+def _claim(user: User, *, surface: str = SURFACE_REST, body: Any = None, **kw: Any) -> Claim:
+    return idempotency_claim(
+        user=user,
+        key=kw.pop("key", "k-1"),
+        operation=kw.pop("operation", OPERATION),
+        surface=surface,
+        body=body if body is not None else {"amount_micro": 1},
+        **kw,
+    )
+
+
+def _run(user: User, action: Any, *, body: Any = None, surface: str = SURFACE_REST) -> Any:
+    return idempotent_run(
+        user=user,
+        key="k-1",
+        operation=OPERATION,
+        surface=surface,
+        body=body if body is not None else {"amount_micro": 1},
+        action=action,
+        answer=lambda result: (201, render_json({"made": result})),
+    )
+
+
+def _refused_code(call: Any) -> str:
+    with pytest.raises(VouchError) as caught:
+        call()
+    return str(caught.value.code)
+
+
+@pytest.mark.django_db
+def test_a_new_key_makes_a_running_record_leased_for_its_provider_calls(
+    user: User, budget: list[int]
+) -> None:
+    with time_machine.travel(START, tick=False):
+        claim = _claim(user, provider_calls=2, body={"b": 1, "a": 2})
+    assert (claim.replay, claim.resumed) == (False, False)
+    record = IdempotencyRecord.objects.get()
+    assert record.pk == claim.record.pk
+    assert (record.user_id, record.key, record.operation, record.surface) == (
+        user.pk,
+        "k-1",
+        OPERATION,
+        SURFACE_REST,
+    )
+    assert record.request_digest == body_digest({"a": 2, "b": 1})
+    assert record.running is True
+    assert record.lease_until == START + timedelta(seconds=25)
+
+
+@pytest.mark.django_db
+def test_a_claim_stores_a_long_operation_name_within_its_column(user: User) -> None:
+    long_name = "envelope.refund:" + "e" * 300
+    _claim(user, operation=long_name)
+    assert IdempotencyRecord.objects.get().operation == operation_bounded(long_name)
+    with pytest.raises(IdempotencyKeyInUse):  # the same operation, found again: not a new one
+        _claim(user, operation=long_name)
+    assert IdempotencyRecord.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_finished_key_replays_its_answer_and_the_action_never_runs_again(
+    user: User, budget: list[int]
+) -> None:
+    calls: list[int] = []
+
+    def action(record: IdempotencyRecord) -> str:
+        calls.append(record.pk)
+        return "erf_1"
+
+    assert _run(user, action) == "erf_1"
+    record = IdempotencyRecord.objects.get()
+    assert (record.running, record.response_status, record.response_body) == (
+        False,
+        201,
+        '{"made":"erf_1"}',
+    )
+    again = _run(user, action)
+    assert again == StoredAnswer(201, '{"made":"erf_1"}', replayed=True)
+    assert calls == [record.pk]
+
+
+@pytest.mark.django_db
+def test_a_replay_of_an_answer_without_a_status_is_a_200(user: User) -> None:
+    claim = _claim(user)
+    IdempotencyRecord.objects.filter(pk=claim.record.pk).update(running=False, response_body="{}")
+    assert _run(user, lambda record: "never") == StoredAnswer(200, "{}", True)
+
+
+@pytest.mark.django_db
+def test_an_invalid_key_is_refused_before_anything_is_recorded(user: User) -> None:
+    with pytest.raises(InvalidIdempotencyKey):
+        idempotent_run(
+            user=user,
+            key="",
+            operation=OPERATION,
+            surface=SURFACE_REST,
+            body={},
+            action=lambda record: "never",
+            answer=lambda result: (200, "{}"),
+        )
+    assert not IdempotencyRecord.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_checks_run_in_order_in_use_other_surface_conflict_replay(
+    user: User, budget: list[int]
+) -> None:
+    """SPEC §4: in use (409), other surface (422), conflict (422), replay."""
+    with time_machine.travel(START, tick=False):
+        _claim(user)  # running, leased for 17.5 s
+    # While leased: in use, whatever the surface or the body.
+    with time_machine.travel(START + timedelta(seconds=17), tick=False):
+        assert _refused_code(lambda: _claim(user, surface=SURFACE_MCP, body={"x": 1})) == (
+            "idempotency_key_in_use"
+        )
+    finished = IdempotencyRecord.objects.get()
+    finished.running = False
+    finished.response_status = 200
+    finished.save()
+    assert _refused_code(lambda: _claim(user, surface=SURFACE_MCP, body={"x": 1})) == (
+        "idempotency_key_other_surface"
+    )
+    assert _refused_code(lambda: _claim(user, body={"x": 1})) == "idempotency_key_conflict"
+    assert _claim(user).replay is True
+    assert IdempotencyRecord.objects.count() == 1
+
+
+def test_the_refusals_status_codes() -> None:
+    assert (IdempotencyKeyInUse.code, IdempotencyKeyInUse.status_code) == (
+        "idempotency_key_in_use",
+        409,
+    )
+    assert (IdempotencyKeyConflict.code, IdempotencyKeyConflict.status_code) == (
+        "idempotency_key_conflict",
+        422,
+    )
+    assert (IdempotencyKeyOtherSurface.code, IdempotencyKeyOtherSurface.status_code) == (
+        "idempotency_key_other_surface",
+        422,
+    )
+
+
+@pytest.mark.django_db
+def test_a_running_key_whose_lease_lapsed_is_resumed_and_leased_again(
+    user: User, budget: list[int]
+) -> None:
+    with time_machine.travel(START, tick=False):
+        _claim(user)
+    lapsed = START + timedelta(seconds=17.5)  # the lease's very end: no longer held
+    with time_machine.travel(lapsed, tick=False):
+        claim = _claim(user, provider_calls=3)
+    assert (claim.replay, claim.resumed) == (False, True)
+    record = IdempotencyRecord.objects.get()
+    assert record.lease_until == claim.record.lease_until == lapsed + timedelta(seconds=32.5)
+    assert record.running is True
+
+
+@pytest.mark.django_db
+def test_a_resumed_key_on_the_other_surface_or_with_another_body_is_still_refused(
+    user: User, budget: list[int]
+) -> None:
+    with time_machine.travel(START, tick=False):
+        _claim(user)
+    with time_machine.travel(START + timedelta(minutes=5), tick=False):
+        assert _refused_code(lambda: _claim(user, surface=SURFACE_MCP)) == (
+            "idempotency_key_other_surface"
+        )
+        assert _refused_code(lambda: _claim(user, body={"x": 1})) == "idempotency_key_conflict"
+
+
+@pytest.mark.django_db
+def test_a_key_is_scoped_to_its_user_and_its_operation(user: User) -> None:
+    other = User.objects.create_user("max", "max@example.com", "pw-max-123")
+    _claim(user)
+    assert _claim(other).replay is False
+    assert _claim(user, operation="envelope.refund:env_B").replay is False
+    assert IdempotencyRecord.objects.count() == 3
+
+
+@pytest.mark.django_db
+def test_a_refusal_that_changed_nothing_frees_the_key_for_a_corrected_request(
+    user: User,
+) -> None:
+    def refuse(record: IdempotencyRecord) -> str:
+        raise Invalid()
+
+    with pytest.raises(Invalid):
+        _run(user, refuse)
+    assert not IdempotencyRecord.objects.exists()
+    assert _run(user, lambda record: "erf_2", body={"amount_micro": 2}) == "erf_2"
+
+
+@pytest.mark.django_db
+def test_a_refusal_that_ended_the_operation_is_kept_and_replayed(user: User) -> None:
+    def decline(record: IdempotencyRecord) -> str:
+        raise Declined("The card was declined.", details={"decline_code": "generic"})
+
+    with pytest.raises(Declined):
+        _run(user, decline)
+    record = IdempotencyRecord.objects.get()
+    body = render_json(
+        error_body("test_declined", "The card was declined.", {"decline_code": "generic"})
+    )
+    assert (record.running, record.response_status, record.response_body) == (False, 402, body)
+    assert _run(user, decline) == StoredAnswer(402, body, replayed=True)
+
+
+@pytest.mark.django_db
+def test_a_refusal_after_something_was_created_keeps_the_record_and_ends_its_lease(
+    user: User, budget: list[int]
+) -> None:
+    def create_then_refuse(record: IdempotencyRecord) -> str:
+        idempotency_attach(record, "erf_9")
+        raise Invalid()
+
+    with time_machine.travel(START, tick=False), pytest.raises(Invalid):
+        _run(user, create_then_refuse)
+    record = IdempotencyRecord.objects.get()
+    assert (record.resource, record.running, record.lease_until) == ("erf_9", True, START)
+    with time_machine.travel(START + timedelta(seconds=1), tick=False):
+        assert _claim(user).resumed is True  # at once, not after the lease
+
+
+@pytest.mark.django_db
+def test_an_unexpected_error_ends_the_lease_so_a_retry_resumes_at_once(
+    user: User, budget: list[int]
+) -> None:
+    def crash(record: IdempotencyRecord) -> str:
+        raise RuntimeError("boom")
+
+    with time_machine.travel(START, tick=False), pytest.raises(RuntimeError):
+        _run(user, crash)
+    record = IdempotencyRecord.objects.get()
+    assert (record.running, record.lease_until) == (True, START)
+    with time_machine.travel(START + timedelta(seconds=1), tick=False):
+        assert _claim(user).resumed is True
+
+
+@pytest.mark.django_db
+def test_an_answer_recorded_by_another_observer_meanwhile_is_the_answer(user: User) -> None:
+    """While the request ran, a provider event settled its operation: that stored answer is the
+    truth about how it ended, sent as it is (not a replay)."""
+
+    def settled_meanwhile(record: IdempotencyRecord) -> str:
+        idempotency_attach(record, "fnd_1")
+        assert idempotency_settle_error(resource="fnd_1", error=Declined("declined")) == 1
+        raise Invalid()
+
+    assert _run(user, settled_meanwhile) == StoredAnswer(
+        402, render_json(error_body("test_declined", "declined", None)), replayed=False
+    )
+    assert IdempotencyRecord.objects.get().running is False
+
+
+@pytest.mark.django_db
+def test_settling_an_error_keeps_it_only_for_running_records_of_that_resource(
+    user: User,
+) -> None:
+    mine = _claim(user).record
+    idempotency_attach(mine, "fnd_1")
+    other = _claim(user, key="k-2").record
+    idempotency_attach(other, "fnd_2")
+    finished = _claim(user, key="k-3").record
+    idempotency_attach(finished, "fnd_1")
+    idempotency_store(finished, status=201, body="{}")
+    assert idempotency_settle_error(resource="fnd_1", error=Invalid()) == 0  # changed nothing
+    assert idempotency_settle_error(resource="", error=Declined()) == 0
+    assert idempotency_settle_error(resource="fnd_1", error=Declined()) == 1
+    rows = {r.key: (r.running, r.response_status) for r in IdempotencyRecord.objects.all()}
+    assert rows == {"k-1": (False, 402), "k-2": (True, None), "k-3": (False, 201)}
+
+
+@pytest.mark.django_db
+def test_attaching_names_the_resource_on_the_record_and_in_the_database(user: User) -> None:
+    record = _claim(user).record
+    idempotency_attach(record, "erf_5")
+    assert record.resource == "erf_5"
+    assert IdempotencyRecord.objects.get().resource == "erf_5"
+    assert idempotency_attach_statements(None, "erf_5") == []
+    idempotency_attach(None, "erf_6")  # no key was sent: nothing to name
+    idempotency_attached(None, "erf_6")
+
+
+@pytest.mark.django_db
+def test_a_live_worker_renews_its_lease_and_a_finished_one_does_not(
+    user: User, budget: list[int]
+) -> None:
+    with time_machine.travel(START, tick=False):
+        record = _claim(user).record
+    later = START + timedelta(seconds=60)
+    with time_machine.travel(later, tick=False):
+        idempotency_renew(record, provider_calls=2)
+        idempotency_renew(None)
+    assert record.lease_until == later + timedelta(seconds=25)
+    assert IdempotencyRecord.objects.get().lease_until == later + timedelta(seconds=25)
+    idempotency_store(record, status=200, body="{}")
+    with time_machine.travel(later + timedelta(seconds=60), tick=False):
+        idempotency_renew(record)
+    assert IdempotencyRecord.objects.get().lease_until == later + timedelta(seconds=25)
+
+
+@pytest.mark.django_db
+def test_ending_a_lease_or_dropping_a_key_never_touches_a_finished_answer(user: User) -> None:
+    record = _claim(user).record
+    idempotency_store(record, status=201, body='{"a":1}')
+    before = IdempotencyRecord.objects.get()
+    idempotency_lease_end(record)
+    idempotency_drop(record)
+    after = IdempotencyRecord.objects.get()
+    assert (after.lease_until, after.response_body) == (before.lease_until, '{"a":1}')
+
+
+@pytest.mark.django_db
+def test_pruning_removes_finished_keys_older_than_the_limit_only(user: User) -> None:
+    old_done = _claim(user, key="old-done").record
+    old_running = _claim(user, key="old-running").record
+    young_done = _claim(user, key="young-done").record
+    for record in (old_done, young_done):
+        idempotency_store(record, status=200, body="{}")
+    now = timezone.now()
+    IdempotencyRecord.objects.filter(pk__in=[old_done.pk, old_running.pk]).update(
+        created_at=now - timedelta(days=31)
+    )
+    IdempotencyRecord.objects.filter(pk=young_done.pk).update(created_at=now - timedelta(days=29))
+    assert idempotency_prune(older_than_days=30) == 1
+    assert sorted(IdempotencyRecord.objects.values_list("key", flat=True)) == [
+        "old-running",
+        "young-done",
+    ]
+
+
+def test_a_stored_answer_is_the_json_renderers_bytes() -> None:
+    assert render_json({"b": 1.5, "a": None, "t": "é"}) == '{"b":1.5,"a":null,"t":"é"}'
