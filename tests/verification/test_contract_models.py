@@ -141,6 +141,22 @@ def test_every_place_that_takes_a_path_checks_it(
     assert where.split(".")[0] in message
 
 
+def test_the_paths_a_contract_names_are_kept_as_written() -> None:
+    contract = valid(lambda d: None)
+    assert contract.correlation[2].keys == {"charge": "$input.charge", "amount": "$input.amount"}
+    assert contract.channels[0].read is not None
+    assert contract.channels[0].read.id == "$action.result.id"
+    events = contract.channels[1].events
+    assert events is not None
+    assert (events.resource, events.idempotency_key) == ("$action.result.id", "$operation.id")
+    assert events.scope is not None and events.scope.equals == "$input.charge"
+    assert events.owner is not None
+    assert events.owner.equals == "$action.result.metadata.vouch_leg"
+    assert contract.verified[0].path == "$observed.refund_readback.id"
+    assert contract.verified[0].expected == "$action.result.id"
+    assert contract.verified[1].expected == ["pending", "requires_action", "succeeded"]
+
+
 def test_optional_event_paths_may_be_left_out() -> None:
     def drop(d: dict[str, Any]) -> None:
         events = d["channels"][1]["events"]
