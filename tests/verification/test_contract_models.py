@@ -149,7 +149,8 @@ def test_the_paths_a_contract_names_are_kept_as_written() -> None:
     events = contract.channels[1].events
     assert events is not None
     assert (events.resource, events.idempotency_key) == ("$action.result.id", "$operation.id")
-    assert events.scope is not None and events.scope.equals == "$input.charge"
+    assert events.scope is not None
+    assert events.scope.equals == "$input.charge"
     assert events.owner is not None
     assert events.owner.equals == "$action.result.metadata.vouch_leg"
     assert contract.verified[0].path == "$observed.refund_readback.id"
