@@ -82,6 +82,15 @@ def test_a_seed_is_read_in_any_base64_spelling(spelling: str) -> None:
     assert keys.public_key_of_seed(spelling) == PUBLIC_B64
 
 
+def test_a_seed_whose_base64_has_both_url_unsafe_characters_reads_the_same_url_safe() -> None:
+    seed = bytes([0xFB, 0xEF, 0xBE, 0xFF, 0xFF, 0xFF] * 5 + [1, 2])
+    standard = base64.b64encode(seed).decode()
+    assert {"+", "/"} <= set(standard)
+    url_safe = base64.urlsafe_b64encode(seed).decode().rstrip("=")
+    assert keys.public_key_of_seed(url_safe) == keys.public_key_of(seed)
+    assert keys.public_key_of_seed(standard) == keys.public_key_of(seed)
+
+
 @pytest.mark.parametrize("text", ["not base64!", "%%%%", SEED_B64[:-2] + "*="])
 def test_a_seed_that_is_not_base64_is_a_named_configuration_error(text: str) -> None:
     with pytest.raises(ReceiptKeyInvalid, match=r"^the signing key seed is not base64: "):
@@ -167,6 +176,32 @@ def test_no_signing_key_is_missing_not_invalid(settings: Any, value: Any) -> Non
     assert keys.signing_key_configured() is False
 
 
+def test_settings_without_any_signing_key_entry_have_no_signing_key(settings: Any) -> None:
+    del settings.RECEIPT_SIGNING_KEY
+    with pytest.raises(ReceiptKeyMissing):
+        keys.signing_key()
+
+
+def test_a_signing_key_without_an_id_setting_is_invalid(settings: Any) -> None:
+    settings.RECEIPT_SIGNING_KEY = SEED_B64
+    del settings.RECEIPT_SIGNING_KEY_ID
+    with pytest.raises(ReceiptKeyInvalid, match="RECEIPT_SIGNING_KEY_ID is empty"):
+        keys.signing_key()
+
+
+def test_a_signing_key_without_an_environment_setting_is_invalid(settings: Any) -> None:
+    settings.RECEIPT_SIGNING_KEY = SEED_B64
+    settings.RECEIPT_SIGNING_KEY_ID = "k1"
+    del settings.RECEIPT_SIGNING_ENVIRONMENT
+    with pytest.raises(ReceiptKeyInvalid, match="RECEIPT_SIGNING_ENVIRONMENT '' is not one of"):
+        keys.signing_key()
+
+
+def test_settings_without_a_trusted_keys_entry_trust_no_key(settings: Any) -> None:
+    del settings.RECEIPT_TRUSTED_KEYS
+    assert keys.trusted_keys() == {}
+
+
 def test_a_signing_key_without_an_id_is_invalid(settings: Any) -> None:
     settings.RECEIPT_SIGNING_KEY = SEED_B64
     settings.RECEIPT_SIGNING_KEY_ID = ""
@@ -217,6 +252,10 @@ def test_no_trusted_keys_is_an_empty_set(settings: Any, configured: Any) -> None
             "RECEIPT_TRUSTED_KEYS['k1'].environment 'staging' is not one of",
         ),
         ({"k1": {"public_key": PUBLIC_B64}}, "RECEIPT_TRUSTED_KEYS['k1'].environment '' is not"),
+        (
+            {"k1": {"environment": "sandbox"}},
+            "RECEIPT_TRUSTED_KEYS['k1'] must be 32 bytes of base64, not 0",
+        ),
         (
             {"k1": {"public_key": "***", "environment": "sandbox"}},
             "RECEIPT_TRUSTED_KEYS['k1'] is not base64",
