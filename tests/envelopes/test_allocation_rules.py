@@ -22,8 +22,15 @@ from envelopes.models import (
     RefundOperation,
 )
 from envelopes.selectors import ledger_breaches
-from envelopes.services import RefundAllocation, allocate_lifo, refund_allocate, refund_leg_release
+from envelopes.services import (
+    RefundAllocation,
+    allocate_lifo,
+    refund_allocate,
+    refund_leg_on_verdict,
+    refund_leg_release,
+)
 from envelopes.signals import refund_leg_released
+from verification.models import VerificationRun
 
 # --- allocate_lifo: (leg id, capacity) oldest first -> (leg id, share) newest first ------------
 
@@ -375,3 +382,72 @@ def test_a_long_reason_is_cut_to_the_journal_notes_200_characters(
     assert refund_leg_release(leg=leg, reason=reason) is True
     assert JournalEntry.objects.get(kind=JournalEntry.Kind.RELEASE).note == reason[:200]
     assert released[0]["reason"] == reason  # the listeners are told the whole reason
+
+
+# --- a verdict on a refund leg: which ones give the money back ---------------------------------
+
+
+def _verdict_on(leg: RefundLeg, verdict: str, verdict_class: str = "") -> VerificationRun:
+    run = VerificationRun.objects.create(
+        contract_id="stripe.refund.created",
+        contract_version=1,
+        operation_id=leg.idempotency_key,
+        operation_created_at=leg.reserved_at,
+        deadline_at=leg.reserved_at,
+        verdict=verdict,
+        verdict_class=verdict_class,
+        verdict_reason="the provider shows the refund failed",
+    )
+    RefundLeg.objects.filter(pk=leg.pk).update(verification_run=run)
+    return run
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("verdict", "verdict_class"),
+    [("FAILED", ""), ("FAILED", "amount"), ("CONTRADICTED", "reversed")],
+)
+def test_a_failed_or_reversed_verdict_gives_an_accepted_legs_money_back(
+    owner: User, released: list[dict[str, Any]], verdict: str, verdict_class: str
+) -> None:
+    leg = _leg_in(owner, LegOutcome.ACCEPTED, 2_000_000)
+    refund_leg_on_verdict(run=_verdict_on(leg, verdict, verdict_class))
+    assert _balances(leg) == (0, 0, 5_000_000, 5_000_000, 0, 0)
+    assert [r["reason"] for r in released] == [
+        f"verification {verdict}: the provider shows the refund failed"
+    ]
+    assert ledger_breaches() == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("verdict", "verdict_class"),
+    [
+        ("VERIFIED", ""),
+        ("PENDING", ""),
+        ("UNVERIFIABLE", "not at the provider"),
+        ("CONTRADICTED", "duplicate side effect"),  # a person resolves it: no money moves
+        ("CONTRADICTED", "amount"),
+        ("VERIFIED", "reversed"),
+    ],
+)
+def test_any_other_verdict_moves_no_money(
+    owner: User, released: list[dict[str, Any]], verdict: str, verdict_class: str
+) -> None:
+    leg = _leg_in(owner, LegOutcome.ACCEPTED, 2_000_000)
+    before = _balances(leg)
+    refund_leg_on_verdict(run=_verdict_on(leg, verdict, verdict_class))
+    assert _balances(leg) == before
+    assert released == []
+
+
+@pytest.mark.django_db
+def test_a_failed_verdict_on_a_run_of_no_refund_leg_moves_no_money(
+    owner: User, released: list[dict[str, Any]]
+) -> None:
+    leg = _leg_in(owner, LegOutcome.ACCEPTED, 2_000_000)
+    run = _verdict_on(leg, "FAILED")
+    RefundLeg.objects.filter(pk=leg.pk).update(verification_run=None)  # e.g. a funding charge's
+    refund_leg_on_verdict(run=run)
+    assert _balances(leg) == (2_000_000, 0, 3_000_000, 5_000_000, 2_000_000, 0)
+    assert released == []
