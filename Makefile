@@ -7,7 +7,7 @@ PORT ?= 8000
 APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox ops agents
 
 .DEFAULT_GOAL := help
-.PHONY: help run test soak lint typecheck check-migrations check-deploy lock clean
+.PHONY: help run test soak lint typecheck check-migrations check-deploy lock clean mutate
 
 help:
 	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat; PORT=8001 for another port); Ctrl-C stops all"
@@ -44,6 +44,14 @@ test: $(VENV)/.installed-dev
 SOAK_ARGS ?= --operations 200 --kills 2 --clients 4 --fault-rate 0.05 --seed 1 --settle-timeout 150
 soak: $(VENV)/.installed-dev
 	$(PY) bench/soak.py $(SOAK_ARGS)
+
+# Mutation testing of the core logic (bench/mutate.py, bench/MUTATION.md): a score per module and
+# every surviving mutant; the report goes into bench/MUTATION.md. Not run by CI (minutes on 2
+# cores). MUTATE_ARGS="--module envelopes.money --jobs 2" for one module.
+MUTATE_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/vouch_mutate
+MUTATE_ARGS ?=
+mutate: $(VENV)/.installed-dev
+	DATABASE_URL=$(MUTATE_DATABASE_URL) $(PY) bench/mutate.py --report bench/MUTATION.md $(MUTATE_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
