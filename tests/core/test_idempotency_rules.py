@@ -5,6 +5,7 @@ holds its key (Vouch's margin plus the provider's retry budget per call it is ab
 
 import hashlib
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ import time_machine
 from django.utils import timezone
 
 from accounts.models import User
+from core import db
 from core.api.responses import error_body
 from core.exceptions import VouchError
 from core.idempotency import (
@@ -502,11 +504,17 @@ def test_settling_an_error_keeps_it_only_for_running_records_of_that_resource(
     finished = _claim(user, key="k-3").record
     idempotency_attach(finished, "fnd_1")
     idempotency_store(finished, status=201, body="{}")
+    _claim(user, key="k-4")  # running, names nothing yet
     assert idempotency_settle_error(resource="fnd_1", error=Invalid()) == 0  # changed nothing
-    assert idempotency_settle_error(resource="", error=Declined()) == 0
+    assert idempotency_settle_error(resource="", error=Declined()) == 0  # names nothing
     assert idempotency_settle_error(resource="fnd_1", error=Declined()) == 1
     rows = {r.key: (r.running, r.response_status) for r in IdempotencyRecord.objects.all()}
-    assert rows == {"k-1": (False, 402), "k-2": (True, None), "k-3": (False, 201)}
+    assert rows == {
+        "k-1": (False, 402),
+        "k-2": (True, None),
+        "k-3": (False, 201),
+        "k-4": (True, None),
+    }
 
 
 @pytest.mark.django_db
@@ -570,3 +578,81 @@ def test_pruning_removes_finished_keys_older_than_the_limit_only(user: User) -> 
 
 def test_a_stored_answer_is_the_json_renderers_bytes() -> None:
     assert render_json({"b": 1.5, "a": None, "t": "é"}) == '{"b":1.5,"a":null,"t":"é"}'
+
+
+class _Died(BaseException):
+    """The process died at a crash point (os._exit, here caught so the test can look)."""
+
+
+@pytest.mark.django_db
+def test_a_process_that_dies_after_the_action_leaves_the_key_running_to_be_resumed(
+    user: User, settings: Any, monkeypatch: pytest.MonkeyPatch, budget: list[int]
+) -> None:
+    """SPEC §3's crash point between the work and its stored answer: nothing is stored, the key
+    stays leased, and after the lease the same key resumes what the record names."""
+
+    def die(status: int) -> None:
+        raise _Died(status)
+
+    settings.VOUCH_CRASH_AT = "idempotent_before_store"
+    monkeypatch.setattr(os, "_exit", die)
+
+    def create(record: IdempotencyRecord) -> str:
+        idempotency_attach(record, "erf_7")
+        return "erf_7"
+
+    with time_machine.travel(START, tick=False), pytest.raises(_Died):
+        _run(user, create)
+    record = IdempotencyRecord.objects.get()
+    assert (record.running, record.response_status, record.resource) == (True, None, "erf_7")
+    with time_machine.travel(START + timedelta(seconds=18), tick=False):
+        claim = _claim(user)
+    assert (claim.resumed, claim.record.resource) == (True, "erf_7")
+
+
+def _vanishing(monkeypatch: pytest.MonkeyPatch, user: User, times: int) -> None:
+    """Another request holds the key when this claim inserts its record, and drops it (its
+    validation error) before this claim reads it: `times` times in a row."""
+    real = db.execute
+    left = [times]
+
+    def execute(statements: Any) -> list[Any]:
+        mine = IdempotencyRecord.objects.filter(user=user, key="k-1")
+        if left[0] and not mine.exists():
+            IdempotencyRecord.objects.create(
+                user=user,
+                key="k-1",
+                operation=OPERATION,
+                surface=SURFACE_REST,
+                request_digest=body_digest({"other": 1}),
+                lease_until=timezone.now() + timedelta(minutes=1),
+            )
+        result = real(statements)
+        if left[0] and not result[0]:
+            left[0] -= 1
+            mine.delete()
+        return result
+
+    monkeypatch.setattr(db, "execute", execute)
+
+
+@pytest.mark.django_db
+def test_a_key_whose_record_was_dropped_meanwhile_is_claimed_anew(
+    user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _vanishing(monkeypatch, user, times=1)
+    claim = _claim(user)
+    assert (claim.replay, claim.resumed) == (False, False)
+    record = IdempotencyRecord.objects.get()
+    assert (record.pk, record.request_digest) == (claim.record.pk, body_digest({"amount_micro": 1}))
+
+
+@pytest.mark.django_db
+def test_a_key_whose_record_keeps_vanishing_is_answered_in_use_after_two_tries(
+    user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim does not loop: twice dropped under it, it answers 409 and the client retries."""
+    _vanishing(monkeypatch, user, times=2)
+    with pytest.raises(IdempotencyKeyInUse):
+        _claim(user)
+    assert not IdempotencyRecord.objects.exists()

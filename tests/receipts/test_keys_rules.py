@@ -212,13 +212,21 @@ def test_a_signing_key_without_an_id_is_invalid(settings: Any) -> None:
     ]
 
 
-@pytest.mark.parametrize("environment", ["", "staging", None])
-def test_a_signing_key_of_no_known_environment_is_invalid(settings: Any, environment: Any) -> None:
+@pytest.mark.parametrize(
+    ("environment", "named"), [("", "''"), (None, "''"), ("staging", "'staging'")]
+)
+def test_a_signing_key_of_no_known_environment_is_invalid_and_names_it(
+    settings: Any, environment: Any, named: str
+) -> None:
     settings.RECEIPT_SIGNING_KEY = SEED_B64
     settings.RECEIPT_SIGNING_KEY_ID = "k1"
     settings.RECEIPT_SIGNING_ENVIRONMENT = environment
-    with pytest.raises(ReceiptKeyInvalid, match="RECEIPT_SIGNING_ENVIRONMENT"):
+    with pytest.raises(ReceiptKeyInvalid) as caught:
         keys.signing_key()
+    assert str(caught.value) == (
+        f"RECEIPT_SIGNING_ENVIRONMENT {named} is not one of "
+        "['local-development', 'production', 'sandbox']"
+    )
 
 
 def test_the_trusted_keys_as_configured(settings: Any) -> None:
