@@ -87,6 +87,11 @@ def test_ordering_what_does_not_order_is_unknown_not_an_error(
         ({"a": 1}, {"a": 2}, False),
         ({}, {}, True),
         ([1], {"0": 1}, False),
+        ([1], 1, False),  # a list never equals what is not a list
+        ([], "", False),
+        ([], None, False),
+        ({}, [], False),
+        ({"a": 1}, "a", False),
         ("1", 1, False),
         (None, None, True),
         (False, False, True),
