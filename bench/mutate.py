@@ -409,7 +409,7 @@ def _live_function(module: types.ModuleType, qualname: str, firstlineno: int) ->
             and code.co_firstlineno == firstlineno
         ):
             return cand
-        for attr in ("__wrapped__", "__func__", "fget", "fset", "fdel", "run"):
+        for attr in ("__wrapped__", "__func__", "fget", "fset", "fdel", "func", "run"):
             todo.append(getattr(cand, attr, None))
     return None
 
@@ -431,6 +431,12 @@ def install_mutant(module: types.ModuleType, tree: ast.Module, mutant: Mutant) -
         live.__code__ = new
     except ValueError as exc:  # free variables differ
         raise RuntimeError(f"cannot swap the code of {mutant.qualname}: {exc}") from exc
+    # What the module cached with the original code (e.g. a @cache registry filled when Django
+    # started) is computed again, by the mutant, as in a process that had it from the start.
+    for value in list(vars(module).values()):
+        clear = getattr(value, "cache_clear", None)
+        if callable(clear):
+            clear()
 
 
 def _function_line(tree: ast.Module, qualname: str) -> int:
@@ -660,53 +666,58 @@ def run_mutants(
     results: dict[int, Outcome] = {}
     counts = {"killed": 0, "survived": 0, "timeout": 0, "error": 0}
     _close_connections()
-    while queue or running:
-        while queue and free_slots:
-            index, mutant = queue.pop(0)
-            slot = free_slots.pop(0)
-            log = str(logdir / f"mutant-{index}.log")
+    try:
+        while queue or running:
+            while queue and free_slots:
+                index, mutant = queue.pop(0)
+                slot = free_slots.pop(0)
+                log = str(logdir / f"mutant-{index}.log")
 
-            def setup(m: Mutant = mutant, s: int = slot) -> None:
-                if db is not None:
-                    db.use(s, fast=True)
-                install_mutant(module, tree, m)
+                def setup(m: Mutant = mutant, s: int = slot) -> None:
+                    if db is not None:
+                        db.use(s, fast=True)
+                    install_mutant(module, tree, m)
 
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover
-                _child(_pytest(tests), log, setup)
-            running[pid] = (index, mutant, time.monotonic(), slot)
-        pid, status = os.waitpid(-1, os.WNOHANG)
-        now = time.monotonic()
-        if pid == 0:
-            for child, (_, _, started, _) in list(running.items()):
-                if now - started > timeout:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(child, signal.SIGKILL)
-            time.sleep(0.01)
-            continue
-        if pid not in running:
-            continue
-        index, mutant, started, slot = running.pop(pid)
-        free_slots.append(slot)
-        code = os.waitstatus_to_exitcode(status)
-        took = now - started
-        if code == 0:
-            outcome = "survived"
-        elif code == ERROR_EXIT or code in (4, 5):  # could not install; pytest usage; no tests
-            outcome = "error"
-        elif code == -signal.SIGKILL and took > timeout:
-            outcome = "timeout"
-        else:
-            outcome = "killed"
-        if outcome in {"killed", "timeout"}:
-            with contextlib.suppress(OSError):
-                os.unlink(logdir / f"mutant-{index}.log")
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # what the child left
-            os.killpg(pid, signal.SIGKILL)
-        results[index] = Outcome(mutant, outcome, took)
-        counts[outcome] += 1
-        if progress is not None:
-            progress(len(results), counts)
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover
+                    _child(_pytest(tests), log, setup)
+                running[pid] = (index, mutant, time.monotonic(), slot)
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            now = time.monotonic()
+            if pid == 0:
+                for child, (_, _, started, _) in list(running.items()):
+                    if now - started > timeout:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(child, signal.SIGKILL)
+                time.sleep(0.01)
+                continue
+            if pid not in running:
+                continue
+            index, mutant, started, slot = running.pop(pid)
+            free_slots.append(slot)
+            code = os.waitstatus_to_exitcode(status)
+            took = now - started
+            if code == 0:
+                outcome = "survived"
+            elif code == ERROR_EXIT or code in (4, 5):  # could not install; pytest usage; no tests
+                outcome = "error"
+            elif code == -signal.SIGKILL and took > timeout:
+                outcome = "timeout"
+            else:
+                outcome = "killed"
+            if outcome in {"killed", "timeout"}:
+                with contextlib.suppress(OSError):
+                    os.unlink(logdir / f"mutant-{index}.log")
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # what the child left
+                os.killpg(pid, signal.SIGKILL)
+            results[index] = Outcome(mutant, outcome, took)
+            counts[outcome] += 1
+            if progress is not None:
+                progress(len(results), counts)
+    finally:  # interrupted: no child outlives the run
+        for child in running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child, signal.SIGKILL)
     return [results[i] for i in range(len(mutants))]
 
 
