@@ -55,8 +55,9 @@ def test_a_signature_is_base64url_without_padding() -> None:
     assert len(signature) == 86  # 64 bytes, unpadded
 
 
-@pytest.mark.parametrize("raw", [b"", b"\xfb", b"\xfb\xff", b"\xfb\xff\xfe", bytes(range(256))])
-def test_base64url_round_trips_any_length_without_padding(raw: bytes) -> None:
+@pytest.mark.parametrize("length", [*range(66), 256])
+def test_base64url_round_trips_any_length_without_padding(length: int) -> None:
+    raw = bytes((0xFB + 7 * i) % 256 for i in range(length))
     text = keys.b64url_encode(raw)
     assert "=" not in text
     assert keys.b64url_decode(text) == raw
@@ -107,7 +108,7 @@ def test_a_seed_of_another_length_than_32_bytes_is_refused_with_its_length(lengt
 
 @pytest.mark.parametrize("length", [31, 33])
 def test_encode_seed_takes_exactly_32_bytes(length: int) -> None:
-    with pytest.raises(ValueError, match="32 bytes"):
+    with pytest.raises(ValueError, match=r"^an Ed25519 seed is 32 bytes$"):
         keys.encode_seed(bytes(length))
 
 
@@ -170,8 +171,12 @@ def test_the_signing_key_as_configured(settings: Any) -> None:
 def test_no_signing_key_is_missing_not_invalid(settings: Any, value: Any) -> None:
     settings.RECEIPT_SIGNING_KEY = value
     assert keys.signing_key_configured() is False
-    with pytest.raises(ReceiptKeyMissing, match="Set RECEIPT_SIGNING_KEY"):
+    with pytest.raises(ReceiptKeyMissing) as caught:
         keys.signing_key()
+    assert str(caught.value) == (  # the operator is told how to make one
+        "Set RECEIPT_SIGNING_KEY (and RECEIPT_SIGNING_KEY_ID): "
+        "`python manage.py receipt_keygen` makes one."
+    )
     del settings.RECEIPT_SIGNING_KEY
     assert keys.signing_key_configured() is False
 
