@@ -676,15 +676,17 @@ def cpu_line(phase: Phase) -> str:
 
 def sql_line(phase: Phase) -> str:
     """SQL statements, transactions, round trips (executes, some sending several statements at
-    once, + BEGIN and COMMIT of each transaction: psycopg sends each alone) and new connections
-    per ok request."""
+    once, + BEGIN and COMMIT of each transaction through Django's atomic: psycopg sends each alone;
+    a fused transaction's travel with its statements) and new connections per ok request."""
     per = {
-        name: phase.cores[name] * phase.wall / phase.good if phase.good else math.nan
-        for name in ("statements", "transactions", "connections", "executes")
+        name: phase.cores.get(name, 0.0) * phase.wall / phase.good if phase.good else math.nan
+        for name in ("statements", "transactions", "connections", "executes", "fused")
     }
     trips = per["executes"] + 2 * per["transactions"]
     return (
-        f"{per['statements']:.2f} statements, {per['transactions']:.2f} transactions, "
+        f"{per['statements']:.2f} statements, "
+        f"{per['transactions'] + per['fused']:.2f} transactions "
+        f"({per['fused']:.2f} with BEGIN/COMMIT sent along), "
         f"~{trips:.2f} round trips, {per['connections']:.3f} new connections"
     )
 

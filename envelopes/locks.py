@@ -27,7 +27,11 @@ def lock_owned_envelope(*, public_id: str, owner: User) -> Envelope:
 
 
 def lock_envelope_with_funding(
-    *, envelope_id: int | None = None, public_id: str = "", owner: User | None = None
+    *,
+    envelope_id: int | None = None,
+    public_id: str = "",
+    owner: User | None = None,
+    within: db.Transaction | None = None,
 ) -> tuple[Envelope, list[FundingLeg]]:
     """An envelope locked (by id, or by public id and owner: another buyer's answers exactly as a
     missing one) and its succeeded funding legs, oldest first: what a refund allocates from. One
@@ -35,7 +39,8 @@ def lock_envelope_with_funding(
     transaction, as the ORM's two queries would. Two statements, not one join: a statement that
     waited for the lock sees the envelope as its holder left it but joined rows as they were when
     it began, and would allocate from legs a refund just reserved (READ COMMITTED: each statement
-    has a snapshot of its own)."""
+    has a snapshot of its own). `within`: the transaction it opens (core.db.Transaction), else the
+    caller's."""
     params: list[Any]
     if envelope_id is not None:
         where, params = "id = %s", [envelope_id]
@@ -44,7 +49,7 @@ def lock_envelope_with_funding(
             raise TypeError("an envelope by public id needs its owner")
         where, params = "public_id = %s AND owner_id = %s", [public_id, owner.pk]
     table = connection.ops.quote_name(Envelope._meta.db_table)
-    envelope_rows, leg_rows = db.execute(
+    envelope_rows, leg_rows = (within.execute if within is not None else db.execute)(
         [
             db.select(Envelope, where, params, lock=True),
             db.select(

@@ -707,10 +707,10 @@ def envelope_refund(
     id, micro), …]); if the allocation made under the envelope's lock differs, RefundChanged and
     nothing is reserved.
 
-    Phase 1 is two round trips to PostgreSQL inside its transaction: the envelope locked with its
-    funding legs, then every write (the operation, each leg with its funding leg's and the
-    envelope's movement and journal entry, the idempotency record naming the operation) as one
-    batch of plain SQL (core.db)."""
+    Phase 1 is one transaction of two round trips to PostgreSQL (core.db.Transaction: BEGIN sent
+    with the first, COMMIT with the second): the envelope locked with its funding legs, then every
+    write (the operation, each leg with its funding leg's and the envelope's movement and journal
+    entry, the idempotency record naming the operation) as one batch of plain SQL."""
     if idempotency is not None and idempotency.resource:  # a resumed request: continue it
         operation = RefundOperation.objects.get(public_id=idempotency.resource)
         return refund_send(operation=operation, idempotency=idempotency)
@@ -718,11 +718,13 @@ def envelope_refund(
         not isinstance(amount_micro, int) or isinstance(amount_micro, bool) or amount_micro <= 0
     ):
         raise InvalidAmount("amount_micro must be a positive integer number of micro-dollars.")
-    with transaction.atomic():
+    with db.Transaction() as reserve:
         if envelope is not None:
-            locked, funding = lock_envelope_with_funding(envelope_id=envelope.pk)
+            locked, funding = lock_envelope_with_funding(envelope_id=envelope.pk, within=reserve)
         else:  # the API: find and lock the caller's envelope (another's answers as a missing one)
-            locked, funding = lock_envelope_with_funding(public_id=str(envelope_id), owner=actor)
+            locked, funding = lock_envelope_with_funding(
+                public_id=str(envelope_id), owner=actor, within=reserve
+            )
         allocation = refund_allocate(locked, amount_micro, funding)
         if expected is not None and expected != allocation.shape:
             raise RefundChanged(details={"unspent_micro": locked.unspent_micro})
@@ -758,7 +760,7 @@ def envelope_refund(
                 ),
             ]
         writes += idempotency_attach_statements(idempotency, operation.public_id)
-        results = db.execute(writes)
+        results = reserve.execute(writes, commit=True)
         db.inserted(operation, results[0])
         for leg, index in reserved:
             db.inserted(leg, results[index])
@@ -878,45 +880,44 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
     recorded_envelope = None
     leg.operation.recorded_envelope = None
     try:
-        with transaction.atomic():
-            # Each branch's first statement updates the envelope, which takes its row lock before
-            # the leg's (the lock order); a leg recorded meanwhile rolls everything back.
-            if outcome.accepted:
-                refund = outcome.require()
-                run, writes, run_at = _accepted_statements(leg, refund, now)
-                results = db.execute(writes)
-                if not results[-2]:  # the leg's conditional UPDATE
-                    raise _AlreadyRecorded
-                run.saved(results[run_at])
-                recorded_envelope = db.instances(Envelope, results[0])[0]
-                changed = {
-                    "outcome": LegOutcome.ACCEPTED,
-                    "provider_refund_id": refund["id"],
-                    "decided_at": now,
-                    "verification_run": run.run,
-                }
-            elif outcome.refused:
-                code = outcome.error_code or "refused"
-                lock_envelope(envelope_id)  # the lock order: envelope, then leg
-                changed = {
-                    "outcome": LegOutcome.REFUSED,
-                    "error_code": code,
-                    "decided_at": now,
-                }
-                if not _open_leg(leg).update(attempts=F("attempts") + 1, **changed):
-                    raise _AlreadyRecorded
-                # The money goes back through the one release service, like every release.
-                refund_leg_release(leg=leg, reason=f"refused: {code}")
-                changed["released"] = True
-            else:
-                # No money moves: the conditional update alone decides (no envelope lock needed).
-                changed = {
-                    "outcome": LegOutcome.UNKNOWN,
-                    "error_code": outcome.error_code or "unknown",
-                }
-                if not _open_leg(leg).update(attempts=F("attempts") + 1, **changed):
-                    raise _AlreadyRecorded
-    except (_AlreadyRecorded, IntegrityError):  # recorded first by another caller
+        # Each branch's first statement updates the envelope, which takes its row lock before the
+        # leg's (the lock order); a leg recorded meanwhile rolls everything back.
+        if outcome.accepted:  # one transaction of one round trip (core.db.execute_atomic)
+            refund = outcome.require()
+            run, writes, run_at = _accepted_statements(leg, refund, now)
+            results = db.execute_atomic(writes, must_change=len(writes) - 2)  # the leg's UPDATE
+            run.saved(results[run_at])
+            recorded_envelope = db.instances(Envelope, results[0])[0]
+            changed = {
+                "outcome": LegOutcome.ACCEPTED,
+                "provider_refund_id": refund["id"],
+                "decided_at": now,
+                "verification_run": run.run,
+            }
+        else:
+            with transaction.atomic():
+                if outcome.refused:
+                    code = outcome.error_code or "refused"
+                    lock_envelope(envelope_id)  # the lock order: envelope, then leg
+                    changed = {
+                        "outcome": LegOutcome.REFUSED,
+                        "error_code": code,
+                        "decided_at": now,
+                    }
+                    if not _open_leg(leg).update(attempts=F("attempts") + 1, **changed):
+                        raise _AlreadyRecorded
+                    # The money goes back through the one release service, like every release.
+                    refund_leg_release(leg=leg, reason=f"refused: {code}")
+                    changed["released"] = True
+                else:
+                    # No money moves: the conditional update alone decides (no envelope lock).
+                    changed = {
+                        "outcome": LegOutcome.UNKNOWN,
+                        "error_code": outcome.error_code or "unknown",
+                    }
+                    if not _open_leg(leg).update(attempts=F("attempts") + 1, **changed):
+                        raise _AlreadyRecorded
+    except (_AlreadyRecorded, db.NothingChanged, IntegrityError):  # recorded first by another
         leg.refresh_from_db()
         return leg
     for name, value in changed.items():

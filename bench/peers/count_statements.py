@@ -1,9 +1,11 @@
 """gunicorn config (`-c bench/peers/count_statements.py`) for bench/refund_api.py --against:
 each worker counts its SQL statements (Django's CursorWrapper.execute / executemany), its
 commits and rollbacks and its new connections into a small file of its own under
-$BENCH_STATEMENTS_DIR, which the bench sums. A bench instrument: the application's code is the
-same with or without it. $BENCH_GUNICORN_INCLUDE names a config file this one includes first
-(Vouch's ./gunicorn.conf.py, which `-c` would otherwise replace); the peer has none.
+$BENCH_STATEMENTS_DIR, which the bench sums (transactions whose BEGIN and COMMIT went with the
+statements, core.db.Transaction, apart: they cost no round trip of their own). A bench
+instrument: the application's code is the same with or without it. $BENCH_GUNICORN_INCLUDE
+names a config file this one includes first (Vouch's ./gunicorn.conf.py, which `-c` would
+otherwise replace); the peer has none.
 $BENCH_STATEMENTS_SQL, when set, is a path prefix: each worker also appends the start of every
 statement it runs to `<prefix>.<pid>` (to see which statements a refund makes)."""
 
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-FIELDS = ("statements", "transactions", "connections", "executes")
+FIELDS = ("statements", "transactions", "connections", "executes", "fused")
 BATCH_SEPARATOR = ";\n"  # core.db.BATCH_SEPARATOR: statements sent together in one execute
 LAYOUT = "<" + "q" * len(FIELDS)
 
@@ -64,7 +66,12 @@ def post_worker_init(worker: Any) -> None:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if index == 0:  # one execute: one round trip, and the statements it sends
                 bump(3)
-                bump(0, str(args[1]).count(BATCH_SEPARATOR) + 1)
+                parts = str(args[1]).split(BATCH_SEPARATOR)
+                # BEGIN and COMMIT sent with the statements (core.db.Transaction) are no statement:
+                # each COMMIT is one transaction that cost no round trip of its own.
+                control = sum(part in ("BEGIN", "COMMIT") for part in parts)
+                bump(0, len(parts) - control)
+                bump(4, sum(part == "COMMIT" for part in parts))
             else:
                 bump(index)
             if log is not None:

@@ -128,3 +128,164 @@ def test_no_statements_touch_no_connection() -> None:
     with CaptureQueriesContext(connection) as queries:
         assert db.execute([]) == []
     assert queries.captured_queries == []
+
+
+# --- whole transactions: BEGIN and COMMIT sent with the statements ------------------------------
+
+
+def _keys(*names: str) -> list[db.Statement]:
+    table = connection.ops.quote_name(RunKey._meta.db_table)
+    run_id, params = db.Ref(VerificationRun, "run-a").sql()
+    return [
+        db.Statement(
+            f"INSERT INTO {table} (run_id, name, value) VALUES ({run_id}, %s, %s)",  # noqa: S608
+            (*params, name, "v"),
+        )
+        for name in names
+    ]
+
+
+def _atomic_blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the atomic blocks entered (each one's BEGIN and COMMIT are round trips of their own,
+    which the query log does not show)."""
+    entered: list[int] = []
+    real = transaction.Atomic.__enter__
+
+    def spy(self: Any) -> None:
+        entered.append(1)
+        real(self)
+
+    monkeypatch.setattr(transaction.Atomic, "__enter__", spy)
+    return entered
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_alone_in_its_transaction_is_one_round_trip_with_no_begin_or_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+    entered = _atomic_blocks(monkeypatch)
+
+    with CaptureQueriesContext(connection) as queries:
+        results = db.execute_atomic([db.insert(run), *_keys("one", "two")])
+
+    assert len(queries.captured_queries) == 1
+    assert not entered
+    assert results[1:] == [1, 1]
+    assert RunKey.objects.filter(run__public_id="run-a").count() == 2
+    assert not db.in_transaction()  # committed: nothing left open on the server
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_statement_keeps_nothing_of_a_batch_alone_in_its_transaction() -> None:
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+    with pytest.raises(IntegrityError):
+        db.execute_atomic([db.insert(run), *_keys("one", "one")])  # the key's unique constraint
+
+    assert not VerificationRun.objects.filter(public_id="run-a").exists()
+    assert not db.in_transaction()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("outside", [True, False], ids=["fused", "inside-atomic"])
+def test_must_change_keeps_nothing_when_its_statement_changed_no_row(outside: bool) -> None:
+    """The guard of a conditional UPDATE (a leg recorded meanwhile): no row changed, nothing of the
+    transaction kept, NothingChanged raised; one row changed, its count answered. The same on the
+    fused path and inside a caller's transaction (a savepoint)."""
+    table = connection.ops.quote_name(VerificationRun._meta.db_table)
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+    set_attempt = db.Statement(
+        f"UPDATE {table} SET attempts_made = 2 WHERE public_id = %s AND attempts_made = %s",  # noqa: S608
+        ("run-a", 0),
+    )
+
+    def attempt(statements: list[db.Statement]) -> list[Any]:
+        if outside:
+            return db.execute_atomic(statements, must_change=1)
+        with transaction.atomic():  # a caller's transaction, which goes on afterwards
+            try:
+                return db.execute_atomic(statements, must_change=1)
+            except db.NothingChanged:
+                assert VerificationRun.objects.filter(public_id="run-a").exists()  # still usable
+                raise
+
+    results = attempt([db.insert(run), set_attempt, *_keys("one")])
+    assert results[1] == 1
+    assert VerificationRun.objects.get(public_id="run-a").attempts_made == 2
+
+    again = _prepared("run-b").run
+    again.public_id = "run-b"
+    with pytest.raises(db.NothingChanged):  # attempts_made is 2 now: the UPDATE changes no row
+        attempt([db.insert(again), set_attempt, *_keys("two")])
+    assert not VerificationRun.objects.filter(public_id="run-b").exists()
+    assert not RunKey.objects.filter(name="two").exists()
+    assert not db.in_transaction()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_of_two_batches_sends_begin_and_commit_with_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+    entered = _atomic_blocks(monkeypatch)
+
+    with CaptureQueriesContext(connection) as queries, db.Transaction() as block:
+        block.execute([db.insert(run)])
+        assert db.in_transaction()  # the server holds it open between the batches
+        block.execute(_keys("one"), commit=True)
+
+    sent = [q["sql"] for q in queries.captured_queries]
+    assert len(sent) == 2
+    assert sent[0].startswith("BEGIN;")
+    assert sent[1].endswith("COMMIT")
+    assert not entered
+    assert not db.in_transaction()
+    assert RunKey.objects.filter(run__public_id="run-a").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("failure", ["python", "sql"])
+def test_a_transaction_left_by_an_exception_is_rolled_back(failure: str) -> None:
+    """An exception between the batches (a refusal decided in Python) or a statement that fails:
+    what the first batch wrote is gone, the connection is usable and idle."""
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+
+    def reserve() -> None:
+        with db.Transaction() as block:
+            block.execute([db.insert(run)])
+            if failure == "python":
+                raise ValueError("refused")
+            block.execute(_keys("one", "one"), commit=True)
+
+    with pytest.raises((ValueError, IntegrityError)):
+        reserve()
+
+    assert not db.in_transaction()
+    assert not VerificationRun.objects.filter(public_id="run-a").exists()
+
+
+def test_inside_a_callers_transaction_the_same_calls_use_a_savepoint() -> None:
+    """In a transaction already (here the test's): no BEGIN or COMMIT of its own; a failure rolls
+    back only what the block wrote, and the caller's transaction goes on."""
+    kept = _prepared("kept").run
+    kept.save()
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+
+    def reserve() -> None:
+        with db.Transaction() as block:
+            block.execute([db.insert(run)])
+            block.execute(_keys("one", "one"), commit=True)
+
+    with CaptureQueriesContext(connection) as queries, pytest.raises(IntegrityError):
+        reserve()
+
+    assert not any(q["sql"].startswith(("BEGIN", "COMMIT")) for q in queries.captured_queries)
+    assert any("SAVEPOINT" in q["sql"] for q in queries.captured_queries)
+    assert not VerificationRun.objects.filter(public_id="run-a").exists()
+    assert VerificationRun.objects.filter(pk=kept.pk).exists()

@@ -6,8 +6,8 @@ single request path records whether a transaction was open at each call."""
 from typing import Any
 
 import pytest
-from django.db import connection
 
+from core import db
 from disputes import services
 from disputes.services import _reserve_filing, filings_resume
 from providers.stripe_provider import StripeProvider
@@ -25,7 +25,7 @@ def test_no_dispute_flow_calls_the_provider_inside_a_transaction(
     real_call = StripeProvider._call
 
     def spy(self: StripeProvider, request: Any, **kwargs: Any) -> Any:
-        calls.append((str(kwargs.get("idempotency_key")), connection.in_atomic_block))
+        calls.append((str(kwargs.get("idempotency_key")), db.in_transaction()))
         return real_call(self, request, **kwargs)
 
     monkeypatch.setattr(StripeProvider, "_call", spy)
@@ -70,7 +70,7 @@ def test_a_filing_with_a_file_uploads_it_outside_any_transaction(
     real_call = StripeProvider._call
 
     def spy(self: StripeProvider, request: Any, **kwargs: Any) -> Any:
-        calls.append((getattr(request, "__qualname__", ""), connection.in_atomic_block))
+        calls.append((getattr(request, "__qualname__", ""), db.in_transaction()))
         return real_call(self, request, **kwargs)
 
     monkeypatch.setattr(StripeProvider, "_call", spy)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.db import connection
 from django.utils import timezone
 
+from core import db
 from envelopes import services
 from envelopes.models import LegOutcome, RefundLeg
 from providers.stripe_provider import StripeProvider
@@ -33,7 +33,7 @@ def test_no_flow_calls_the_provider_inside_a_transaction(
     real_call = StripeProvider._call
 
     def spy(self: StripeProvider, request: Any, **kwargs: Any) -> Any:
-        calls.append(connection.in_atomic_block)
+        calls.append(db.in_transaction())
         return real_call(self, request, **kwargs)
 
     monkeypatch.setattr(StripeProvider, "_call", spy)
@@ -89,7 +89,7 @@ def test_lookups_events_and_adjustments_call_the_provider_outside_transactions(
     real_call = StripeProvider._call
 
     def spy(self: StripeProvider, request: Any, **kwargs: Any) -> Any:
-        calls.append((request.__qualname__, connection.in_atomic_block))
+        calls.append((request.__qualname__, db.in_transaction()))
         return real_call(self, request, **kwargs)
 
     def person(name: str, app: str, codename: str) -> User:

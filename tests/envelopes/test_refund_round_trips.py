@@ -97,3 +97,37 @@ def test_a_keyed_refund_claims_its_key_in_one_statement_and_names_the_refund_in_
     replay = alice.post(path, {"amount_micro": 1_000_000}, key="round-trips")
     assert replay.json() == response.json()
     assert replay["Idempotent-Replayed"] == "true"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_any_transaction_begin_and_commit_travel_with_the_statements(
+    alice: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a request runs in production (autocommit, no test transaction around it): the reserve's
+    BEGIN goes with the lock and its COMMIT with the writes, the record is one implicit
+    transaction, and no atomic block adds BEGIN/COMMIT round trips of its own: four in all."""
+    from django.db import transaction
+
+    envelope_id = alice.create(5_000_000)["envelope_id"]
+    entered: list[int] = []
+    real = transaction.Atomic.__enter__
+
+    def spy(self: Any) -> None:
+        entered.append(1)
+        real(self)
+
+    monkeypatch.setattr(transaction.Atomic, "__enter__", spy)
+
+    data, sent = _refund(alice, envelope_id, {"amount_micro": 1_000_000})
+
+    assert data["status"] == "refunded"
+    assert not entered
+    assert len(sent) == 4, sent
+    _, lock, reserve, record = sent
+    assert lock.startswith("BEGIN;")
+    assert reserve.endswith("COMMIT")
+    assert "BEGIN" not in record
+    assert "COMMIT" not in record
+    row = Envelope.objects.get(public_id=envelope_id)
+    assert data["balances"]["unspent_micro"] == row.unspent_micro == 4_000_000
+    assert row.reserved_micro == 0
