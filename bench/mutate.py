@@ -658,6 +658,7 @@ def run_mutants(
     db: _Db | None,
     logdir: Path,
     progress: Callable[[int, dict[str, int]], None] | None = None,
+    keep_logs: bool = False,
 ) -> list[Outcome]:
     """Each mutant in a forked child (at most `jobs` at once); killed, survived, timeout, error."""
     queue = list(enumerate(mutants))
@@ -705,7 +706,7 @@ def run_mutants(
                 outcome = "timeout"
             else:
                 outcome = "killed"
-            if outcome in {"killed", "timeout"}:
+            if outcome in {"killed", "timeout"} and not keep_logs:
                 with contextlib.suppress(OSError):
                     os.unlink(logdir / f"mutant-{index}.log")
             with contextlib.suppress(ProcessLookupError, PermissionError):  # what the child left
@@ -730,6 +731,7 @@ class ModuleResult:
     outcomes: list[Outcome]
     stale: list[str]
     seconds: float
+    mutant_seconds: float = 0.0  # the mutants' part (without imports and the baseline)
 
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
@@ -841,7 +843,15 @@ def _progress_printer(module: str, total: int) -> Callable[[int, dict[str, int]]
     return show
 
 
-def run_module(cfg: ModuleConfig, *, jobs: int, logdir: Path, use_db: bool = True) -> ModuleResult:
+def run_module(
+    cfg: ModuleConfig,
+    *,
+    jobs: int,
+    logdir: Path,
+    use_db: bool = True,
+    only: list[str] | None = None,
+    keep_logs: bool = False,
+) -> ModuleResult:
     import importlib
 
     started = time.monotonic()
@@ -851,6 +861,9 @@ def run_module(cfg: ModuleConfig, *, jobs: int, logdir: Path, use_db: bool = Tru
     ids = {m.id for m in mutants}
     stale = [i for i in cfg.equivalent if i not in ids]
     to_run = [m for m in mutants if m.id not in cfg.equivalent]
+    if only:
+        mutants = [m for m in mutants if m.id in only]
+        to_run = [m for m in to_run if m.id in only]
     db = _Db() if use_db else None
     preimport(cfg.tests, cfg.root)
     took = baseline(cfg, db, logdir)
@@ -862,6 +875,7 @@ def run_module(cfg: ModuleConfig, *, jobs: int, logdir: Path, use_db: bool = Tru
         f"baseline {took:.1f} s, timeout {timeout:.0f} s",
         flush=True,
     )
+    mutants_started = time.monotonic()
     ran = run_mutants(
         module,
         tree,
@@ -872,10 +886,13 @@ def run_module(cfg: ModuleConfig, *, jobs: int, logdir: Path, use_db: bool = Tru
         db=db,
         logdir=logdir,
         progress=_progress_printer(cfg.module, len(to_run)),
+        keep_logs=keep_logs,
     )
     by_id = {o.mutant.id: o for o in ran}
     outcomes = [by_id.get(m.id) or Outcome(m, "equivalent") for m in mutants]
-    return ModuleResult(cfg, outcomes, stale, time.monotonic() - started)
+    return ModuleResult(
+        cfg, outcomes, stale, time.monotonic() - started, time.monotonic() - mutants_started
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -887,7 +904,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fail-under", type=float, default=95.0, help="score bar (default 95)")
     parser.add_argument("--config-dir", type=Path, default=CONFIG_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, default=REPO, help=argparse.SUPPRESS)
-    parser.add_argument("--keep-logs", action="store_true", help="keep every mutant's pytest log")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep every mutant's pytest log (mutant-<n>.log)"
+    )
+    parser.add_argument(
+        "--mutant", action="append", metavar="ID", help="run only this mutant (repeatable)"
+    )
     args = parser.parse_args(argv)
 
     root = args.root.resolve()
@@ -897,6 +919,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"mutate: no config for {unknown} in {args.config_dir}", file=sys.stderr)
         return 2
+    if args.mutant:  # only the modules that have one of them
+        wanted = set(args.mutant)
+        names = [
+            n
+            for n, cfg in ((n, configs[n]) for n in names)
+            if any(
+                m.id in wanted
+                for m in find_mutants(ast.parse(cfg.source.read_text()), cfg.functions)
+            )
+        ]
+        if not names:
+            print(f"mutate: no module has a mutant {sorted(wanted)}", file=sys.stderr)
+            return 2
     if args.list:
         for name in names:
             cfg = configs[name]
@@ -920,7 +955,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = []
     for name in names:
-        result = run_module(configs[name], jobs=max(1, args.jobs), logdir=logdir, use_db=use_db)
+        result = run_module(
+            configs[name],
+            jobs=max(1, args.jobs),
+            logdir=logdir,
+            use_db=use_db,
+            only=args.mutant,
+            keep_logs=args.keep_logs,
+        )
         print_module(result)
         results.append(result)
     print("\nmodule                              mutants  killed  survived  equiv  errors   score")
@@ -931,8 +973,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     total_run = sum(len(r.outcomes) - r.count("equivalent") for r in results)
     total_s = sum(r.seconds for r in results)
+    mutant_s = sum(r.mutant_seconds for r in results)
     if total_run:
-        print(f"{total_run} mutants run in {total_s:.0f} s ({total_s / total_run:.2f} s each)")
+        print(
+            f"{total_run} mutants in {total_s:.0f} s; the mutants' part {mutant_s:.0f} s "
+            f"({mutant_s / total_run:.2f} s per mutant with {args.jobs} job(s))"
+        )
     if args.report:
         write_report(args.report, markdown(results, args.fail_under))
         print(f"report: {args.report}")
