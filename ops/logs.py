@@ -158,7 +158,10 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
 
 
 def request_started(request: Any, **kwargs: Any) -> None:
+    """The start time, and `ip`: the address the connection came from (never a header a client
+    can set; behind a proxy, the proxy's)."""
     request._vouch_started = time.perf_counter()
+    structlog.contextvars.bind_contextvars(ip=request.META.get("REMOTE_ADDR"))
 
 
 def request_finished(request: Any, log_kwargs: dict[str, Any], **kwargs: Any) -> None:

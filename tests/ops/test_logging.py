@@ -59,6 +59,18 @@ def test_an_anonymous_refused_request_is_one_line_with_a_warning_level(log_tap: 
 
 
 @pytest.mark.django_db
+def test_the_request_lines_ip_is_the_connections_address_not_a_header_a_client_sets(
+    log_tap: LogTap,
+) -> None:
+    log_tap.clear()
+    client = Client(REMOTE_ADDR="198.51.100.7", HTTP_X_FORWARDED_FOR="203.0.113.99")
+    response = client.get("/api/v1/me")
+    assert response.status_code == 401
+    (line,) = _finished(log_tap)
+    assert line["ip"] == "198.51.100.7"
+
+
+@pytest.mark.django_db
 def test_the_existing_standard_library_logs_are_json_lines_too(log_tap: LogTap) -> None:
     log_tap.clear()
     logging.getLogger("vouch.test").warning("leg %s held: %s", "leg_1", "unknown")
