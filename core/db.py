@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.db import DataError, connection, migrations, models, transaction
+from django.db import DatabaseError, DataError, connection, migrations, models, transaction
 
 _PG_FUNCTION = """
 CREATE OR REPLACE FUNCTION vouch_refuse_change() RETURNS trigger AS $$
@@ -211,7 +211,8 @@ def server_transaction_open() -> bool:
         return False
     from psycopg.pq import TransactionStatus
 
-    return bool(raw.pgconn.transaction_status != TransactionStatus.IDLE)
+    # IDLE: none; UNKNOWN: a broken connection, which holds nothing to roll back.
+    return raw.pgconn.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 
 def in_transaction() -> bool:
@@ -303,8 +304,11 @@ class Transaction:
         if exc_type is None and self._begun and not self._committed:
             self.execute([], commit=True)
         elif server_transaction_open():  # an exception, or a batch that failed
-            with connection.cursor() as cursor:
-                cursor.execute("ROLLBACK")
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("ROLLBACK")
+            except DatabaseError:  # the connection broke: the server ends the transaction itself
+                connection.close()
 
 
 def insert(obj: models.Model, *, unless_conflict: bool = False, **refs: Ref) -> Statement:

@@ -99,3 +99,19 @@ def settle_runs(*, max_rounds: int = 10) -> dict[int, str]:
             run_attempt(run_id=run_id, token=token, trigger="poll")
         seen.update(VerificationRun.objects.filter(verdict="PENDING").values_list("id", flat=True))
     return dict(VerificationRun.objects.filter(id__in=seen).values_list("id", "verdict"))
+
+
+def atomic_blocks_entered(monkeypatch: Any) -> list[int]:
+    """A list that grows by one for each `transaction.atomic()` block entered from now on: each
+    costs BEGIN and COMMIT round trips of its own, which Django's query log does not show."""
+    from django.db import transaction
+
+    entered: list[int] = []
+    real = transaction.Atomic.__enter__
+
+    def spy(self: Any) -> None:
+        entered.append(1)
+        real(self)
+
+    monkeypatch.setattr(transaction.Atomic, "__enter__", spy)
+    return entered

@@ -10,6 +10,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from core import db
+from tests.helpers import atomic_blocks_entered
 from verification.models import RunKey, VerificationRun
 from verification.services import verification_prepare
 
@@ -145,27 +146,13 @@ def _keys(*names: str) -> list[db.Statement]:
     ]
 
 
-def _atomic_blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the atomic blocks entered (each one's BEGIN and COMMIT are round trips of their own,
-    which the query log does not show)."""
-    entered: list[int] = []
-    real = transaction.Atomic.__enter__
-
-    def spy(self: Any) -> None:
-        entered.append(1)
-        real(self)
-
-    monkeypatch.setattr(transaction.Atomic, "__enter__", spy)
-    return entered
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_alone_in_its_transaction_is_one_round_trip_with_no_begin_or_commit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     run = _prepared("run-a").run
     run.public_id = "run-a"
-    entered = _atomic_blocks(monkeypatch)
+    entered = atomic_blocks_entered(monkeypatch)
 
     with CaptureQueriesContext(connection) as queries:
         results = db.execute_atomic([db.insert(run), *_keys("one", "two")])
@@ -231,7 +218,7 @@ def test_a_transaction_of_two_batches_sends_begin_and_commit_with_them(
 ) -> None:
     run = _prepared("run-a").run
     run.public_id = "run-a"
-    entered = _atomic_blocks(monkeypatch)
+    entered = atomic_blocks_entered(monkeypatch)
 
     with CaptureQueriesContext(connection) as queries, db.Transaction() as block:
         block.execute([db.insert(run)])
@@ -289,3 +276,37 @@ def test_inside_a_callers_transaction_the_same_calls_use_a_savepoint() -> None:
     assert any("SAVEPOINT" in q["sql"] for q in queries.captured_queries)
     assert not VerificationRun.objects.filter(public_id="run-a").exists()
     assert VerificationRun.objects.filter(pk=kept.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_whose_connection_broke_raises_the_callers_error_and_reconnects() -> None:
+    """The server ended the connection mid-transaction (a restart, a terminated backend): leaving
+    the block raises the caller's own exception, not the failed ROLLBACK's, and the next query
+    runs on a new connection (nothing of the transaction was kept)."""
+    import psycopg
+
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+
+    given = connection.settings_dict
+    dsn = {
+        "host": given["HOST"] or "127.0.0.1",
+        "port": given["PORT"] or 5432,
+        "user": given["USER"],
+        "dbname": given["NAME"],
+    }
+
+    def reserve() -> None:
+        with db.Transaction() as block:
+            block.execute([db.insert(run)])
+            with psycopg.connect(**dsn, autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", [pid])
+            raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        reserve()
+
+    assert not VerificationRun.objects.filter(public_id="run-a").exists()

@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from envelopes.models import Envelope
+from tests.helpers import atomic_blocks_entered
 
 from .conftest import Api
 
@@ -106,17 +107,8 @@ def test_outside_any_transaction_begin_and_commit_travel_with_the_statements(
     """As a request runs in production (autocommit, no test transaction around it): the reserve's
     BEGIN goes with the lock and its COMMIT with the writes, the record is one implicit
     transaction, and no atomic block adds BEGIN/COMMIT round trips of its own: four in all."""
-    from django.db import transaction
-
     envelope_id = alice.create(5_000_000)["envelope_id"]
-    entered: list[int] = []
-    real = transaction.Atomic.__enter__
-
-    def spy(self: Any) -> None:
-        entered.append(1)
-        real(self)
-
-    monkeypatch.setattr(transaction.Atomic, "__enter__", spy)
+    entered = atomic_blocks_entered(monkeypatch)
 
     data, sent = _refund(alice, envelope_id, {"amount_micro": 1_000_000})
 
