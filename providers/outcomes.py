@@ -23,6 +23,8 @@ class Outcome:
     # Why it was refused or is unknown: the provider's error code (e.g. `charge_disputed`,
     # `card_declined`) or ours (`network_error`, `server_error`, `idempotency_error`, ...).
     error_code: str | None = None
+    # The provider's message; for a request that got no answer (`network_error`), the method and
+    # URL it tried and what became of it: `no answer from GET http://…/v1/charges/ch_…: …`.
     error_message: str | None = None
     http_status: int | None = None
     # The provider's error object, for card errors (decline_code, payment_intent, charge).
@@ -68,9 +70,13 @@ class ProviderUnavailable(Exception):
         self.kind = kind
         self.params = params
         self.outcome = outcome
+        # The provider's message (for a request that got no answer, the method and URL it
+        # tried): what an operator reads in `could not complete: …`.
+        detail = " ".join((outcome.error_message or "").split())
         super().__init__(
             f"the {kind} page {params} could not be read: {outcome.kind} "
             f"{outcome.error_code} (HTTP {outcome.http_status}) after {outcome.attempts} attempt(s)"
+            + (f": {detail}" if detail else "")
         )
 
     @property
