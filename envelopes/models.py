@@ -3,7 +3,10 @@ journal (SPEC §1 to §3). Every amount is an integer number of micro-dollars.""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -269,6 +272,11 @@ class JournalEntry(models.Model):
     adjustment = models.ForeignKey(
         "Adjustment", null=True, blank=True, on_delete=models.PROTECT, related_name="journal"
     )
+    # What the provider showed, as read for this movement: the approval's read behind an `adjust`
+    # entry, the refund behind the release of a recorded foreign refund.
+    provider_read = models.ForeignKey(
+        "ProviderRead", null=True, blank=True, on_delete=models.PROTECT, related_name="journal"
+    )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -284,6 +292,12 @@ class JournalEntry(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["adjustment"], condition=Q(kind="adjust"), name="one_entry_per_adjustment"
+            ),
+            # A recorded foreign refund that failed at the provider is given back once.
+            models.UniqueConstraint(
+                fields=["adjustment"],
+                condition=Q(kind="release"),
+                name="one_release_per_adjustment",
             ),
             models.CheckConstraint(
                 condition=Q(
@@ -346,6 +360,28 @@ class Adjustment(models.Model):
     provider_object = models.JSONField(
         default=dict, blank=True, help_text="That object as the provider showed it."
     )
+    proposal_read = models.ForeignKey(
+        "ProviderRead",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The provider as read when it was proposed.",
+    )
+    approval_read = models.ForeignKey(
+        "ProviderRead",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The provider as read when it was approved (cited on its journal entry).",
+    )
+    released_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A recorded foreign refund the provider later showed failed or canceled: when "
+        "its money went back to unspent (one release entry).",
+    )
     escalation = models.ForeignKey(
         "verification.Escalation",
         null=True,
@@ -391,3 +427,71 @@ class Adjustment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.kind} ({self.status})"
+
+
+def _read_id() -> str:
+    return public_id("prd")
+
+
+class ProviderRead(models.Model):
+    """What the provider showed when Vouch read it for a correction (SPEC §15.4): one or more
+    answers (`answers`), each kept as the bytes received with their SHA-256, and what Vouch
+    concluded from them (`shows`). `sha256` binds the answers: the SHA-256 of their SHA-256s, one
+    per line, in order. An adjustment keeps the read made when it was proposed and the one made
+    when it was approved; its journal entry cites the approval's."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=_read_id, editable=False)
+    envelope = models.ForeignKey(
+        Envelope, null=True, blank=True, on_delete=models.PROTECT, related_name="provider_reads"
+    )
+    purpose = models.CharField(
+        max_length=40, help_text="adjustment.propose, adjustment.approve, or refund.release."
+    )
+    kind = models.CharField(max_length=20, blank=True, help_text="The correction's kind.")
+    subject = models.CharField(
+        max_length=100, blank=True, help_text="The leg or provider object it is about."
+    )
+    shows = models.JSONField(
+        default=dict, blank=True, help_text="What the answers show, as Vouch read them."
+    )
+    sha256 = models.CharField(
+        max_length=64, help_text="SHA-256 of the answers' SHA-256s, one per line, in order."
+    )
+    observed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ("-observed_at", "-id")
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.purpose} {self.subject}"
+
+
+class ProviderAnswer(models.Model):
+    """One answer of the provider within a read: what was asked, and the answer's bytes exactly
+    as received (an error the provider gave is kept as the canonical JSON of the error object the
+    adapter parsed), with their SHA-256, which anyone can check again."""
+
+    read = models.ForeignKey(ProviderRead, on_delete=models.PROTECT, related_name="answers")
+    sequence = models.PositiveIntegerField()
+    request = models.JSONField(help_text="What was asked (method, path, parameters).")
+    outcome = models.CharField(max_length=10, help_text="accepted, refused or given.")
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    body = models.BinaryField(help_text="The answer's bytes.")
+    sha256 = models.CharField(max_length=64, help_text="SHA-256 of the answer's bytes.")
+    observed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ("read", "sequence")
+        constraints = [
+            models.UniqueConstraint(fields=["read", "sequence"], name="provider_answer_sequence")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request.get('path', '')} ({self.outcome})"
+
+    def answer(self) -> Any:
+        """The answer, parsed from its bytes."""
+        return json.loads(bytes(self.body))
+
+    def sha256_matches(self) -> bool:
+        return hashlib.sha256(bytes(self.body)).hexdigest() == self.sha256

@@ -278,7 +278,9 @@ def ledger_breaches(envelopes: QuerySet[Envelope] | None = None) -> list[Breach]
     live_legs = RefundLeg.objects.filter(outcome=LegOutcome.ACCEPTED, released=False)
     open_legs = RefundLeg.objects.filter(outcome__in=(LegOutcome.RESERVED, LegOutcome.UNKNOWN))
     foreign = Adjustment.objects.filter(  # refunds made outside Vouch, recorded by an adjustment
-        kind=AdjustmentKind.FOREIGN_REFUND, status=AdjustmentStatus.APPLIED
+        kind=AdjustmentKind.FOREIGN_REFUND,
+        status=AdjustmentStatus.APPLIED,
+        released_at__isnull=True,  # and not given back since (the provider showed them failed)
     )
     queryset = (envelopes if envelopes is not None else Envelope.objects.all()).order_by("id")
     annotated = queryset.annotate(

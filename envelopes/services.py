@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,9 @@ from envelopes.exceptions import (
 from envelopes.locks import lock_envelope, lock_envelope_with_funding, lock_leg
 from envelopes.models import (
     MICRO_PER_CENT,
+    Adjustment,
+    AdjustmentKind,
+    AdjustmentStatus,
     Debit,
     Envelope,
     FundingLeg,
@@ -50,6 +54,7 @@ from envelopes.models import (
     RefundOperation,
 )
 from envelopes.money import to_cents
+from envelopes.provider_reads import Answer, provider_read_store
 from envelopes.signals import refund_leg_released
 from providers import IDEMPOTENCY_KEY_TTL, Outcome, OutcomeKind, provider_from_settings
 from verification import clock
@@ -74,6 +79,7 @@ MAX_ENVELOPE_MICRO = 5_000_000_000
 REFUND_CONTRACT = "stripe.refund.created"
 CHARGE_CONTRACT = "stripe.charge.succeeded"
 PROVIDER_KEY_TTL = IDEMPOTENCY_KEY_TTL
+_GONE = ("failed", "canceled")  # a refund that gave nothing back
 
 
 def _provider() -> Any:
@@ -90,13 +96,13 @@ _BALANCE_COLUMNS = {
     "reserved": "reserved_micro",
     "unspent": "unspent_micro",
 }
-_LINKS = ("funding_leg", "debit", "refund_leg", "adjustment")
+_LINKS = ("funding_leg", "debit", "refund_leg", "adjustment", "provider_read")
 
 
 def _move(envelope: Envelope | int, kind: str, *, note: str = "", **links: Any) -> None:
     """Apply one movement to an envelope and journal it. Deltas are keyword arguments `funded`,
     `debited`, `refunded`, `reserved`, `unspent`; links are `funding_leg`, `debit`, `refund_leg`,
-    `adjustment`.
+    `adjustment`, `provider_read` (what the provider showed, cited by the entry).
     The database checks that the balances still add up and that none goes negative. `envelope`
     is the locked row (its fields follow the movement) or the id of one this transaction has not
     locked yet: the UPDATE then takes the row lock, as the first statement of the transaction
@@ -167,7 +173,7 @@ def _movement(
         db.Statement(
             f"INSERT INTO {journal_table} (envelope_id, kind, funded_delta, debited_delta, "  # noqa: S608
             "refunded_delta, reserved_delta, unspent_delta, note, funding_leg_id, debit_id, "
-            "refund_leg_id, adjustment_id, created_at) "
+            "refund_leg_id, adjustment_id, provider_read_id, created_at) "
             f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, {', '.join(link_sql)}, %s)",
             (envelope_id, kind, *deltas.values(), note, *link_params, now),
         )
@@ -564,6 +570,10 @@ def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
                 refund_leg_release(
                     leg=leg, reason=f"provider reports {refund['status']}", provider_refund=refund
                 )
+            else:  # a refund made outside Vouch, recorded by an adjustment
+                foreign_refund_release(
+                    provider_refund=refund, source=f"charge.refunded {event.get('id')}"
+                )
     funding.refresh_from_db()
     provider_micro = int(charge.get("amount_refunded") or 0) * MICRO_PER_CENT
     if provider_micro > funding.refunded_micro + funding.reserved_micro:
@@ -952,6 +962,16 @@ def refund_leg_find(*, leg: RefundLeg) -> RefundLeg:
     return leg
 
 
+def _foreign_recorded(refund_id: str) -> bool:
+    """Whether an applied `foreign_refund` adjustment records this refund and it is not released."""
+    return Adjustment.objects.filter(
+        kind=AdjustmentKind.FOREIGN_REFUND,
+        status=AdjustmentStatus.APPLIED,
+        provider_object_id=refund_id,
+        released_at__isnull=True,
+    ).exists()
+
+
 def refund_leg_release(
     *, leg: RefundLeg, reason: str, provider_refund: dict[str, Any] | None = None
 ) -> bool:
@@ -1002,12 +1022,107 @@ def refund_leg_on_verdict(*, run: VerificationRun) -> None:
             refund_leg_release(leg=leg, reason=f"verification {run.verdict}: {run.verdict_reason}")
 
 
+def foreign_refund_release(*, provider_refund: Mapping[str, Any], source: str) -> bool:
+    """The one automatic correction for a refund made outside Vouch (SPEC §15.4): a refund an
+    applied `foreign_refund` adjustment recorded (unspent -> refunded) that the provider shows
+    `failed` or `canceled` gives its amount back — refunded -> unspent, and the funding leg's
+    refunded amount — once: one release entry per adjustment (a database constraint), written
+    under the envelope's lock, so that the webhook, `charge.refunded` and reconciliation noticing
+    it together release it once. `provider_refund` is the provider's Refund as the caller read or
+    listed it (`source` says who: it goes on the entry's note); it is stored with its SHA-256
+    and cited on the release entry. Never calls the provider. Returns whether this call released
+    it (False: not failed or canceled, recorded by no applied adjustment, on another charge, or
+    released already)."""
+    refund_id = str(provider_refund.get("id") or "")
+    status = provider_refund.get("status")
+    if not refund_id or status not in _GONE:
+        return False
+    adjustment = (
+        Adjustment.objects.select_related("refund_leg")
+        .filter(
+            kind=AdjustmentKind.FOREIGN_REFUND,
+            status=AdjustmentStatus.APPLIED,
+            provider_object_id=refund_id,
+            released_at__isnull=True,
+        )
+        .first()
+    )
+    if adjustment is None:
+        return False
+    funding_id = adjustment.funding_leg_id or (
+        adjustment.refund_leg.funding_leg_id if adjustment.refund_leg is not None else None
+    )
+    funding = FundingLeg.objects.filter(pk=funding_id).first()
+    charge = provider_refund.get("charge")
+    charge_id = str((charge.get("id") if isinstance(charge, Mapping) else charge) or "")
+    if funding is None or charge_id != funding.charge_id:
+        return False  # not the refund recorded on that charge
+    try:
+        with transaction.atomic():
+            envelope = lock_envelope(adjustment.envelope_id)
+            locked = Adjustment.objects.select_for_update(of=("self",)).get(pk=adjustment.pk)
+            if locked.released_at is not None or locked.status != AdjustmentStatus.APPLIED:
+                return False
+            amount = locked.amount_micro
+            read = provider_read_store(
+                purpose="refund.release",
+                kind=locked.kind,
+                subject=refund_id,
+                envelope_id=envelope.pk,
+                answers=[
+                    Answer.given(
+                        {"path": f"/v1/refunds/{refund_id}", "source": source}, provider_refund
+                    )
+                ],
+                shows={"refund": refund_id, "status": status},
+            )
+            _funding_move(funding.pk, refunded=-amount)
+            _move(
+                envelope,
+                JournalEntry.Kind.RELEASE,
+                refunded=-amount,
+                unspent=amount,
+                funding_leg=funding,
+                adjustment=locked,
+                provider_read=read,
+                note=f"foreign refund {refund_id} {status} ({source})"[:200],
+            )
+            locked.released_at = timezone.now()
+            locked.save(update_fields=["released_at"])
+            audit_record(
+                actor=None,
+                action="adjustment.release",
+                target_type="envelope",
+                target_id=envelope.public_id,
+                details={
+                    "adjustment": locked.public_id,
+                    "provider_refund": refund_id,
+                    "status": status,
+                    "amount_micro": amount,
+                    "source": source,
+                    "provider_read": read.public_id,
+                },
+            )
+    except IntegrityError:  # released meanwhile (the one release entry per adjustment)
+        return False
+    return True
+
+
 def refund_leg_on_provider_event(*, event: dict[str, Any]) -> None:
     """A `refund.failed`/`refund.updated` event: re-read the refund (events may be stale or out of
-    order) and release the leg if the provider now shows it failed or canceled."""
+    order) and release the leg — or the recorded foreign refund — if the provider now shows it
+    failed or canceled."""
     obj = (event.get("data") or {}).get("object") or {}
-    leg = RefundLeg.objects.filter(provider_refund_id=str(obj.get("id", ""))).first()
+    refund_id = str(obj.get("id", "")) if isinstance(obj, dict) else ""
+    leg = RefundLeg.objects.filter(provider_refund_id=refund_id).first() if refund_id else None
     if leg is None:
+        if refund_id and _foreign_recorded(refund_id):
+            foreign = _provider().refund_read(refund_id)
+            if foreign.accepted:
+                foreign_refund_release(
+                    provider_refund=foreign.require(),
+                    source=f"webhook {event.get('type')} {event.get('id')}",
+                )
         return
     read = _provider().refund_read(leg.provider_refund_id)
     if read.accepted and read.require().get("status") in ("failed", "canceled"):
