@@ -1052,7 +1052,7 @@ def foreign_refund_release(*, provider_refund: Mapping[str, Any], source: str) -
     funding_id = adjustment.funding_leg_id or (
         adjustment.refund_leg.funding_leg_id if adjustment.refund_leg is not None else None
     )
-    funding = FundingLeg.objects.filter(pk=funding_id).first()
+    funding = FundingLeg.objects.filter(pk=funding_id).first() if funding_id else None
     charge = provider_refund.get("charge")
     charge_id = str((charge.get("id") if isinstance(charge, Mapping) else charge) or "")
     if funding is None or charge_id != funding.charge_id:
