@@ -792,6 +792,20 @@ class PacketAdmin(_DisputesAdmin):
         elif packet.provider_status == ProviderStatus.REFUSED:
             text = f"Not filed: the provider refused the request ({packet.filing_error})."
             level = messages.ERROR
+        elif packet.filing_error == "key_expired":
+            text = (
+                f"Not sent again: filing key {packet.filing_key} is older than the provider keeps "
+                "keys, so a repeat would not be replayed (a second submission is refused). "
+                f"{decides}"
+            )
+            level = messages.WARNING
+        elif packet.filing_error.startswith("refused_on_resume:"):
+            text = (
+                f"The provider refused this repeat of filing key {packet.filing_key} "
+                f"({packet.filing_error.removeprefix('refused_on_resume:')}), which says nothing "
+                f"of the earlier send. {decides}"
+            )
+            level = messages.WARNING
         elif packet.provider_status == ProviderStatus.ANSWERED:
             text = (
                 f"Sent to the provider with key {packet.filing_key}; it answered, which is a "

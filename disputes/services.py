@@ -770,10 +770,18 @@ def filing_key_proposal(packet: Packet) -> str:
 
 def _reserve_filing(*, packet: Packet, actor: User, confirmed_digest: str, key: str) -> Packet:
     """Phase 1: every refusal, then bind the key to this filing and commit (the recovery point)."""
+    return _reserve(packet=packet, actor=actor, confirmed_digest=confirmed_digest, key=key)[0]
+
+
+def _reserve(
+    *, packet: Packet, actor: User, confirmed_digest: str, key: str
+) -> tuple[Packet, bool]:
+    """`_reserve_filing`, saying also whether the filing was under way before this call (a
+    repeat of it with its own key) rather than reserved by it."""
     with transaction.atomic():
         locked = _lock_packet(packet)
         if locked.filing_status in _UNDERWAY and locked.filing_key == key:
-            return locked  # a retry of this filing: the same key, the provider replays
+            return locked, True  # a repeat of this filing: its key, its one rule (_send_again)
         if locked.filing_status in _UNDERWAY:
             raise errors.FilingKeyConflict(details={"filing_key": locked.filing_key})
         if locked.filing_status != FilingStatus.NOT_FILED:
@@ -821,7 +829,7 @@ def _reserve_filing(*, packet: Packet, actor: User, confirmed_digest: str, key: 
             target_id=locked.public_id,
             details={"digest": locked.approved_digest, "filing_key": key},
         )
-    return locked
+    return locked, False
 
 
 def packet_file(
@@ -829,16 +837,19 @@ def packet_file(
 ) -> Packet:
     """File exactly the approved packet: reserve (refusals first), call the provider's narrow
     `dispute.file` outside any transaction with the filing's one key, record what it answered, and
-    start the readback run that alone can make the packet `filed`."""
+    start the readback run that alone can make the packet `filed`. Pressing File again on a filing
+    under way with its key repeats it by the resume job's rule (`_send_again`)."""
     if not actor.has_perm(PERM_FILE):
         raise PermissionDenied(f"This needs the permission {PERM_FILE}.")
     key = idempotency_key.strip()
     if not key or len(key) > 255 or not key.isprintable():
         raise InvalidInput("The filing key is 1-255 printable characters.")
     _check_files_stored(packet)
-    reserved = _reserve_filing(
+    reserved, underway = _reserve(
         packet=packet, actor=actor, confirmed_digest=confirmed_digest, key=key
     )
+    if underway:
+        return _send_again(reserved)
     return _send_filing(reserved)
 
 
@@ -884,13 +895,14 @@ def file_upload_key(packet: Packet, sha256: str) -> str:
     return f"{packet.public_id}:file:{sha256[:16]}:{filing}"
 
 
-def _send_filing(packet: Packet) -> Packet:
+def _send_filing(packet: Packet, *, again: bool = False) -> Packet:
     """Phase 2, outside any transaction or lock: upload each file the request sends (Stripe's
     Files API, one key per file), then the dispute update with the provider's file ids in place of
-    the SHA-256 placeholders, then record. An upload refused: nothing was filed, the filing is
-    released. An upload without an answer: the filing stays `submitting` and the scheduled job
-    resumes it with the same keys (the provider replays). A file gone from storage: recorded as
-    unknown, and the readback decides (a resumed filing may have been sent already)."""
+    the SHA-256 placeholders, then record. An upload refused: nothing was filed by this send, the
+    filing is released — unless it is sent `again` (see `_send_again`). An upload without an
+    answer: the filing stays `submitting` and the scheduled job resumes it with the same keys (the
+    provider replays). A file gone from storage: recorded as unknown, and the readback decides (a
+    resumed filing may have been sent already)."""
     request = _request_of(packet)
     provider = provider_from_settings()
     rows = _cited_files(packet)
@@ -914,7 +926,9 @@ def _send_filing(packet: Packet) -> Packet:
         if upload.refused:
             return _record_filing(
                 packet=packet,
-                outcome=replace(upload, error_code=f"file_upload:{upload.error_code}"),
+                outcome=_repeat_refusal(
+                    replace(upload, error_code=f"file_upload:{upload.error_code}"), again=again
+                ),
             )
         if not upload.accepted:
             return _record_upload_unknown(packet=packet, outcome=upload)
@@ -930,7 +944,35 @@ def _send_filing(packet: Packet) -> Packet:
         idempotency_key=packet.filing_key,
     )
     crash_point("filing_after_provider_call")
-    return _record_filing(packet=packet, outcome=outcome)
+    return _record_filing(packet=packet, outcome=_repeat_refusal(outcome, again=again))
+
+
+def _repeat_refusal(outcome: Outcome, *, again: bool) -> Outcome:
+    """A refusal of a filing's repeated send says nothing of its earlier send (Stripe refuses a
+    second submission, and a forgotten key is not replayed): unknown, the readback decides."""
+    if not (again and outcome.refused):
+        return outcome
+    return replace(
+        outcome,
+        kind=OutcomeKind.UNKNOWN,
+        value=None,
+        error_code=f"refused_on_resume:{outcome.error_code or 'refused'}",
+    )
+
+
+def _send_again(packet: Packet) -> Packet:
+    """The one rule for sending a filing that was under way before this call — the resume job, or
+    a person pressing File again with the filing's key. Past the key's life the provider may have
+    forgotten it, so a repeat would not be replayed: nothing is sent, the outcome is unknown
+    (`key_expired`) and the readback decides. Within it, the same keys are sent again (the
+    provider replays), and a refusal is unknown, not "nothing was filed" (`_repeat_refusal`).
+    Either way the approval cannot send the packet again until the readback has decided."""
+    started = packet.filing_started_at or packet.updated_at
+    if timezone.now() - started > PROVIDER_KEY_TTL:
+        return _record_filing(
+            packet=packet, outcome=Outcome(OutcomeKind.UNKNOWN, error_code="key_expired")
+        )
+    return _send_filing(packet, again=True)
 
 
 def _record_upload_unknown(*, packet: Packet, outcome: Outcome) -> Packet:
@@ -955,7 +997,8 @@ def _record_upload_unknown(*, packet: Packet, outcome: Outcome) -> Packet:
 
 def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
     """Phase 3: keep only the filing reference, dispute id, request digest and status. Accepted or
-    unknown: the readback run decides. Refused: nothing was filed; the key is released."""
+    unknown: the readback run decides. Refused — a first send's refusal only (a repeated send's
+    is unknown, `_repeat_refusal`) — nothing was filed; the key is released."""
     from verification.services import verification_start
 
     with transaction.atomic():
@@ -1072,15 +1115,10 @@ def filings_resume(*, older_than_s: float = 60.0, limit: int = 50) -> int:
 
 def packet_resume_filing(*, packet: Packet) -> Packet:
     """A filing left `submitting` (the process died between the call and the record): repeat the
-    call with the same key (the provider replays) and record it. Never a new key. Once the
-    provider may have forgotten the key, a repeated call would not be replayed (Stripe refuses a
-    second submission, which says nothing about the first): the outcome is recorded as unknown
-    and the readback run decides, as for any filing whose answer was lost."""
+    call with the same key (the provider replays) and record it. Never a new key. The rule of
+    every repeated send (`_send_again`): past the key's life nothing is sent and the outcome is
+    unknown; a refusal is unknown; the readback run decides, as for any filing whose answer was
+    lost."""
     if packet.filing_status != FilingStatus.SUBMITTING or not packet.filing_key:
         return packet
-    started = packet.filing_started_at or packet.updated_at
-    if timezone.now() - started > PROVIDER_KEY_TTL:
-        return _record_filing(
-            packet=packet, outcome=Outcome(OutcomeKind.UNKNOWN, error_code="key_expired")
-        )
-    return _send_filing(packet)
+    return _send_again(packet)
