@@ -4,17 +4,37 @@ proposes a correcting journal entry of kind `adjust`; another, with
 under the envelope's lock, keeping the ledger invariant. Escalations about money resolve this way,
 as reconciliation's discrepancies will.
 
-Every correction that names a provider object (a refund, a PaymentIntent) reads it from the
-provider when proposed and again when approved, outside any transaction: Vouch believes only what
-the provider can be shown to hold. A leg whose idempotency key the provider may still honour is
-never corrected by hand: Vouch itself may still send it."""
+No correction against the provider's word: every correction but `confirm` reads the provider when
+it is proposed and again when it is approved, outside any transaction; each read is stored (every
+answer's bytes with their SHA-256: `ProviderRead`), kept on the adjustment (`proposal_read`,
+`approval_read`) and cited by the journal entry the approval writes. A correction the provider
+contradicts is refused with a code that says what it shows (envelopes.exceptions):
+
+- an accept (`leg_accept`, `funding_accept`) or a `foreign_refund` needs the object it names, on
+  the leg's charge, for the amount, live, and recorded on no other leg
+  (`provider_object_already_recorded`);
+- a release (`leg_release`) or a reverse (`leg_reverse`) needs every refund that carries the leg
+  — its recorded refund, or one of the charge's refunds with its `vouch_leg` metadata — `failed`
+  or `canceled`, or none at all (`provider_shows_refund_succeeded`,
+  `provider_shows_refund_in_flight`; `provider_shows_no_charge` when the charge itself is not
+  there). A recorded refund id the provider answers 404 for, on a charge it does hold, is a
+  refund it does not hold: refunds are never deleted at Stripe, so the money never left through
+  it;
+- an abandon (`funding_abandon`) needs no PaymentIntent carrying the leg — its recorded one, or
+  one with its `vouch_funding` metadata — that succeeded or may still succeed
+  (`provider_shows_payment_succeeded`, `provider_shows_payment_in_flight`).
+
+A leg whose idempotency key the provider may still honour is never corrected by hand: Vouch
+itself may still send it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core.exceptions import InvalidInput, PermissionDenied
@@ -26,6 +46,12 @@ from envelopes.exceptions import (
     AdjustmentProviderMismatch,
     AdjustmentProviderUnreadable,
     AdjustmentSelfApproval,
+    ProviderObjectAlreadyRecorded,
+    ProviderShowsNoCharge,
+    ProviderShowsPaymentInFlight,
+    ProviderShowsPaymentSucceeded,
+    ProviderShowsRefundInFlight,
+    ProviderShowsRefundSucceeded,
 )
 from envelopes.locks import lock_envelope, lock_leg
 from envelopes.models import (
@@ -38,9 +64,11 @@ from envelopes.models import (
     FundingStatus,
     JournalEntry,
     LegOutcome,
+    ProviderRead,
     RefundLeg,
 )
 from envelopes.money import to_cents
+from envelopes.provider_reads import Answer, provider_read_store
 from envelopes.services import (
     PROVIDER_KEY_TTL,
     REFUND_CONTRACT,
@@ -50,6 +78,8 @@ from envelopes.services import (
     charge_run_start,
 )
 from envelopes.signals import adjustment_applied
+from providers import Outcome, Page
+from providers import ProviderUnavailable as PageUnreadable
 from verification import clock
 from verification.models import Escalation, EscalationStatus
 from verification.services import escalation_resolve, verification_start
@@ -62,7 +92,8 @@ PROPOSE_PERMISSION = "envelopes.add_adjustment"
 APPROVE_PERMISSION = "reconciliation.approve_adjustment"
 _OPEN = (LegOutcome.RESERVED, LegOutcome.UNKNOWN)
 _NAMES_A_REFUND = (AdjustmentKind.LEG_ACCEPT, AdjustmentKind.FOREIGN_REFUND)
-_GONE = ("failed", "canceled")
+_GONE = ("failed", "canceled")  # a refund that gave nothing back
+_NO_PAYMENT = ("canceled", "requires_payment_method")  # a PaymentIntent that took nothing
 
 
 @dataclass(frozen=True)
@@ -140,42 +171,92 @@ def subject_of_escalation(escalation: Escalation) -> Subject:
 # --- reading the provider (never inside a transaction) -----------------------------------------
 
 
-def _read_refund(refund_id: str) -> dict[str, Any]:
+class _Reading:
+    """The answers of one read of the provider, kept as they come, to be stored with their
+    SHA-256 whatever they show."""
+
+    def __init__(self) -> None:
+        self.answers: list[Answer] = []
+        self.shows: dict[str, Any] = {}
+
+    def one(self, path: str, outcome: Outcome) -> Outcome:
+        self.answers.append(Answer.of({"method": "GET", "path": path}, outcome))
+        return outcome
+
+    def pages(self, path: str, pages: Iterator[Page]) -> list[dict[str, Any]]:
+        """Every object of a list, each page's answer kept; a page that cannot be read: the
+        provider is unreadable."""
+        found: list[dict[str, Any]] = []
+        try:
+            for page in pages:
+                request = {"method": "GET", "path": path, "params": page.params}
+                self.answers.append(Answer(request, "accepted", page.body, 200))
+                found.extend(page.data)
+        except PageUnreadable as exc:
+            request = {"method": "GET", "path": path, "params": exc.params}
+            self.answers.append(Answer.of(request, exc.outcome))
+            raise _unreadable(exc.outcome) from exc
+        return found
+
+
+def _not_found(outcome: Outcome) -> bool:
+    return outcome.refused and outcome.http_status == 404
+
+
+def _unreadable(outcome: Outcome) -> AdjustmentProviderUnreadable:
+    return AdjustmentProviderUnreadable(details={"provider_code": outcome.error_code})
+
+
+def _summary(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"id": obj.get("id"), "status": obj.get("status"), "amount": obj.get("amount")}
+
+
+def _read_refund(refund_id: str, reading: _Reading) -> dict[str, Any]:
     if not refund_id.startswith("re_"):
         raise InvalidInput("Name the provider refund (re_…).", details={"provider_object_id": []})
-    read = _provider().refund_read(refund_id)
+    read = reading.one(f"/v1/refunds/{refund_id}", _provider().refund_read(refund_id))
     if read.refused:
         raise AdjustmentProviderMismatch(
             f"The provider has no refund {refund_id}.", details={"provider_object_id": refund_id}
         )
     if not read.accepted:
-        raise AdjustmentProviderUnreadable(details={"provider_code": read.error_code})
-    return dict(read.require())
+        raise _unreadable(read)
+    refund = dict(read.require())
+    reading.shows["refund"] = _summary(refund)
+    return refund
 
 
-def _read_intent(intent_id: str) -> dict[str, Any]:
+def _read_intent(intent_id: str, reading: _Reading) -> dict[str, Any]:
     if not intent_id.startswith("pi_"):
         raise InvalidInput("Name the PaymentIntent (pi_…).", details={"provider_object_id": []})
-    read = _provider().payment_intent_read(intent_id)
+    read = reading.one(
+        f"/v1/payment_intents/{intent_id}", _provider().payment_intent_read(intent_id)
+    )
     if read.refused:
         raise AdjustmentProviderMismatch(
             f"The provider has no PaymentIntent {intent_id}.",
             details={"provider_object_id": intent_id},
         )
     if not read.accepted:
-        raise AdjustmentProviderUnreadable(details={"provider_code": read.error_code})
-    return dict(read.require())
+        raise _unreadable(read)
+    intent = dict(read.require())
+    reading.shows["payment_intent"] = _summary(intent)
+    return intent
 
 
 def _mismatch(message: str, **details: Any) -> AdjustmentProviderMismatch:
     return AdjustmentProviderMismatch(message, details=details)
 
 
+def _id_of(value: Any) -> str:
+    """An expandable field's id (Stripe gives the id, or the object)."""
+    return str((value.get("id") if isinstance(value, dict) else value) or "")
+
+
 def _check_refund(kind: str, refund: dict[str, Any], subject: Subject) -> int:
     """The refund supports the correction: returns the amount it moves, in micro-dollars."""
     funding = subject.funding_leg
-    charge = refund.get("charge")
-    charge_id = str((charge.get("id") if isinstance(charge, dict) else charge) or "")
+    charge_id = _id_of(refund.get("charge"))
     if funding is None or charge_id != funding.charge_id:
         raise _mismatch(
             f"Refund {refund.get('id')} is on charge {charge_id or '(none)'}, not on this leg's "
@@ -188,7 +269,9 @@ def _check_refund(kind: str, refund: dict[str, Any], subject: Subject) -> int:
             provider_status=refund.get("status"),
         )
     if RefundLeg.objects.filter(provider_refund_id=str(refund.get("id"))).exists():
-        raise _mismatch(f"Refund {refund.get('id')} is recorded on a refund leg already.")
+        raise ProviderObjectAlreadyRecorded(
+            f"Refund {refund.get('id')} is recorded on a refund leg already."
+        )
     named = (refund.get("metadata") or {}).get("vouch_leg")
     amount = int(refund.get("amount") or 0)
     if kind == AdjustmentKind.LEG_ACCEPT:
@@ -220,37 +303,183 @@ def _is_second_refund_of(leg_id: str, refund_id: str) -> bool:
 
 
 def _check_intent(intent: dict[str, Any], funding: FundingLeg) -> None:
+    intent_id = str(intent.get("id"))
+    charge_id = _id_of(intent.get("latest_charge"))
+    recorded = Q(payment_intent_id=intent_id)
+    if charge_id:
+        recorded |= Q(charge_id=charge_id)
+    other = FundingLeg.objects.exclude(pk=funding.pk).filter(recorded).first()
+    if other is not None:
+        raise ProviderObjectAlreadyRecorded(
+            f"PaymentIntent {intent_id} (charge {charge_id or '(none)'}) is recorded on funding "
+            f"leg {other.public_id} already: one payment is never counted twice.",
+            details={"funding_leg": other.public_id},
+        )
     named = (intent.get("metadata") or {}).get("vouch_funding")
     if named not in (None, "", funding.public_id):
-        raise _mismatch(f"PaymentIntent {intent.get('id')} names another funding leg ({named}).")
+        raise _mismatch(f"PaymentIntent {intent_id} names another funding leg ({named}).")
     if intent.get("status") != "succeeded":
         raise _mismatch(
-            f"PaymentIntent {intent.get('id')} is {intent.get('status')}, not succeeded.",
+            f"PaymentIntent {intent_id} is {intent.get('status')}, not succeeded.",
             provider_status=intent.get("status"),
         )
     if intent.get("amount") != to_cents(funding.amount_micro):
         raise _mismatch(
-            f"PaymentIntent {intent.get('id')} is for {intent.get('amount')} cents; the leg is "
+            f"PaymentIntent {intent_id} is for {intent.get('amount')} cents; the leg is "
             f"for {to_cents(funding.amount_micro)}.",
             provider_amount=intent.get("amount"),
         )
 
 
+def _check_no_live_refund(leg: RefundLeg, reading: _Reading) -> None:
+    """A release or reverse: every refund carrying the leg — its recorded refund (read by its id)
+    and any of the charge's refunds with its `vouch_leg` — is failed or canceled, or there is
+    none, on a charge the provider holds."""
+    provider = _provider()
+    charge_id = leg.funding_leg.charge_id
+    carrying: dict[str, dict[str, Any]] = {}
+    recorded = leg.provider_refund_id
+    if recorded:
+        read = reading.one(f"/v1/refunds/{recorded}", provider.refund_read(recorded))
+        if read.accepted:
+            carrying[recorded] = read.require()
+        elif not _not_found(read):
+            raise _unreadable(read)
+        reading.shows["recorded_refund"] = {"id": recorded, "found": read.accepted}
+    charge = reading.one(f"/v1/charges/{charge_id}", provider.charge_read(charge_id))
+    if _not_found(charge):
+        raise ProviderShowsNoCharge(
+            f"The provider does not hold charge {charge_id}: nothing it shows about its refunds "
+            "can support this correction.",
+            details={"charge": charge_id},
+        )
+    if not charge.accepted:
+        raise _unreadable(charge)
+    for refund in reading.pages("/v1/refunds", provider.refund_pages_of_charge(charge_id)):
+        refund_id = str(refund.get("id"))
+        if refund_id == recorded or (refund.get("metadata") or {}).get("vouch_leg") == (
+            leg.public_id
+        ):
+            carrying[refund_id] = refund
+    reading.shows["refunds"] = [_summary(refund) for refund in carrying.values()]
+    live = {
+        rid: str(r.get("status")) for rid, r in carrying.items() if r.get("status") not in _GONE
+    }
+    details = {"charge": charge_id, "refunds": live}
+    if "succeeded" in live.values():
+        raise ProviderShowsRefundSucceeded(
+            f"The provider shows a refund of this leg succeeded ({_listed(live)}): the money "
+            "reached the buyer's card. It is not released.",
+            details=details,
+        )
+    if live:
+        raise ProviderShowsRefundInFlight(
+            f"The provider shows a refund of this leg still in flight ({_listed(live)}): it may "
+            "still succeed. Wait for it.",
+            details=details,
+        )
+
+
+def _check_no_live_payment(funding: FundingLeg, reading: _Reading) -> None:
+    """An abandon: no PaymentIntent carrying the leg — its recorded one (read by its id) or any
+    with its `vouch_funding` metadata — succeeded or may still succeed."""
+    provider = _provider()
+    intents: dict[str, dict[str, Any]] = {}
+    recorded = funding.payment_intent_id
+    if recorded:
+        read = reading.one(
+            f"/v1/payment_intents/{recorded}", provider.payment_intent_read(recorded)
+        )
+        if read.accepted:
+            intents[recorded] = read.require()
+        elif not _not_found(read):
+            raise _unreadable(read)
+    found = reading.pages(
+        "/v1/payment_intents/search",
+        provider.payment_intent_pages_with_metadata("vouch_funding", funding.public_id),
+    )
+    for intent in found:
+        intents[str(intent.get("id"))] = intent
+    reading.shows["payment_intents"] = [_summary(intent) for intent in intents.values()]
+    live = {
+        pid: str(i.get("status"))
+        for pid, i in intents.items()
+        if i.get("status") not in _NO_PAYMENT
+    }
+    details = {"payment_intents": live}
+    if "succeeded" in live.values():
+        raise ProviderShowsPaymentSucceeded(
+            f"The provider shows this funding leg's payment succeeded ({_listed(live)}): the "
+            "buyer was charged. Accept the leg naming that PaymentIntent instead.",
+            details=details,
+        )
+    if live:
+        raise ProviderShowsPaymentInFlight(
+            f"The provider shows a payment of this funding leg that may still succeed "
+            f"({_listed(live)}).",
+            details=details,
+        )
+
+
+def _listed(statuses: dict[str, str]) -> str:
+    return ", ".join(f"{object_id} {status}" for object_id, status in statuses.items())
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    provider_object: dict[str, Any]  # the object an accept names, as the provider showed it
+    amount: int  # what the correction moves, in micro-dollars
+    read: ProviderRead | None  # the stored read (None: a confirmation, which reads nothing)
+
+
 def _provider_evidence(
-    kind: str, provider_object_id: str, subject: Subject
+    kind: str, provider_object_id: str, subject: Subject, *, purpose: str
+) -> _Evidence:
+    """Read the provider for a correction and check that it supports it; the read is stored
+    (with its SHA-256) whatever it shows, then the refusal, if any, is raised."""
+    if kind == AdjustmentKind.CONFIRM:
+        return _Evidence({}, 0, None)  # no money moves: nothing to show
+    reading = _Reading()
+    try:
+        provider_object, amount = _read_and_check(kind, provider_object_id, subject, reading)
+    except (AdjustmentProviderMismatch, AdjustmentProviderUnreadable) as exc:
+        reading.shows["refused"] = exc.code
+        _store(reading, kind, subject, purpose)
+        raise
+    return _Evidence(provider_object, amount, _store(reading, kind, subject, purpose))
+
+
+def _read_and_check(
+    kind: str, provider_object_id: str, subject: Subject, reading: _Reading
 ) -> tuple[dict[str, Any], int]:
-    """Read and check the provider object a correction names; returns it and the amount moved."""
     if kind in _NAMES_A_REFUND:
-        refund = _read_refund(provider_object_id)
+        refund = _read_refund(provider_object_id, reading)
         return refund, _check_refund(kind, refund, subject)
     if kind == AdjustmentKind.FUNDING_ACCEPT:
         funding = _need(subject.funding_leg)
-        intent = _read_intent(provider_object_id)
+        intent = _read_intent(provider_object_id, reading)
         _check_intent(intent, funding)
         return intent, funding.amount_micro
-    if kind in (AdjustmentKind.LEG_RELEASE, AdjustmentKind.LEG_REVERSE):
-        return {}, _need(subject.refund_leg).amount_micro
-    return {}, 0  # funding_abandon, confirm: no money moves
+    if kind == AdjustmentKind.FUNDING_ABANDON:
+        _check_no_live_payment(_need(subject.funding_leg), reading)
+        return {}, 0  # no money moves: the leg was never funded money
+    leg = _need(subject.refund_leg)  # leg_release, leg_reverse
+    _check_no_live_refund(leg, reading)
+    return {}, leg.amount_micro
+
+
+def _store(reading: _Reading, kind: str, subject: Subject, purpose: str) -> ProviderRead | None:
+    if not reading.answers:
+        return None  # refused before anything was asked (a malformed id)
+    leg = subject.refund_leg or subject.funding_leg
+    return provider_read_store(
+        purpose=purpose,
+        answers=reading.answers,
+        shows=reading.shows,
+        envelope_id=subject.envelope.pk,
+        kind=kind,
+        subject=leg.public_id if leg is not None else "",
+    )
 
 
 # --- proposing ------------------------------------------------------------------------------
@@ -295,7 +524,7 @@ def adjustment_propose(
             "Name the provider object this correction rests on.",
             details={"provider_object_id": ["Required for this kind."]},
         )
-    provider_object, amount = _provider_evidence(kind, provider_object_id, subject)
+    evidence = _provider_evidence(kind, provider_object_id, subject, purpose="adjustment.propose")
     with transaction.atomic():
         envelope = lock_envelope(subject.envelope.pk)
         fresh = _refresh(subject, envelope)
@@ -305,11 +534,12 @@ def adjustment_propose(
                 adjustment = Adjustment.objects.create(
                     envelope=envelope,
                     kind=kind,
-                    amount_micro=amount,
+                    amount_micro=evidence.amount,
                     refund_leg=fresh.refund_leg,
                     funding_leg=fresh.funding_leg if fresh.refund_leg is None else None,
-                    provider_object_id=provider_object_id if provider_object else "",
-                    provider_object=provider_object,
+                    provider_object_id=provider_object_id if evidence.provider_object else "",
+                    provider_object=evidence.provider_object,
+                    proposal_read=evidence.read,
                     escalation=escalation,
                     reason=reason,
                     proposed_by=actor,
@@ -397,10 +627,10 @@ def adjustment_approve(
         funding_leg=adjustment.funding_leg
         or (adjustment.refund_leg.funding_leg if adjustment.refund_leg else None),
     )
-    provider_object, amount = _provider_evidence(
-        adjustment.kind, adjustment.provider_object_id, subject
+    evidence = _provider_evidence(
+        adjustment.kind, adjustment.provider_object_id, subject, purpose="adjustment.approve"
     )
-    if amount != adjustment.amount_micro:
+    if evidence.amount != adjustment.amount_micro:
         raise _mismatch("The provider now shows another amount than when this was proposed.")
     with transaction.atomic():
         envelope = lock_envelope(adjustment.envelope_id)
@@ -409,13 +639,14 @@ def adjustment_approve(
             raise AdjustmentAlreadyDecided(details={"status": locked.status})
         fresh = _refresh(subject, envelope)
         _check_applicable(locked.kind, fresh)
-        _apply(locked, fresh, provider_object or locked.provider_object)
+        _apply(locked, fresh, evidence)
         locked.status = AdjustmentStatus.APPLIED
         locked.decided_by = actor
         locked.decided_at = timezone.now()
         locked.decision_note = note.strip()
-        if provider_object:
-            locked.provider_object = provider_object
+        if evidence.provider_object:
+            locked.provider_object = evidence.provider_object
+        locked.approval_read = evidence.read
         locked.save()
         if locked.escalation is not None and locked.escalation.status == EscalationStatus.OPEN:
             escalation_resolve(
@@ -464,10 +695,12 @@ def adjustment_reject(*, adjustment: Adjustment, actor: User, note: str) -> Adju
     return locked
 
 
-def _apply(adjustment: Adjustment, subject: Subject, provider_object: dict[str, Any]) -> None:
+def _apply(adjustment: Adjustment, subject: Subject, evidence: _Evidence) -> None:
     """Write the correction: the leg's new state, the funding leg's amounts, and the one `adjust`
-    journal entry (the database checks that the balances still add up and none goes negative)."""
+    journal entry, citing the approval's read of the provider (the database checks that the
+    balances still add up and none goes negative)."""
     envelope, leg, funding = subject.envelope, subject.refund_leg, subject.funding_leg
+    provider_object = evidence.provider_object
     amount = adjustment.amount_micro
     kind = adjustment.kind
     now = timezone.now()
@@ -538,5 +771,6 @@ def _apply(adjustment: Adjustment, subject: Subject, provider_object: dict[str, 
         refund_leg=leg if about_the_leg else None,
         funding_leg=None if about_the_leg else funding,
         adjustment=adjustment,
+        provider_read=evidence.read,
         **deltas,
     )

@@ -85,12 +85,70 @@ class AdjustmentNotApplicable(VouchError):
 
 
 class AdjustmentProviderMismatch(VouchError):
-    """What the provider shows does not support the correction (no such object, another charge,
-    another amount, a failed or canceled refund, an object recorded already)."""
+    """What the provider shows does not support the correction: `adjustment_provider_mismatch`
+    when the object an accept names is not there, is on another charge, is for another amount,
+    names another leg, or gave nothing back (a failed or canceled refund, a PaymentIntent that did
+    not succeed). The subclasses below say more precisely what the provider shows; each is still
+    an `AdjustmentProviderMismatch`."""
 
     code = "adjustment_provider_mismatch"
     status_code = 422
     default_message = "The provider's object does not match this correction."
+
+
+class ProviderShowsRefundSucceeded(AdjustmentProviderMismatch):
+    """`provider_shows_refund_succeeded`: a release or reverse of a refund leg, while the provider
+    shows a refund that carries the leg (its recorded refund, or one with its `vouch_leg`
+    metadata) `succeeded`: the money reached the buyer's card; giving it back to the envelope
+    would count it twice."""
+
+    code = "provider_shows_refund_succeeded"
+    default_message = "The provider shows this leg's refund succeeded: the money went back."
+
+
+class ProviderShowsRefundInFlight(AdjustmentProviderMismatch):
+    """`provider_shows_refund_in_flight`: a release or reverse, while a refund carrying the leg is
+    `pending` or `requires_action` at the provider: it may still succeed. Wait until it is
+    `succeeded` (then it stands), or `failed`/`canceled` (then it is released by itself)."""
+
+    code = "provider_shows_refund_in_flight"
+    default_message = "The provider shows this leg's refund still in flight: it may succeed."
+
+
+class ProviderShowsPaymentSucceeded(AdjustmentProviderMismatch):
+    """`provider_shows_payment_succeeded`: an abandon of a funding leg, while the provider shows a
+    PaymentIntent carrying the leg (its recorded one, or one with its `vouch_funding` metadata)
+    `succeeded`: the buyer was charged. Accept the leg naming that PaymentIntent instead."""
+
+    code = "provider_shows_payment_succeeded"
+    default_message = "The provider shows this funding leg's payment succeeded: it was charged."
+
+
+class ProviderShowsPaymentInFlight(AdjustmentProviderMismatch):
+    """`provider_shows_payment_in_flight`: an abandon, while a PaymentIntent carrying the leg may
+    still take the buyer's money (`processing`, `requires_capture`, `requires_action`,
+    `requires_confirmation`)."""
+
+    code = "provider_shows_payment_in_flight"
+    default_message = "The provider shows this funding leg's payment may still succeed."
+
+
+class ProviderShowsNoCharge(AdjustmentProviderMismatch):
+    """`provider_shows_no_charge`: a release or reverse of a leg whose funding charge the provider
+    does not hold: what it shows about the charge's refunds proves nothing (another account or
+    mode?), so nothing is corrected on it."""
+
+    code = "provider_shows_no_charge"
+    default_message = "The provider does not hold this leg's charge: nothing can be shown."
+
+
+class ProviderObjectAlreadyRecorded(AdjustmentProviderMismatch):
+    """`provider_object_already_recorded`: an accept (or a foreign refund) naming a provider
+    object — a refund, a PaymentIntent or its charge — that Vouch records on another leg already:
+    one payment or refund is never counted twice."""
+
+    code = "provider_object_already_recorded"
+    default_message = "Vouch records this provider object on another leg already."
 
 
 class AdjustmentProviderUnreadable(VouchError):

@@ -271,6 +271,25 @@ class StripeProvider:
             self._pages("payment_intents", search, params, budget=budget, advance=_next_search_page)
         )
 
+    def payment_intent_pages_with_metadata(
+        self, key: str, value: str, *, budget: CallBudget | None = None
+    ) -> Iterator[Page]:
+        """`payment_intents_with_metadata` page by page, each `Page` with the body as received
+        (for a read that is stored with its SHA-256). A page that cannot be read raises
+        `ProviderUnavailable`."""
+        if "'" in key or "'" in value:
+            raise ValueError("metadata search terms may not contain quotes")
+        params = {"query": f"metadata['{key}']:'{value}'", "limit": 100}
+
+        def search(params: Any) -> _Request:
+            return lambda options: self._client.v1.payment_intents.search(
+                params=params, options=options
+            )
+
+        return self._pages(
+            "payment_intents", search, params, budget=budget, advance=_next_search_page
+        )
+
     def charge_read(self, charge_id: str, *, budget: CallBudget | None = None) -> Outcome:
         return self._call(
             lambda options: self._client.v1.charges.retrieve(charge_id, options=options),
@@ -312,6 +331,19 @@ class StripeProvider:
             return lambda options: self._client.v1.refunds.list(params=params, options=options)
 
         return _collect(self._pages("refunds", list_page, params, budget=budget))
+
+    def refund_pages_of_charge(
+        self, charge: str, *, page_size: int = 100, budget: CallBudget | None = None
+    ) -> Iterator[Page]:
+        """`refunds_of_charge` page by page, each `Page` with the body as received (for a read
+        that is stored with its SHA-256). A page that cannot be read (a charge the provider does
+        not hold: refused, 404) raises `ProviderUnavailable`."""
+        params = {"charge": charge, "limit": page_size}
+
+        def list_page(params: Any) -> _Request:
+            return lambda options: self._client.v1.refunds.list(params=params, options=options)
+
+        return self._pages("refunds", list_page, params, budget=budget)
 
     # --- disputes ----------------------------------------------------------------------------
 
