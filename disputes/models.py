@@ -45,6 +45,10 @@ class Dispute(models.Model):
     # What the provider last said of how evidence is to be submitted: Vouch sets `manual` when a
     # dispute arrives, so Stripe's Smart Disputes never submits a packet nobody approved.
     intended_submission_method = models.CharField(max_length=30, blank=True)
+    # The provider has not (yet) answered `manual`, and may still take it: a staff entry until its
+    # request asks, or an update whose answer was lost. The resume job sends it again with the
+    # dispute's one key until the provider answers `manual` (or refuses: nothing to retry).
+    submission_method_pending = models.BooleanField(default=False)
     source = models.CharField(max_length=10, choices=DisputeSource.choices)
     entered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

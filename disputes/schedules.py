@@ -5,7 +5,8 @@ SCHEDULES = [
         name="disputes: resume interrupted filings",
         task="disputes.resume_filings",
         every_seconds=60,
-        description="Repeats a filing call left without a recorded answer, with the same key.",
+        description="Repeats a filing call left without a recorded answer, and a dispute's "
+        "setting to manual submission left without one, with the same key.",
     ),
     Schedule(
         name="disputes: deadline reminders",

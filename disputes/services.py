@@ -171,6 +171,8 @@ def dispute_enter(
             "reason": data["reason"],
             "response_deadline": data.get("response_deadline"),
             "provider_status": "",
+            # Until the provider answers `manual` (below, or the resume job if this dies first).
+            "submission_method_pending": True,
         }
         if fields["amount_micro"] <= 0 or fields["amount_micro"] % MICRO_PER_CENT:
             raise InvalidInput("amount_micro must be a positive whole number of cents in micro.")
@@ -232,8 +234,10 @@ def dispute_submit_manually(*, dispute: Dispute) -> Outcome | None:
     """Tell the provider that this dispute's evidence is submitted by hand — by Vouch, once a
     person approved it — so Stripe's Smart Disputes never submits on its own. Called outside any
     transaction or lock, with a key derived from the dispute's row; records what the provider
-    then says. Returns the provider's outcome, or None when it already says `manual`. A refusal
-    (the provider does not hold the dispute, say) changes nothing here."""
+    then says. Returns the provider's outcome, or None when it already says `manual`. Without an
+    answer the dispute is left pending, and the resume job (`submission_methods_resume`) sends the
+    update again with the same key; a refusal (the provider does not hold the dispute, say) is an
+    answer: nothing is retried."""
     if dispute.intended_submission_method == MANUAL:
         return None
     outcome = provider_from_settings().dispute_submit_manually(
@@ -246,11 +250,17 @@ def dispute_submit_manually(*, dispute: Dispute) -> Outcome | None:
             outcome.kind,
             outcome.error_code,
         )
+        Dispute.objects.filter(pk=dispute.pk).exclude(intended_submission_method=MANUAL).update(
+            submission_method_pending=outcome.unknown, updated_at=timezone.now()
+        )
+        dispute.submission_method_pending = outcome.unknown
         return outcome
     method = str(outcome.require().get("intended_submission_method") or "")[:30]
     with transaction.atomic():
         Dispute.objects.filter(pk=dispute.pk).update(
-            intended_submission_method=method, updated_at=timezone.now()
+            intended_submission_method=method,
+            submission_method_pending=method != MANUAL,
+            updated_at=timezone.now(),
         )
         audit_record(
             actor=None,
@@ -260,7 +270,25 @@ def dispute_submit_manually(*, dispute: Dispute) -> Outcome | None:
             details={"dispute_id": dispute.provider_dispute_id, "intended": method},
         )
     dispute.intended_submission_method = method
+    dispute.submission_method_pending = method != MANUAL
     return outcome
+
+
+def submission_methods_resume(*, limit: int = 50) -> int:
+    """The scheduled job (run with the filings' resume): every dispute whose setting to `manual`
+    got no answer yet, or was never asked (a staff entry that died first), is asked again with the
+    dispute's one key (`dispute_submit_manually`), the longest waiting first, until the provider
+    answers `manual` or refuses. Returns how many were asked."""
+    waiting = (
+        Dispute.objects.filter(submission_method_pending=True)
+        .exclude(intended_submission_method=MANUAL)
+        .order_by("updated_at", "pk")[:limit]
+    )
+    asked = 0
+    for dispute in waiting:
+        dispute_submit_manually(dispute=dispute)
+        asked += 1
+    return asked
 
 
 # --- evidence ------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ from disputes import reminders, services
 
 @shared_task(name="disputes.resume_filings")
 def resume_filings() -> int:
-    """Resume filings left `submitting` (same key: the provider replays, never a second one)."""
-    return services.filings_resume()
+    """Resume filings left `submitting` (same key: the provider replays, never a second one), and
+    ask again for `manual` on disputes whose answer to it was lost (same key)."""
+    return services.filings_resume() + services.submission_methods_resume()
 
 
 @shared_task(name="disputes.remind_deadlines")
