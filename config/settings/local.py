@@ -2,6 +2,11 @@
 
 import base64
 import hashlib
+import json
+import os
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
 
 from ops.logs import logging_config
 
@@ -13,6 +18,32 @@ SECRET_KEY = env.str("SECRET_KEY", default="local-development-only-not-a-secret-
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# What `make run` uses, written by it under var/ at each start (core/management/commands/
+# run_local.py): the sandbox's address and the receipt key it created and trusts. Any process with
+# these settings and this var directory (`manage.py reconcile` typed beside `make run`) uses them
+# too; a variable set in the environment wins over each.
+LOCAL_SETTINGS_FILE = VAR_DIR / "local-settings.json"
+
+
+def _make_run_settings() -> dict[str, Any]:
+    try:
+        written = json.loads(LOCAL_SETTINGS_FILE.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ImproperlyConfigured(
+            f"{LOCAL_SETTINGS_FILE} cannot be read ({exc}). Delete it: `make run` writes it again "
+            "at its next start."
+        ) from exc
+    if not isinstance(written, dict):
+        raise ImproperlyConfigured(
+            f"{LOCAL_SETTINGS_FILE} is not a JSON object. Delete it: `make run` writes it again."
+        )
+    return written
+
+
+MAKE_RUN_SETTINGS = _make_run_settings()
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'vouch.sqlite3'}")}
 # SQLite (the default) is shared by the web server's threads, the worker's processes, beat and
 # the webhooks the sandbox delivers while a request is running. A transaction that reads and then
@@ -69,33 +100,55 @@ SANDBOX_API_KEY = "sk_test_vouch_sandbox"
 STRIPE_API_KEY = env.str("STRIPE_API_KEY", default=SANDBOX_API_KEY)
 STRIPE_USES_SANDBOX = STRIPE_API_KEY == SANDBOX_API_KEY
 if STRIPE_API_KEY.startswith(("sk_live_", "rk_live_")):
-    from django.core.exceptions import ImproperlyConfigured
-
     raise ImproperlyConfigured(
         "STRIPE_API_KEY is a live-mode key, and `make run` (local settings) is a development run: "
         "it must not move live money. Unset STRIPE_API_KEY to use the Stripe sandbox, or set it to "
         "a test-mode key (sk_test_…)."
     )
+# The sandbox's default address; `make run STRIPE_API_BASE=…` starts it elsewhere, and writes that
+# address to var/local-settings.json for the other commands.
+SANDBOX_API_BASE = "http://127.0.0.1:12111"
 STRIPE_API_BASE = env.str(
     "STRIPE_API_BASE",
-    default="http://127.0.0.1:12111" if STRIPE_USES_SANDBOX else "https://api.stripe.com",
+    default=(MAKE_RUN_SETTINGS.get("STRIPE_API_BASE") or SANDBOX_API_BASE)
+    if STRIPE_USES_SANDBOX
+    else "https://api.stripe.com",
 )
 
 # Receipts (SPEC §8): a local run works against the sandbox (or Stripe test mode). `make run`
-# creates a sandbox receipt key under var/ and passes it, trusted, in the environment; a process
-# started otherwise signs with a fixed local-development key, which is never trusted.
-VOUCH_ENVIRONMENT = env.str("VOUCH_ENVIRONMENT", default="sandbox")
+# creates a sandbox receipt key under var/, passes it, trusted, in the environment of its
+# processes and writes it to var/local-settings.json, where any other process with this var
+# directory finds it. A process with neither signs with a fixed local-development key, which is
+# never trusted. A signing key set in the environment wins (with its id and environment).
+VOUCH_ENVIRONMENT = env.str(
+    "VOUCH_ENVIRONMENT", default=MAKE_RUN_SETTINGS.get("VOUCH_ENVIRONMENT") or "sandbox"
+)
 # Derived from a published constant: not a secret, and never trusted anywhere.
 _LOCAL_DEVELOPMENT_SEED = hashlib.sha256(b"vouch local-development receipt key").digest()
-RECEIPT_SIGNING_KEY = env.str(
-    "RECEIPT_SIGNING_KEY", default=base64.b64encode(_LOCAL_DEVELOPMENT_SEED).decode()
+_MAKE_RUN_KEY = (
+    MAKE_RUN_SETTINGS
+    if MAKE_RUN_SETTINGS.get("RECEIPT_SIGNING_KEY") and not os.environ.get("RECEIPT_SIGNING_KEY")
+    else {}
 )
-RECEIPT_SIGNING_KEY_ID = env.str("RECEIPT_SIGNING_KEY_ID", default="local-development")
+RECEIPT_SIGNING_KEY = env.str(
+    "RECEIPT_SIGNING_KEY",
+    default=_MAKE_RUN_KEY.get("RECEIPT_SIGNING_KEY")
+    or base64.b64encode(_LOCAL_DEVELOPMENT_SEED).decode(),
+)
+RECEIPT_SIGNING_KEY_ID = env.str(
+    "RECEIPT_SIGNING_KEY_ID",
+    default=_MAKE_RUN_KEY.get("RECEIPT_SIGNING_KEY_ID") or "local-development",
+)
 RECEIPT_SIGNING_ENVIRONMENT = env.str(
     "RECEIPT_SIGNING_ENVIRONMENT",
-    default="local-development" if RECEIPT_SIGNING_KEY_ID == "local-development" else "sandbox",
+    default=_MAKE_RUN_KEY.get("RECEIPT_SIGNING_ENVIRONMENT")
+    or ("local-development" if RECEIPT_SIGNING_KEY_ID == "local-development" else "sandbox"),
 )
-RECEIPT_TRUSTED_KEYS = env.json("RECEIPT_TRUSTED_KEYS", default={})
+# The keys make run trusts, and those of the environment (which win, key by key).
+RECEIPT_TRUSTED_KEYS = {
+    **dict(MAKE_RUN_SETTINGS.get("RECEIPT_TRUSTED_KEYS") or {}),
+    **env.json("RECEIPT_TRUSTED_KEYS", default={}),
+}
 
 # Logs for a person at a terminal (ops/logs.py); LOG_FORMAT=json for the production format.
 LOGGING = logging_config(renderer=env.str("LOG_FORMAT", default="console"), level=LOG_LEVEL)

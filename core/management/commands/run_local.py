@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from argparse import ArgumentParser
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -20,6 +21,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 STOP_GRACE_SECONDS = 10.0
+DEFAULT_SANDBOX_API_BASE = "http://127.0.0.1:12111"
+# What `make run` uses, for the manage.py commands beside it (config/settings/local.py reads it).
+LOCAL_SETTINGS_FILE = "local-settings.json"
 
 
 class _Stop(Exception):
@@ -79,8 +83,19 @@ class Command(BaseCommand):
 
         python = sys.executable
         commands: dict[str, list[str]] = {}
-        if getattr(settings, "STRIPE_USES_SANDBOX", False):
-            sandbox = urlsplit(settings.STRIPE_API_BASE)
+        uses_sandbox = bool(getattr(settings, "STRIPE_USES_SANDBOX", False))
+        # The sandbox's address from the environment (or the default), never from the file the
+        # previous start wrote (which local settings read for the other commands).
+        stripe_api_base = str(
+            os.environ.get("STRIPE_API_BASE")
+            or (
+                getattr(settings, "SANDBOX_API_BASE", DEFAULT_SANDBOX_API_BASE)
+                if uses_sandbox
+                else settings.STRIPE_API_BASE
+            )
+        )
+        if uses_sandbox:
+            sandbox = urlsplit(stripe_api_base)
             commands["sandbox"] = [
                 python, "-m", "stripe_sandbox",
                 "--host", sandbox.hostname or "127.0.0.1", "--port", str(sandbox.port or 12111),
@@ -105,7 +120,14 @@ class Command(BaseCommand):
         }  # fmt: skip
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"]}
         env |= self._metrics_env()
-        env |= self._receipt_key_env()
+        # The sandbox's address and the receipt key, for every process started here, and
+        # written to var/local-settings.json for the manage.py commands typed beside it.
+        env |= local_settings_prepare(
+            Path(settings.VAR_DIR),
+            stripe_api_base=stripe_api_base if uses_sandbox else None,
+            environ=os.environ,
+            say=self.stdout.write,
+        )
         children: dict[str, subprocess.Popen[bytes]] = {}
         previous = {
             sig: signal.signal(sig, _raise_stop)
@@ -121,9 +143,9 @@ class Command(BaseCommand):
                 )
                 self.stdout.write(f"started {name} (pid {children[name].pid})")
             stripe_line = (
-                f"Stripe sandbox: {settings.STRIPE_API_BASE}"
+                f"Stripe sandbox: {stripe_api_base}"
                 if "sandbox" in children
-                else f"Stripe: {settings.STRIPE_API_BASE} (a real test-mode key)"
+                else f"Stripe: {stripe_api_base} (a real test-mode key)"
             )
             self.stdout.write(
                 self.style.SUCCESS(
@@ -175,32 +197,7 @@ class Command(BaseCommand):
         return {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
 
     def _receipt_key_env(self) -> dict[str, str]:
-        """A sandbox receipt key for this local installation (SPEC §8): created under the var
-        directory the first time, then reused, and passed to every process, trusted as `sandbox`.
-        A signing key set in the environment is left as it is."""
-        if os.environ.get("RECEIPT_SIGNING_KEY"):
-            return {}
-        from receipts.keys import key_generate
-
-        path = Path(settings.VAR_DIR) / "receipt-signing-key.json"
-        if not path.exists():
-            key = key_generate("sandbox")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-                json.dump(key, f, indent=2)
-            self.stdout.write(f"==> Created a sandbox receipt signing key: {path}")
-        key = json.loads(path.read_text())
-        trusted = {
-            **dict(getattr(settings, "RECEIPT_TRUSTED_KEYS", {}) or {}),
-            key["key_id"]: {"public_key": key["public_key"], "environment": "sandbox"},
-        }
-        return {
-            "RECEIPT_SIGNING_KEY": key["seed"],
-            "RECEIPT_SIGNING_KEY_ID": key["key_id"],
-            "RECEIPT_SIGNING_ENVIRONMENT": "sandbox",
-            "RECEIPT_TRUSTED_KEYS": json.dumps(trusted),
-            "VOUCH_ENVIRONMENT": "sandbox",
-        }
+        return receipt_key_env(Path(settings.VAR_DIR), environ=os.environ, say=self.stdout.write)
 
     def _stop_all(self, children: dict[str, "subprocess.Popen[bytes]"]) -> None:
         self.stdout.write("\n==> Stopping")
@@ -219,3 +216,80 @@ class Command(BaseCommand):
                     os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
             self.stdout.write(f"stopped {name}")
+
+
+def receipt_key_env(
+    var_dir: Path, *, environ: Mapping[str, str], say: Callable[[str], Any] = lambda _: None
+) -> dict[str, str]:
+    """A sandbox receipt key for this local installation (SPEC §8): created under the var
+    directory the first time, then reused, and passed to every process, trusted as `sandbox`.
+    A signing key set in the environment is left as it is."""
+    if environ.get("RECEIPT_SIGNING_KEY"):
+        return {}
+    from receipts.keys import key_generate
+
+    path = var_dir / "receipt-signing-key.json"
+    if not path.exists():
+        key = key_generate("sandbox")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            json.dump(key, f, indent=2)
+        say(f"==> Created a sandbox receipt signing key: {path}")
+    key = json.loads(path.read_text())
+    trusted = {
+        **_trusted_in(environ),
+        key["key_id"]: {"public_key": key["public_key"], "environment": "sandbox"},
+    }
+    return {
+        "RECEIPT_SIGNING_KEY": key["seed"],
+        "RECEIPT_SIGNING_KEY_ID": key["key_id"],
+        "RECEIPT_SIGNING_ENVIRONMENT": "sandbox",
+        "RECEIPT_TRUSTED_KEYS": json.dumps(trusted),
+        "VOUCH_ENVIRONMENT": "sandbox",
+    }
+
+
+def _trusted_in(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The receipt keys the environment trusts (`RECEIPT_TRUSTED_KEYS`, JSON)."""
+    return dict(json.loads(environ.get("RECEIPT_TRUSTED_KEYS") or "{}"))
+
+
+def local_settings_prepare(
+    var_dir: Path,
+    *,
+    stripe_api_base: str | None,
+    environ: Mapping[str, str],
+    say: Callable[[str], Any] = lambda _: None,
+) -> dict[str, str]:
+    """What `make run` prepares under `var_dir` before it starts its processes, and the
+    environment they get: the sandbox's address (`stripe_api_base`; None when a real test-mode
+    key is used) and the receipt key (created once, trusted). Both are written, at every start,
+    to `var_dir/local-settings.json` (readable by its owner only: it holds the key's seed), which
+    local settings read, so a `manage.py` command run with this var directory uses what
+    `make run` uses (a variable set in its environment still wins)."""
+    receipt = receipt_key_env(var_dir, environ=environ, say=say)
+    env = dict(receipt)
+    written: dict[str, Any] = {
+        "written_by": "make run (core/management/commands/run_local.py), at each start",
+        "read_by": "config/settings/local.py: environment variables win over each setting",
+    }
+    if stripe_api_base is not None:
+        env["STRIPE_API_BASE"] = written["STRIPE_API_BASE"] = stripe_api_base
+    if receipt:
+        for name in (
+            "RECEIPT_SIGNING_KEY",
+            "RECEIPT_SIGNING_KEY_ID",
+            "RECEIPT_SIGNING_ENVIRONMENT",
+            "VOUCH_ENVIRONMENT",
+        ):
+            written[name] = receipt[name]
+        written["RECEIPT_TRUSTED_KEYS"] = json.loads(receipt["RECEIPT_TRUSTED_KEYS"])
+    else:
+        written["RECEIPT_TRUSTED_KEYS"] = _trusted_in(environ)
+    var_dir.mkdir(parents=True, exist_ok=True)
+    path = var_dir / LOCAL_SETTINGS_FILE
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        json.dump(written, f, indent=2)
+    os.replace(partial, path)  # whole or not at all, for a command reading it meanwhile
+    return env
