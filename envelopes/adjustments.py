@@ -248,19 +248,14 @@ def _mismatch(message: str, **details: Any) -> AdjustmentProviderMismatch:
     return AdjustmentProviderMismatch(message, details=details)
 
 
-def _id_of(value: Any) -> str:
-    """An expandable field's id (Stripe gives the id, or the object)."""
-    return str((value.get("id") if isinstance(value, dict) else value) or "")
-
-
 def _check_refund(kind: str, refund: dict[str, Any], subject: Subject) -> int:
     """The refund supports the correction: returns the amount it moves, in micro-dollars."""
-    funding = subject.funding_leg
-    charge_id = _id_of(refund.get("charge"))
-    if funding is None or charge_id != funding.charge_id:
+    funding = _need(subject.funding_leg)
+    charge_id = str(refund.get("charge"))  # an id: Vouch never asks Stripe to expand it
+    if charge_id != funding.charge_id:
         raise _mismatch(
-            f"Refund {refund.get('id')} is on charge {charge_id or '(none)'}, not on this leg's "
-            f"charge {funding.charge_id if funding else '(none)'}.",
+            f"Refund {refund.get('id')} is on charge {charge_id}, not on this leg's charge "
+            f"{funding.charge_id}.",
             provider_charge=charge_id,
         )
     if refund.get("status") in _GONE:
@@ -273,11 +268,11 @@ def _check_refund(kind: str, refund: dict[str, Any], subject: Subject) -> int:
             f"Refund {refund.get('id')} is recorded on a refund leg already."
         )
     named = (refund.get("metadata") or {}).get("vouch_leg")
-    amount = int(refund.get("amount") or 0)
+    amount = int(refund["amount"])
     if kind == AdjustmentKind.LEG_ACCEPT:
         leg = subject.refund_leg
         leg = _need(leg)
-        if named not in (None, "", leg.public_id):
+        if named and named != leg.public_id:
             raise _mismatch(f"Refund {refund.get('id')} names another leg ({named}).")
         if amount != to_cents(leg.amount_micro):
             raise _mismatch(
@@ -304,19 +299,18 @@ def _is_second_refund_of(leg_id: str, refund_id: str) -> bool:
 
 def _check_intent(intent: dict[str, Any], funding: FundingLeg) -> None:
     intent_id = str(intent.get("id"))
-    charge_id = _id_of(intent.get("latest_charge"))
-    recorded = Q(payment_intent_id=intent_id)
-    if charge_id:
-        recorded |= Q(charge_id=charge_id)
+    # Its charge too (an id; "None" before it charged, which no leg records).
+    charge_id = str(intent.get("latest_charge"))
+    recorded = Q(payment_intent_id=intent_id) | Q(charge_id=charge_id)
     other = FundingLeg.objects.exclude(pk=funding.pk).filter(recorded).first()
     if other is not None:
         raise ProviderObjectAlreadyRecorded(
-            f"PaymentIntent {intent_id} (charge {charge_id or '(none)'}) is recorded on funding "
-            f"leg {other.public_id} already: one payment is never counted twice.",
+            f"PaymentIntent {intent_id} (charge {charge_id}) is recorded on funding leg "
+            f"{other.public_id} already: one payment is never counted twice.",
             details={"funding_leg": other.public_id},
         )
     named = (intent.get("metadata") or {}).get("vouch_funding")
-    if named not in (None, "", funding.public_id):
+    if named and named != funding.public_id:
         raise _mismatch(f"PaymentIntent {intent_id} names another funding leg ({named}).")
     if intent.get("status") != "succeeded":
         raise _mismatch(
@@ -573,13 +567,13 @@ def _check_applicable(kind: str, subject: Subject) -> None:
         funding_leg=subject.funding_leg if subject.refund_leg is None else None,
     )
     if kind not in allowed:
-        leg = subject.refund_leg or subject.funding_leg
-        state = getattr(leg, "outcome", None) or getattr(leg, "status", "")
+        leg: RefundLeg | FundingLeg = subject.refund_leg or _need(subject.funding_leg)
+        state = leg.outcome if isinstance(leg, RefundLeg) else leg.status
         fits = ", ".join(allowed) or (
             "nothing yet: Vouch may still use its idempotency key; wait until it expires"
         )
         raise AdjustmentNotApplicable(
-            f"A {kind} adjustment does not fit {getattr(leg, 'public_id', 'this')} as it stands "
+            f"A {kind} adjustment does not fit {leg.public_id} as it stands "
             f"({state}). It allows: {fits}.",
             details={"kind": kind, "allowed": [str(k) for k in allowed]},
         )
@@ -649,13 +643,14 @@ def adjustment_approve(
         locked.approval_read = evidence.read
         locked.save()
         if locked.escalation is not None and locked.escalation.status == EscalationStatus.OPEN:
+            said = (
+                f"Adjusted by {locked.public_id} ({locked.kind}, {locked.amount_micro:,} micro), "
+                f"proposed by {locked.proposed_by}: {locked.reason}"
+            )
+            if locked.decision_note:
+                said = f"{said} Approved: {locked.decision_note}"
             escalation_resolve(
-                escalation=locked.escalation,
-                actor=actor,
-                note=f"Adjusted by {locked.public_id} ({locked.kind}, "
-                f"{locked.amount_micro:,} micro), proposed by {locked.proposed_by}: "
-                f"{locked.reason}" + (f" Approved: {locked.decision_note}" if note else ""),
-                adjustment=locked.public_id,
+                escalation=locked.escalation, actor=actor, note=said, adjustment=locked.public_id
             )
         adjustment_applied.send(sender=Adjustment, adjustment=locked)
         audit_record(
@@ -748,10 +743,9 @@ def _apply(adjustment: Adjustment, subject: Subject, evidence: _Evidence) -> Non
         deltas = {"unspent": -amount, "refunded": amount}
     elif kind == AdjustmentKind.FUNDING_ACCEPT:
         funding = _need(funding)
-        latest = provider_object.get("latest_charge")
         funding.status = FundingStatus.SUCCEEDED
         funding.payment_intent_id = adjustment.provider_object_id
-        funding.charge_id = str((latest.get("id") if isinstance(latest, dict) else latest) or "")
+        funding.charge_id = str(provider_object["latest_charge"])  # a succeeded one's (an id)
         funding.funded_at = now
         funding.save(update_fields=["status", "payment_intent_id", "charge_id", "funded_at"])
         charge_run_start(leg=funding, intent=provider_object)
@@ -767,7 +761,7 @@ def _apply(adjustment: Adjustment, subject: Subject, evidence: _Evidence) -> Non
     _move(
         envelope,
         JournalEntry.Kind.ADJUST,
-        note=f"{kind} {adjustment.public_id}"[:200],
+        note=f"{kind} {adjustment.public_id}",
         refund_leg=leg if about_the_leg else None,
         funding_leg=None if about_the_leg else funding,
         adjustment=adjustment,

@@ -39,6 +39,7 @@ from envelopes.models import (
 )
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
+from verification.models import VerificationRun
 from verification.services import provider_event_process, provider_event_store
 
 from .conftest import Api
@@ -449,7 +450,7 @@ def _pending_top_up(alice: Api, sandbox: SandboxControl, *, charged: bool) -> Fu
 
 
 def test_abandoning_a_funding_leg_the_provider_charged_is_refused(
-    alice: Api, sandbox: SandboxControl, proposer: User
+    alice: Api, sandbox: SandboxControl, sdk: stripe.StripeClient, proposer: User
 ) -> None:
     funding = _pending_top_up(alice, sandbox, charged=True)
     with later(), pytest.raises(AdjustmentProviderMismatch) as refused:
@@ -457,6 +458,10 @@ def test_abandoning_a_funding_leg_the_provider_charged_is_refused(
             actor=proposer, kind="funding_abandon", reason="Never charged?", funding_leg=funding
         )
     assert refused.value.code == "provider_shows_payment_succeeded"
+    (charged_intent,) = sdk.v1.payment_intents.search(
+        params={"query": f"metadata['vouch_funding']:'{funding.public_id}'"}
+    ).data
+    assert refused.value.details == {"payment_intents": {charged_intent.id: "succeeded"}}
     funding.refresh_from_db()
     assert funding.status == FundingStatus.PENDING
     assert not Adjustment.objects.exists()
@@ -570,6 +575,12 @@ def test_accepting_a_charged_funding_leg_names_its_payment_and_counts_it_once(
         intent.id,
         intent.latest_charge,
     )
+    assert funding.funded_at is not None
+    # The charge is proven by a readback, as every funding charge is.
+    run = VerificationRun.objects.get(
+        contract_id="stripe.charge.succeeded", operation_id=funding.idempotency_key
+    )
+    assert run.input == {"charge": intent.latest_charge, "amount": 300}
     envelope = funding.envelope
     envelope.refresh_from_db()
     assert (envelope.total_funded_micro, envelope.unspent_micro) == (8_000_000, 8_000_000)

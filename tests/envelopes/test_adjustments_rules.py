@@ -497,6 +497,19 @@ def test_a_foreign_refund_beyond_what_is_left_of_its_charge_is_not_applied(
     with pytest.raises(AdjustmentNotApplicable):
         adjustment_approve(adjustment=adjustment, actor=approver, confirmed_amount_micro=600_000)
     assert _balances(envelope_id) == (7_000_000, 0, 1_500_000, 5_500_000)
+    adjustment_reject(adjustment=adjustment, actor=approver, note="more than is left")
+    exact = sdk.v1.refunds.create(params={"charge": original.charge_id, "amount": 50})
+    fits = adjustment_propose(
+        actor=proposer,
+        kind="foreign_refund",
+        reason="x",
+        funding_leg=original,
+        provider_object_id=exact.id,
+    )
+    adjustment_approve(adjustment=fits, actor=approver, confirmed_amount_micro=500_000)
+    assert _balances(envelope_id) == (7_000_000, 500_000, 1_500_000, 5_000_000)
+    original.refresh_from_db()
+    assert original.capacity_micro == 0
 
 
 # --- what each correction writes ---------------------------------------------------------------
@@ -985,3 +998,151 @@ def test_a_funding_accept_refuses_a_charge_recorded_on_another_leg(
         )
     assert refused.value.code == "provider_object_already_recorded"
     assert refused.value.details == {"funding_leg": original.public_id}
+
+
+def test_a_refusal_other_than_not_found_is_no_proof_that_a_refund_is_gone(
+    alice: Api, sandbox: SandboxControl, proposer: User
+) -> None:
+    """Only a 404 says the provider holds no such refund (or PaymentIntent); a 400 says nothing."""
+    leg = _accepted_leg(alice)
+    sandbox.forget(leg.provider_refund_id)
+    sandbox.add_fault(
+        f"/v1/refunds/{leg.provider_refund_id}", "refuse", method="GET", error_code="bad_request"
+    )
+    with pytest.raises(AdjustmentProviderUnreadable) as refused:
+        adjustment_propose(actor=proposer, kind="leg_reverse", reason="x", refund_leg=leg)
+    assert refused.value.details == {"provider_code": "bad_request"}
+    (answer,) = ProviderRead.objects.get().answers.all()
+    assert (answer.outcome, answer.http_status) == ("refused", 400)
+    assert not Adjustment.objects.exists()
+
+
+def test_an_abandon_is_refused_when_the_payment_intent_says_nothing_but_a_400(
+    alice: Api, sandbox: SandboxControl, sdk: stripe.StripeClient, proposer: User
+) -> None:
+    funding = _with_known_intent(_pending_top_up(alice, sandbox), _intent(sdk, 300).id)
+    sandbox.add_fault(
+        f"/v1/payment_intents/{funding.payment_intent_id}",
+        "refuse",
+        method="GET",
+        error_code="bad_request",
+    )
+    with later(), pytest.raises(AdjustmentProviderUnreadable):
+        adjustment_propose(actor=proposer, kind="funding_abandon", reason="x", funding_leg=funding)
+
+
+def test_a_refund_someone_else_made_on_the_charge_does_not_stop_a_release(
+    alice: Api, sandbox: SandboxControl, sdk: stripe.StripeClient, proposer: User
+) -> None:
+    """Only refunds carrying the leg count: a Dashboard refund on the same charge is another
+    matter (a foreign refund, recorded on its own)."""
+    leg = _never_made_refund(alice, sandbox)
+    foreign = sdk.v1.refunds.create(params={"charge": leg.funding_leg.charge_id, "amount": 100})
+    with later():
+        adjustment = adjustment_propose(
+            actor=proposer, kind="leg_release", reason="x", refund_leg=leg
+        )
+    assert adjustment.proposal_read is not None
+    assert adjustment.proposal_read.shows == {"refunds": []}
+    listing = adjustment.proposal_read.answers.get(request__path="/v1/refunds")
+    assert [r["id"] for r in listing.answer()["data"]] == [foreign.id]  # seen, and not counted
+
+
+def test_missing_words_are_refused_like_empty_ones(
+    alice: Api, sandbox: SandboxControl, proposer: User, approver: User
+) -> None:
+    """A reason, a provider object or a note given as nothing at all (None) is refused as an empty
+    one is."""
+    leg = _never_made_refund(alice, sandbox)
+    with later():
+        with pytest.raises(InvalidInput) as no_reason:
+            adjustment_propose(
+                actor=proposer,
+                kind="leg_release",
+                reason=None,  # type: ignore[arg-type]
+                refund_leg=leg,
+            )
+        assert no_reason.value.details == {"reason": []}
+        with pytest.raises(InvalidInput) as no_object:
+            adjustment_propose(
+                actor=proposer,
+                kind="leg_accept",
+                reason="x",
+                refund_leg=leg,
+                provider_object_id=None,  # type: ignore[arg-type]
+            )
+        assert no_object.value.details == {"provider_object_id": ["Required for this kind."]}
+        adjustment = adjustment_propose(
+            actor=proposer, kind="leg_release", reason="x", refund_leg=leg
+        )
+        with pytest.raises(InvalidInput):
+            adjustment_reject(
+                adjustment=adjustment,
+                actor=approver,
+                note=None,  # type: ignore[arg-type]
+            )
+    assert Adjustment.objects.get().status == AdjustmentStatus.PROPOSED
+
+
+def test_one_proposal_waits_per_leg(
+    alice: Api, sandbox: SandboxControl, proposer: User, approver: User
+) -> None:
+    leg = _never_made_refund(alice, sandbox)
+    with later():
+        adjustment_propose(actor=proposer, kind="leg_release", reason="x", refund_leg=leg)
+        with pytest.raises(AdjustmentNotApplicable) as second:
+            adjustment_propose(actor=approver, kind="leg_release", reason="y", refund_leg=leg)
+    assert second.value.message == (
+        "Another adjustment of this leg is waiting for approval, or this provider object is "
+        "named by another adjustment already."
+    )
+    assert Adjustment.objects.count() == 1
+
+
+def test_a_correction_that_does_not_fit_says_what_the_leg_allows(
+    alice: Api, sandbox: SandboxControl, proposer: User
+) -> None:
+    leg = _never_made_refund(alice, sandbox)
+    with pytest.raises(AdjustmentNotApplicable) as young:
+        adjustment_propose(actor=proposer, kind="leg_release", reason="x", refund_leg=leg)
+    assert young.value.message == (
+        f"A leg_release adjustment does not fit {leg.public_id} as it stands (unknown). It "
+        "allows: nothing yet: Vouch may still use its idempotency key; wait until it expires."
+    )
+    with pytest.raises(AdjustmentNotApplicable) as funded:
+        adjustment_propose(
+            actor=proposer, kind="funding_abandon", reason="x", funding_leg=leg.funding_leg
+        )
+    assert funded.value.message == (
+        f"A funding_abandon adjustment does not fit {leg.funding_leg.public_id} as it stands "
+        "(succeeded). It allows: foreign_refund, confirm."
+    )
+    assert funded.value.details == {
+        "kind": "funding_abandon",
+        "allowed": ["foreign_refund", "confirm"],
+    }
+
+
+def test_a_foreign_refund_recorded_on_a_refund_leg_moves_its_funding_legs_money(
+    alice: Api, sdk: stripe.StripeClient, proposer: User, approver: User
+) -> None:
+    """Proposed from the leg (a duplicate of its refund), it is written on the funding leg: the
+    journal names the funding leg, not the refund leg."""
+    leg = _accepted_leg(alice)
+    foreign = sdk.v1.refunds.create(params={"charge": leg.funding_leg.charge_id, "amount": 50})
+    adjustment = adjustment_propose(
+        actor=proposer,
+        kind="foreign_refund",
+        reason="x",
+        refund_leg=leg,
+        provider_object_id=foreign.id,
+    )
+    assert (adjustment.refund_leg, adjustment.funding_leg) == (leg, None)
+    adjustment_approve(adjustment=adjustment, actor=approver, confirmed_amount_micro=500_000)
+    entry = JournalEntry.objects.get(kind="adjust")
+    assert (entry.refund_leg_id, entry.funding_leg_id) == (None, leg.funding_leg_id)
+    assert (entry.refunded_delta, entry.unspent_delta) == (500_000, -500_000)
+    assert FundingLeg.objects.get().refunded_micro == 2_500_000
+    leg.refresh_from_db()
+    assert (leg.outcome, leg.released) == (LegOutcome.ACCEPTED, False)  # the leg is untouched
+    assert ledger_breaches() == []
