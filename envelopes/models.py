@@ -428,6 +428,11 @@ class Adjustment(models.Model):
     def __str__(self) -> str:
         return f"{self.public_id} {self.kind} ({self.status})"
 
+    @property
+    def reads(self) -> list[ProviderRead]:
+        """The provider as read when it was proposed, then when it was approved (those made)."""
+        return [read for read in (self.proposal_read, self.approval_read) if read is not None]
+
 
 def _read_id() -> str:
     return public_id("prd")
@@ -464,6 +469,10 @@ class ProviderRead(models.Model):
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.purpose} {self.subject}"
+
+    def shows_json(self) -> str:
+        """What the read shows, as indented JSON (for a person to read)."""
+        return json.dumps(self.shows, indent=2, sort_keys=True)
 
 
 class ProviderAnswer(models.Model):

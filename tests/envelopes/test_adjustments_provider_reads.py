@@ -602,3 +602,32 @@ def _answers_hold_their_sha256(read: ProviderRead) -> bool:
         and all(a.sha256 == d for a, d in zip(answers, digests, strict=True))
         and read.sha256 == _sha("\n".join(digests).encode())
     )
+
+
+def test_the_adjustment_page_shows_what_the_provider_showed_with_its_sha256(
+    alice: Api, sandbox: SandboxControl, proposer: User, approver: User
+) -> None:
+    from django.test import Client
+    from django.urls import reverse
+
+    _, leg = _never_made_refund(alice, sandbox)
+    with later():
+        adjustment = adjustment_propose(
+            actor=proposer, kind="leg_release", reason="Nothing at Stripe.", refund_leg=leg
+        )
+        applied = adjustment_approve(
+            adjustment=adjustment, actor=approver, confirmed_amount_micro=2_000_000
+        )
+    approver.user_permissions.add(
+        Permission.objects.get(content_type__app_label="reconciliation", codename="view_adjustment")
+    )
+    client = Client()
+    client.force_login(User.objects.get(pk=approver.pk))
+    page = client.get(reverse("admin:reconciliation_adjustment_change", args=[applied.pk]))
+    html = page.content.decode()
+    assert "The provider, as read" in html
+    for read in applied.reads:
+        assert read.public_id in html
+        for answer in read.answers.all():
+            assert answer.sha256 in html
+    assert "&quot;refunds&quot;: []" in html  # what the reads showed: no refund of the leg
