@@ -152,6 +152,16 @@ def refund_row(operation: RefundOperation) -> RefundRow:
 
 
 def _journal_link(entry: JournalEntry) -> str:
+    link = _journal_subject(entry)
+    if entry.adjustment is not None:
+        link = f"{link} · adjustment {entry.adjustment.public_id}".lstrip(" ·")
+    if entry.provider_read is not None:  # the provider's word the entry rests on
+        read = entry.provider_read
+        link = f"{link} · provider read {read.public_id} (sha256 {read.sha256[:12]}…)"
+    return link
+
+
+def _journal_subject(entry: JournalEntry) -> str:
     if entry.refund_leg is not None:
         return f"refund leg {entry.refund_leg.public_id}"
     if entry.debit is not None:
@@ -163,7 +173,9 @@ def _journal_link(entry: JournalEntry) -> str:
 
 def envelope_page_context(envelope: Envelope) -> dict[str, Any]:
     entries = list(
-        envelope.journal.select_related("funding_leg", "debit", "refund_leg").order_by("id")
+        envelope.journal.select_related(
+            "funding_leg", "debit", "refund_leg", "adjustment", "provider_read"
+        ).order_by("id")
     )
     breaches: list[Breach] = ledger_breaches(Envelope.objects.filter(pk=envelope.pk))
     funding: list[FundingLeg] = list(envelope.funding_legs.order_by("sequence"))

@@ -631,3 +631,16 @@ def test_the_adjustment_page_shows_what_the_provider_showed_with_its_sha256(
         for answer in read.answers.all():
             assert answer.sha256 in html
     assert "&quot;refunds&quot;: []" in html  # what the reads showed: no refund of the leg
+    # The envelope's journal cites it too.
+    approver.user_permissions.add(
+        Permission.objects.get(content_type__app_label="envelopes", codename="view_envelope")
+    )
+    client.force_login(User.objects.get(pk=approver.pk))
+    envelope = leg.operation.envelope
+    journal = client.get(reverse("admin:envelopes_envelope_change", args=[envelope.pk]))
+    approval = applied.approval_read
+    assert approval is not None
+    assert (
+        f"refund leg {leg.public_id} · adjustment {applied.public_id} · provider read "
+        f"{approval.public_id} (sha256 {approval.sha256[:12]}…)"
+    ) in journal.content.decode()
