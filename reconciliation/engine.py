@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -56,15 +57,27 @@ from providers.stripe_provider import Page, StripeProvider, provider_from_settin
 from reconciliation.models import (
     Discrepancy,
     DiscrepancyClass,
+    Lane,
     Observation,
     Run,
     RunKind,
     Seen,
 )
-from reconciliation.runs import run_checkpoint, run_fail, run_finish, run_start
+from reconciliation.runs import (
+    LANE_OF,
+    RunInProgress,
+    run_checkpoint,
+    run_due_next,
+    run_fail,
+    run_finish,
+    run_queue,
+    run_start,
+)
 from reconciliation.services import OPEN_STATES, Finding, discrepancy_clear, discrepancy_record
 from verification import clock
 from verification.models import VerificationRun
+
+logger = logging.getLogger("vouch.reconciliation")
 
 LIVE = ("pending", "requires_action", "succeeded")
 GONE = ("failed", "canceled")
@@ -110,11 +123,13 @@ class _Context:
     grace: timedelta
     progress: Callable[[Run], None] | None
     # Charges with a refund-level money finding in this run: their totals are explained by it.
+    # Only this run's findings explain (SPEC §15.3): a discrepancy an earlier run left open
+    # explains nothing, for this run may clear it.
     explained: set[str] = field(default_factory=set)
     # A dry run releases nothing: what it would release, by charge (micro-dollars).
     would_release: dict[str, int] = field(default_factory=dict)
-    # A dry run records nothing: the keys it found.
-    dry_findings: dict[tuple[str, str, str], Finding] = field(default_factory=dict)
+    # A dry run records nothing: the keys (class, subject type, subject id) it found.
+    dry_findings: set[tuple[str, str, str]] = field(default_factory=set)
 
     def recent(self, moment: datetime | int | float | None) -> bool:
         """Inside the grace period (what Vouch has in flight is expected, not a discrepancy)."""
@@ -135,17 +150,28 @@ def reconcile(
     until: datetime | None = None,
     dry_run: bool = False,
     progress: Callable[[Run], None] | None = None,
+    started: Callable[[Run], None] | None = None,
     provider: StripeProvider | None = None,
+    hand_on: bool = True,
 ) -> Run:
-    """Run (or resume) one comparison over [since, until) — by default the kind's window ending
-    now. Returns the completed run; raises RunInProgress if a run of the lane is alive, and
-    ReconciliationIncomplete if the provider could not be read (the run is resumable)."""
+    """Run one comparison over [since, until) — by default the kind's window ending now — or
+    resume the interrupted run of its kind asked for with the same flags (`runs.run_start`: its
+    mode and window are its own, fixed when it was created; a window given here is taken up only
+    by a run of exactly that window). `started` is told the run before its work begins (the
+    window it actually uses). Returns the completed run; raises RunInProgress if a run of the lane
+    is alive, and ReconciliationIncomplete if the provider could not be read (the run is
+    resumable). Then, with `hand_on`, a run that fell due meanwhile is handed to a worker."""
     from core.budget import budget_from_settings
 
     now = clock.now()
+    window_asked = since is not None or until is not None
     until = until or now
     since = since or until - WINDOWS[RunKind(kind)]
-    run = run_start(kind=kind, window_start=since, window_end=until, dry_run=dry_run)
+    run = run_start(
+        kind=kind, window_start=since, window_end=until, dry_run=dry_run, window_asked=window_asked
+    )
+    if started is not None:
+        started(run)
     ctx = _Context(
         run=run,
         provider=provider or provider_from_settings(),
@@ -154,16 +180,84 @@ def reconcile(
         grace=timedelta(seconds=settings.RECONCILIATION_GRACE_S),
         progress=progress,
     )
+    _carried_in(ctx)
     try:
-        _phases(ctx)
-    except ProviderUnavailable as exc:
-        run_fail(run, error=str(exc))
-        raise ReconciliationIncomplete(run, str(exc)) from exc
-    if run.dry_run:
-        run.opened = {}
-        for finding in ctx.dry_findings.values():
-            run.opened[finding.code] = run.opened.get(finding.code, 0) + 1
-    return run_finish(run)
+        try:
+            _phases(ctx)
+        except ProviderUnavailable as exc:
+            run_fail(run, error=str(exc))
+            raise ReconciliationIncomplete(run, str(exc)) from exc
+        if run.dry_run:
+            run.opened = {}
+            for code, _type, _subject in ctx.dry_findings:
+                run.opened[code] = run.opened.get(code, 0) + 1
+        return run_finish(run)
+    finally:
+        if hand_on:
+            _hand_on(LANE_OF[RunKind(kind)])
+
+
+def _hand_on(lane: str) -> None:
+    """A run that fell due while this one held the lane (`run_queue`) runs right after it: handed
+    to a worker (`reconciliation.due`). If the broker cannot be reached, the next scheduled run
+    of the lane runs it after its own."""
+    if run_due_next(lane) is None:
+        return
+    from reconciliation.tasks import due  # the tasks module imports this one
+
+    try:
+        due.delay()
+    except Exception:  # the broker is down: the next tick runs what is due
+        logger.warning("reconciliation: could not hand the due run on to a worker", exc_info=True)
+
+
+def reconcile_due(kind: str) -> list[Run]:
+    """A scheduled run fell due: run it, then whatever fell due while it ran. If another run holds
+    the lane, it is queued and runs right after that one (never dropped): the holder runs it when
+    it ends, or — if the holder ended meanwhile — this call does. Returns the runs completed."""
+    try:
+        done = [reconcile(kind=kind, hand_on=False)]
+    except RunInProgress as exc:
+        run_queue(kind, behind=exc.run)
+        logger.info("reconciliation.%s: %s; queued to run right after it", kind, exc)
+        return reconcile_queued()
+    except ReconciliationIncomplete:
+        reconcile_queued()
+        raise
+    return done + reconcile_queued()
+
+
+def reconcile_queued(lane: str = Lane.OBJECTS) -> list[Run]:
+    """Run the runs due in `lane`, oldest first, until none is left or another run holds the
+    lane (it runs them when it ends)."""
+    done = []
+    while (kind := run_due_next(lane)) is not None:
+        try:
+            done.append(reconcile(kind=kind, hand_on=False))
+        except RunInProgress:
+            break
+    return done
+
+
+def _carried_in(ctx: _Context) -> None:
+    """What the run had found before it was interrupted, from its checkpoint: the charges its
+    findings explain, what a dry run would release and the findings a dry run keeps."""
+    carried = (ctx.run.checkpoint or {}).get("carried") or {}
+    ctx.explained.update(carried.get("explained") or [])
+    ctx.would_release.update(carried.get("would_release") or {})
+    ctx.dry_findings.update(tuple(key) for key in carried.get("dry_findings") or [])
+
+
+def _carried(ctx: _Context) -> dict[str, Any]:
+    """What the checkpoint carries for a resumed run (nothing, when nothing was found)."""
+    carried: dict[str, Any] = {}
+    if ctx.explained:
+        carried["explained"] = sorted(ctx.explained)
+    if ctx.would_release:
+        carried["would_release"] = ctx.would_release
+    if ctx.dry_findings:
+        carried["dry_findings"] = sorted(list(key) for key in ctx.dry_findings)
+    return {"carried": carried} if carried else {}
 
 
 def _phases(ctx: _Context) -> None:
@@ -185,7 +279,7 @@ def _phases(ctx: _Context) -> None:
             _ledger(ctx)
         elif phase == "clear" and not ctx.run.dry_run:
             _clear(ctx)
-        run_checkpoint(ctx.run, phase=phase, done=True)
+        run_checkpoint(ctx.run, phase=phase, done=True, **_carried(ctx))
         _tick(ctx)
 
 
@@ -202,7 +296,7 @@ def _found(ctx: _Context, finding: Finding) -> None:
     if finding.code in _REFUND_MONEY and finding.charge_id:
         ctx.explained.add(finding.charge_id)
     if ctx.run.dry_run:
-        ctx.dry_findings[finding.key] = finding
+        ctx.dry_findings.add(finding.key)
         return
     if finding.observation is not None and finding.observation.pk is None:
         # The page it was seen in, stored before the discrepancy that cites it.
@@ -299,7 +393,7 @@ def _list(ctx: _Context, kind: str, after: str | None) -> None:
                 observation.save(force_insert=True)
             if seen:
                 _seen(ctx.run, seen)
-            run_checkpoint(ctx.run, phase=kind, after=page.last_id)
+            run_checkpoint(ctx.run, phase=kind, after=page.last_id, **_carried(ctx))
         _tick(ctx)
 
 
@@ -676,22 +770,92 @@ def _charges(ctx: _Context, charges: list[dict[str, Any]], observation: Observat
         for f in FundingLeg.objects.select_related("envelope").order_by().filter(charge_id__in=ids)
     }
     totals = _refund_totals([f.pk for f in fundings.values()])
-    explained = ctx.explained | set(
-        Discrepancy.objects.filter(
-            charge_id__in=ids, status__in=OPEN_STATES, code__in=_REFUND_MONEY
-        ).values_list("charge_id", flat=True)
+    explained = set(ctx.explained)
+    # Charges no leg records that carry Vouch's funding metadata (most pages: none), with the leg
+    # they name.
+    unrecorded = {
+        str(c["id"]): c
+        for c in charges
+        if str(c["id"]) not in fundings and _funding_named(c) and _taken(c)
+    }
+    named = (
+        {
+            f.public_id: f
+            for f in FundingLeg.objects.select_related("envelope")
+            .order_by()
+            .filter(public_id__in={_funding_named(c) for c in unrecorded.values()})
+        }
+        if unrecorded
+        else {}
     )
     seen = []
     for charge in charges:
         funding = fundings.get(str(charge["id"]))
         if funding is None:
-            continue  # not a Vouch charge
+            if str(charge["id"]) in unrecorded:
+                _count(ctx, "charge")
+                _charge_unrecorded(ctx, charge, named.get(_funding_named(charge)), observation)
+            continue  # else not a Vouch charge
         _count(ctx, "charge")
         seen.append(funding.charge_id)
         if funding.status != FundingStatus.SUCCEEDED:
             continue  # a pending leg's charge: the stuck phase names it if it stays so
         _charge_of_funding(ctx, funding, charge, totals[funding.pk], explained, observation)
     return seen
+
+
+def _funding_named(charge: dict[str, Any]) -> str:
+    metadata = charge.get("metadata") or {}
+    return str(metadata.get("vouch_funding") or "") if isinstance(metadata, dict) else ""
+
+
+def _taken(charge: dict[str, Any]) -> bool:
+    """The charge took the buyer's money, or may still (a failed one took nothing)."""
+    return charge.get("status") in ("succeeded", "pending")
+
+
+def _charge_unrecorded(
+    ctx: _Context, charge: dict[str, Any], leg: FundingLeg | None, observation: Observation
+) -> None:
+    """A charge carrying Vouch's funding metadata that no funding leg records by its id: the
+    buyer paid money Vouch counts nowhere (its leg pending past the grace, abandoned, recording
+    another charge, or not there at all). Inside the grace, a pending leg is Vouch's own work in
+    flight: its answer is being recorded."""
+    if leg is not None and leg.status == FundingStatus.PENDING and ctx.recent(leg.created_at):
+        ctx.run.expected += 1
+        return
+    charge_id, amount = str(charge["id"]), charge.get("amount")
+    cents = amount if isinstance(amount, int) and not isinstance(amount, bool) else 0
+    _found(
+        ctx,
+        Finding(
+            code=DiscrepancyClass.FUNDING_UNRECORDED,
+            subject_type="charge",
+            subject_id=charge_id,
+            summary=f"Charge {charge_id} of {amount} cents carries funding leg "
+            f"{_funding_named(charge)}, which "
+            + (f"is {leg.status} and records no such charge." if leg else "Vouch does not have."),
+            vouch_side={
+                "charge": leg.charge_id if leg else "",
+                "funding": leg.public_id if leg else "",
+                "status": leg.status if leg else "",
+                "amount": to_cents(leg.amount_micro) if leg else None,
+            },
+            provider_side={
+                "charge": charge_id,
+                "funding": _funding_named(charge),
+                "status": charge.get("status"),
+                "amount": amount,
+                "payment_intent": _id(charge.get("payment_intent")),
+            },
+            differing=["charge", "status"] if leg else ["charge", "funding", "status"],
+            charge_id=charge_id,
+            envelope_public_id=leg.envelope.public_id if leg else "",
+            amount_micro=cents * MICRO_PER_CENT,
+            observation=observation,
+            escalate_as=("funding_leg", leg.public_id) if leg else None,
+        ),
+    )
 
 
 def _charge_of_funding(
@@ -1182,6 +1346,11 @@ def _look_again(ctx: _Context, discrepancy: Discrepancy) -> Observation | None:
         outcome, observation = _read(ctx, "refund", refund_id)
         if outcome.accepted:
             _refunds(ctx, [outcome.require()], observation)
+        return observation
+    if discrepancy.subject_type == "charge":
+        outcome, observation = _read(ctx, "charge", subject_id)
+        if outcome.accepted:
+            _charges(ctx, [outcome.require()], observation)
         return observation
     if discrepancy.subject_type == "funding_leg":
         funding = FundingLeg.objects.select_related("envelope").filter(public_id=subject_id).first()

@@ -111,6 +111,26 @@ class Run(models.Model):
         return f"{self.kind} {self.public_id}"
 
 
+class DueRun(models.Model):
+    """A scheduled run that fell due while another run held its lane (SPEC §15.3): it is run
+    right after, never dropped. One row per kind (falling due again while queued is the same
+    run); the run of that kind that starts next takes it (deletes the row)."""
+
+    kind = models.CharField(max_length=10, choices=RunKind.choices, unique=True)
+    lane = models.CharField(max_length=10, choices=Lane.choices)
+    due_at = models.DateTimeField(help_text="When it first fell due.")
+    behind = models.CharField(
+        max_length=40, blank=True, help_text="The run that held the lane (public id)."
+    )
+    times = models.PositiveIntegerField(default=1, help_text="Ticks it fell due while queued.")
+
+    class Meta:
+        ordering = ("due_at", "id")
+
+    def __str__(self) -> str:
+        return f"{self.kind} due since {self.due_at:%Y-%m-%d %H:%M}"
+
+
 class Cursor(models.Model):
     """Where a lane's incremental reading stands (the event catch-up: the newest event `created`
     it has stored)."""
@@ -196,6 +216,8 @@ class DiscrepancyClass(models.TextChoices):
     FILING_UNCONFIRMED = "filing_unconfirmed"
     LEG_STUCK = "leg_stuck"
     FUNDING_STUCK = "funding_stuck"
+    # A charge carrying Vouch's funding metadata that no funding leg records.
+    FUNDING_UNRECORDED = "funding_unrecorded"
     RUN_OVERDUE = "run_overdue"
     LEDGER_BREACH = "ledger_breach"
 
@@ -209,6 +231,7 @@ SEVERITY: dict[str, str] = {
     "refund_foreign": Severity.MONEY,
     "refund_duplicate": Severity.MONEY,
     "ledger_breach": Severity.MONEY,
+    "funding_unrecorded": Severity.MONEY,
     "dispute_unrecorded": Severity.EVIDENCE,
     "dispute_status_drift": Severity.EVIDENCE,
     "filing_unconfirmed": Severity.EVIDENCE,

@@ -22,6 +22,7 @@ from reconciliation.models import (
     SEVERITY,
     Discrepancy,
     DiscrepancyStatus,
+    DueRun,
     Lane,
     Run,
     RunKind,
@@ -50,15 +51,33 @@ def _dead(run: Run, now: datetime) -> bool:
     return run.heartbeat_at < now - timedelta(seconds=settings.RECONCILIATION_HEARTBEAT_TIMEOUT_S)
 
 
+def _fits(run: Run, *, dry_run: bool, window: tuple[datetime, datetime] | None) -> bool:
+    """Whether a run asked for with these flags may take `run` up: the same mode, and the same
+    window when one was asked for (a run's mode and window are fixed when it is created)."""
+    if run.dry_run != dry_run:
+        return False
+    return window is None or (run.window_start, run.window_end) == window
+
+
 def run_start(
-    *, kind: str, window_start: datetime, window_end: datetime, dry_run: bool = False
+    *,
+    kind: str,
+    window_start: datetime,
+    window_end: datetime,
+    dry_run: bool = False,
+    window_asked: bool = False,
 ) -> Run:
-    """Start a run of `kind` over [window_start, window_end), or resume the run of its lane that
-    was interrupted — its process died (its heartbeat stopped) or it could not complete (the
-    newest run of the lane, of this kind, failed): that run keeps its own window and checkpoint.
-    Raises RunInProgress when a live run holds the lane."""
+    """Start a run of `kind` over [window_start, window_end), or resume one of its kind asked for
+    with the same flags that was interrupted — its process died (its heartbeat stopped) or it
+    could not complete (the newest such run failed). A resumed run keeps its own mode, window and
+    checkpoint; with `window_asked`, only a run of exactly that window is taken up. A run whose
+    process died that this request may not take up (another kind, mode or window) is set aside
+    as failed — resumable by a run asked for as it was — and a new run starts. A new run of a
+    kind that was queued (`run_queue`) takes its place in the queue. Raises RunInProgress when a
+    live run holds the lane."""
     lane = LANE_OF[RunKind(kind)]
     now = clock.now()
+    window = (window_start, window_end) if window_asked else None
     with transaction.atomic():
         running = (
             Run.objects.select_for_update().filter(lane=lane, status=RunStatus.RUNNING).first()
@@ -66,19 +85,25 @@ def run_start(
         if running is not None:
             if not _dead(running, now):
                 raise RunInProgress(running)
-            running.heartbeat_at = now
-            running.resumed += 1
-            running.save(update_fields=["heartbeat_at", "resumed"])
-            audit_record(
-                actor=None,
-                action="reconciliation.resume",
-                target_type="reconciliation_run",
-                target_id=running.public_id,
-                details={"checkpoint": running.checkpoint, "resumed": running.resumed},
-            )
-            return running
-        newest = Run.objects.filter(lane=lane).order_by("-started_at", "-id").first()
-        if newest is not None and newest.status == RunStatus.FAILED and newest.kind == kind:
+            if running.kind == kind and _fits(running, dry_run=dry_run, window=window):
+                running.heartbeat_at = now
+                running.resumed += 1
+                running.save(update_fields=["heartbeat_at", "resumed"])
+                audit_record(
+                    actor=None,
+                    action="reconciliation.resume",
+                    target_type="reconciliation_run",
+                    target_id=running.public_id,
+                    details={"checkpoint": running.checkpoint, "resumed": running.resumed},
+                )
+                _take_due(kind)
+                return running
+            _set_aside(running, now=now, kind=kind, dry_run=dry_run)
+        same = Run.objects.filter(lane=lane, kind=kind, dry_run=dry_run)
+        if window is not None:
+            same = same.filter(window_start=window_start, window_end=window_end)
+        newest = same.order_by("-started_at", "-id").first()
+        if newest is not None and newest.status == RunStatus.FAILED:
             # It could not complete (the provider was unreadable): take it up where it stopped.
             newest.status = RunStatus.RUNNING
             newest.heartbeat_at = now
@@ -86,10 +111,11 @@ def run_start(
             newest.error = ""
             newest.finished_at = None
             newest.save(update_fields=["status", "heartbeat_at", "resumed", "error", "finished_at"])
+            _take_due(kind)
             return newest
     try:
         with transaction.atomic():
-            return Run.objects.create(
+            run = Run.objects.create(
                 kind=kind,
                 lane=lane,
                 dry_run=dry_run,
@@ -98,8 +124,65 @@ def run_start(
                 started_at=now,
                 heartbeat_at=now,
             )
+            _take_due(kind)
+            return run
     except IntegrityError:  # another process started one at the same moment
         raise RunInProgress(Run.objects.get(lane=lane, status=RunStatus.RUNNING)) from None
+
+
+def _set_aside(run: Run, *, now: datetime, kind: str, dry_run: bool) -> None:
+    """A run whose process died, which a run asked for with other flags must not take up: failed
+    (resumable by a run asked for as it was), so that the lane is free."""
+    mode = "a dry run" if dry_run else "a real run"
+    run.status = RunStatus.FAILED
+    run.finished_at = now
+    run.error = (
+        f"its process died (no heartbeat since {run.heartbeat_at:%Y-%m-%dT%H:%M:%SZ}); set aside "
+        f"by {mode} of kind {kind} asked for with other flags, which does not take it up"
+    )
+    run.save(update_fields=["status", "finished_at", "error"])
+    audit_record(
+        actor=None,
+        action="reconciliation.set_aside",
+        target_type="reconciliation_run",
+        target_id=run.public_id,
+        details={"checkpoint": run.checkpoint, "by_kind": kind, "by_dry_run": dry_run},
+    )
+
+
+def _take_due(kind: str) -> None:
+    """The run of `kind` starting now is the one that was due: it leaves the queue."""
+    DueRun.objects.filter(kind=kind).delete()
+
+
+def run_queue(kind: str, *, behind: Run) -> DueRun:
+    """`kind` fell due while `behind` held its lane: record it as due, to run right after (once:
+    falling due again while queued is the same run)."""
+    lane = LANE_OF[RunKind(kind)]
+    now = clock.now()
+    with transaction.atomic():
+        due, created = DueRun.objects.select_for_update().get_or_create(
+            kind=kind, defaults={"lane": lane, "due_at": now, "behind": behind.public_id}
+        )
+        if created:
+            audit_record(
+                actor=None,
+                action="reconciliation.queue",
+                target_type="reconciliation_run",
+                target_id=behind.public_id,
+                details={"kind": kind, "behind": behind.public_id},
+            )
+        else:
+            due.times += 1
+            due.save(update_fields=["times"])
+    return due
+
+
+def run_due_next(lane: str = Lane.OBJECTS) -> str | None:
+    """The kind of the oldest run due in `lane`, if any."""
+    return DueRun.objects.filter(lane=lane).order_by("due_at", "id").values_list(
+        "kind", flat=True
+    ).first()
 
 
 def run_checkpoint(run: Run, **checkpoint: Any) -> None:

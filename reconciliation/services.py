@@ -29,7 +29,7 @@ from reconciliation.models import (
     Severity,
 )
 from verification import clock
-from verification.services import escalation_open
+from verification.services import escalation_clear, escalation_open
 from verification.subjects import Subject
 
 WORK_PERMISSION = "reconciliation.work_discrepancy"
@@ -188,7 +188,40 @@ def discrepancy_clear(
             },
         )
         _bump(run.cleared, locked.code)
+        _escalation_clear(locked, run=run, observation=observation)
     return locked
+
+
+def _escalation_clear(
+    discrepancy: Discrepancy, *, run: Run, observation: Observation | None
+) -> None:
+    """A money discrepancy that clears resolves its escalation, citing the clearing observation
+    (SPEC §15.4) — unless another open discrepancy still rests on that escalation (one escalation
+    per subject and class is shared)."""
+    if discrepancy.escalation_id is None:
+        return
+    others = Discrepancy.objects.filter(
+        escalation_id=discrepancy.escalation_id, status__in=OPEN_STATES
+    ).exclude(pk=discrepancy.pk)
+    if others.exists():
+        return
+    cited = (
+        f"observation {observation.pk} (SHA-256 {observation.sha256})"
+        if observation is not None
+        else "the ledger alone (no provider observation)"
+    )
+    escalation_clear(
+        escalation=discrepancy.escalation,
+        note=f"Cleared by reconciliation run {run.public_id}: discrepancy {discrepancy.public_id} "
+        f"({discrepancy.code}) is no longer seen, as {cited} shows.",
+        details={
+            "discrepancy": discrepancy.public_id,
+            "class": discrepancy.code,
+            "run": run.public_id,
+            "observation": observation.pk if observation is not None else None,
+            "sha256": observation.sha256 if observation is not None else None,
+        },
+    )
 
 
 def _require_work_permission(actor: User) -> None:

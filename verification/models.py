@@ -163,6 +163,7 @@ class Resolution(models.TextChoices):
     NONE = "", "Not resolved"
     NOTE = "note", "With a note (no money involved)"
     ADJUSTED = "adjusted", "By an adjustment under four eyes"
+    CLEARED = "cleared", "Cleared: reconciliation saw the difference gone at the provider"
 
 
 class Escalation(models.Model):

@@ -518,6 +518,29 @@ def escalation_resolve(
     return locked
 
 
+def escalation_clear(*, escalation: Escalation, note: str, details: dict[str, Any]) -> bool:
+    """No person: reconciliation saw the difference this escalation was opened for gone (SPEC
+    §15.4: a money discrepancy that clears resolves its escalation, citing the clearing
+    observation, which `note` and `details` name). Called in the caller's transaction. Returns
+    whether it resolved it (False: resolved already)."""
+    locked = Escalation.objects.select_for_update().get(pk=escalation.pk)
+    if locked.status != EscalationStatus.OPEN:
+        return False
+    locked.status = EscalationStatus.RESOLVED
+    locked.resolved_at = clock.now()
+    locked.resolution = Resolution.CLEARED
+    locked.resolution_note = note
+    locked.save(update_fields=["status", "resolved_at", "resolution", "resolution_note"])
+    audit_record(
+        actor=None,
+        action="escalation.clear",
+        target_type="escalation",
+        target_id=str(locked.pk),
+        details={"subject": locked.subject_label, "verdict": locked.verdict, **details},
+    )
+    return True
+
+
 # --- provider events --------------------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
 """SPEC §15 acceptance, the mixed scenario: more than a thousand clean provider objects made by
 seeded random money operations through Vouch's own API (envelopes, top-ups, refunds of random
 amounts spanning several legs, several buyers; a few refund legs left in flight inside the grace
-window), plus one drift of each of the fifteen classes. One run finds every drift and opens
+window), plus one drift of each of the sixteen classes. One run finds every drift and opens
 nothing else (precision and recall 100%). Running again opens nothing new; repairing at the
 provider the drifts that can be repaired there and running again clears exactly those, each citing
 an observation of that run that shows its subject."""
@@ -309,6 +309,24 @@ def make_drifts(
     FundingLeg.objects.filter(pk=pending.pk).update(created_at=timezone.now() - timedelta(hours=2))
     drifts.append(Drift("funding_stuck", pending.public_id, pending.payment_intent_id))
 
+    # A top-up the provider charged whose every answer was lost, its leg then abandoned (as an
+    # adjustment that read nothing at the provider could): a charge no funding leg records.
+    envelope_id, _ = funded(buyer)
+    sandbox.add_fault("/v1/payment_intents", "apply_then_drop", method="POST", times=1)
+    sandbox.add_fault("/v1/payment_intents", "server_error", method="POST")
+    response = buyer.post(
+        f"/api/v1/escrow/envelopes/{envelope_id}/top-ups",
+        {"amount_micro": 1_000_000, "payment_method": "pm_card_visa"},
+    )
+    sandbox.clear_faults()
+    assert response.status_code == 202, response.content
+    lost = FundingLeg.objects.get(envelope__public_id=envelope_id, status="pending")
+    FundingLeg.objects.filter(pk=lost.pk).update(status="abandoned")
+    query = f"metadata['vouch_funding']:'{lost.public_id}'"
+    (intent,) = sdk.v1.payment_intents.search(params={"query": query}).data
+    unrecorded = str(intent.latest_charge)
+    drifts.append(Drift("funding_unrecorded", unrecorded, unrecorded))
+
     newest = VerificationRun.objects.order_by("-id").first()
     funded(buyer)
     overdue = VerificationRun.objects.filter(id__gt=newest.pk if newest else 0).get()
@@ -367,7 +385,7 @@ def test_every_drift_is_found_and_nothing_else_among_a_thousand_clean_objects(
     assert found == expected, precision_recall(found, expected)
     assert first.status == "completed"
     assert first.opened == {code: 1 for code, _ in expected}
-    assert len(first.opened) == 15
+    assert len(first.opened) == 16
     assert sum(first.compared.values()) >= ENOUGH, first.compared
     # What Vouch has in flight and the provider made already: counted, not opened.
     assert first.expected == len(in_flight) > 0
@@ -378,7 +396,7 @@ def test_every_drift_is_found_and_nothing_else_among_a_thousand_clean_objects(
     assert second.seen == first.opened
     assert open_set() == expected
     assert set(Discrepancy.objects.values_list("seen_count", flat=True)) == {2}
-    assert Discrepancy.objects.count() == 15
+    assert Discrepancy.objects.count() == 16
 
     # Repaired at the provider: the next run clears exactly those, citing what it read.
     repaired = [d for d in drifts if d.repair is not None]

@@ -41,6 +41,12 @@ def parse_moment(text: str, *, now: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _exact(moment: datetime) -> str:
+    """A moment as ISO-8601 to the microsecond (UTC, `Z`): what --since and --until read back
+    exactly."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 @dataclass
 class _Progress:
     compared: int = 0
@@ -59,7 +65,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--since", default="7d", help="7d, 12h, … or ISO-8601 (default 7d)")
+        parser.add_argument(
+            "--since",
+            default=None,
+            help="7d, 12h, … or ISO-8601 (default 7d). Without --since and --until, a run of the "
+            "same mode that could not complete is taken up with its own window.",
+        )
         parser.add_argument("--until", default=None, help="ISO-8601 or 1h, … (default: now)")
         parser.add_argument(
             "--dry-run", action="store_true", help="Compare and report; record and change nothing."
@@ -71,12 +82,16 @@ class Command(BaseCommand):
             self._verify(options["verify_report"])
             return
         now = clock.now()
-        since = parse_moment(options["since"], now=now)
-        until = parse_moment(options["until"], now=now) if options["until"] else now
-        if since >= until:
-            raise CommandError(
-                f"--since ({since:%Y-%m-%dT%H:%M:%SZ}) must be before --until.", returncode=NOT_RUN
-            )
+        since = parse_moment(options["since"], now=now) if options["since"] else None
+        until = parse_moment(options["until"], now=now) if options["until"] else None
+        if since is not None or until is not None:  # a window asked for: fixed now
+            until = until or now
+            since = since or until - timedelta(days=7)
+            if since >= until:
+                raise CommandError(
+                    f"--since ({since:%Y-%m-%dT%H:%M:%SZ}) must be before --until.",
+                    returncode=NOT_RUN,
+                )
         interactive = self.stdout.isatty()
         bar = tqdm(
             total=None,
@@ -102,10 +117,18 @@ class Command(BaseCommand):
                 last.line = time.monotonic()
             last.phase = phase
 
-        self.stdout.write(
-            f"Reconciling {since:%Y-%m-%dT%H:%M:%SZ} .. {until:%Y-%m-%dT%H:%M:%SZ}"
-            + (" (dry run)" if options["dry_run"] else "")
-        )
+        def announce(run: Run) -> None:
+            # The window the run uses: its own, fixed when it was created (a resumed run's).
+            self.stdout.write(
+                f"Reconciling {run.window_start:%Y-%m-%dT%H:%M:%SZ} .. "
+                f"{run.window_end:%Y-%m-%dT%H:%M:%SZ}" + (" (dry run)" if run.dry_run else "")
+            )
+            if run.resumed:
+                self.stdout.write(
+                    f"Resuming run {run.public_id} from its checkpoint, with the window and mode "
+                    "it was started with."
+                )
+
         try:
             run = reconcile(
                 kind=RunKind.MANUAL,
@@ -113,6 +136,7 @@ class Command(BaseCommand):
                 until=until,
                 dry_run=options["dry_run"],
                 progress=progress,
+                started=announce,
             )
         except RunInProgress as exc:
             bar.close()
@@ -123,8 +147,15 @@ class Command(BaseCommand):
             sys.exit(2)
         except ReconciliationIncomplete as exc:
             bar.close()
+            failed = exc.run
+            flags = (
+                f"--since {_exact(failed.window_start)} --until {_exact(failed.window_end)}"
+                + (" --dry-run" if failed.dry_run else "")
+            )
             self.stderr.write(
-                f"{exc}. Run the command again: it resumes from the run's checkpoint."
+                f"{exc}. It resumes from the run's checkpoint, with its own window and mode, "
+                f"when asked for with the same flags: `manage.py reconcile {flags}` (or, if this "
+                "command was given no --since or --until, the same command again)."
             )
             sys.exit(2)
         bar.close()
