@@ -14,9 +14,14 @@ metadata whose leg is not recorded yet, a dispute whose webhook may not have arr
 as *expected* for `RECONCILIATION_GRACE_S` after it started, not as a discrepancy. A refund
 without Vouch's metadata is never in flight: it is `refund_foreign` at once.
 
-The only change of money a run makes by itself: a refund the provider shows `failed` or
-`canceled` whose leg was never released is released through the one release service, exactly as
-the webhook would have done. Nothing else changes money without a person."""
+The only change of money a run makes by itself: a refund Vouch counts as refunded — a leg's, or a
+foreign refund recorded by adjustment — that the provider shows `failed` or `canceled` and that was
+never released is released through the one release service, exactly as the webhook would have
+done. Nothing else changes money without a person; a dry run changes nothing at all.
+
+A charge carrying Vouch's funding metadata that no funding leg records is `funding_unrecorded`
+(money the buyer paid that Vouch counts nowhere). Only this run's findings explain an object: a
+discrepancy an earlier run left open explains nothing, since this run may clear it."""
 
 from __future__ import annotations
 
@@ -50,7 +55,7 @@ from envelopes.models import (
 )
 from envelopes.money import to_cents
 from envelopes.selectors import ledger_breaches
-from envelopes.services import refund_leg_release
+from envelopes.services import foreign_refund_release, refund_leg_release
 from providers import ProviderUnavailable
 from providers.outcomes import Outcome
 from providers.stripe_provider import Page, StripeProvider, provider_from_settings
@@ -498,29 +503,36 @@ def _refunds(ctx: _Context, refunds: list[dict[str, Any]], observation: Observat
         else {}
     )
     recorded = (
-        set(
-            Adjustment.objects.filter(
+        {
+            adjustment.provider_object_id: adjustment
+            for adjustment in Adjustment.objects.select_related(
+                "funding_leg__envelope", "refund_leg__funding_leg__envelope"
+            )
+            .order_by()
+            .filter(
                 kind=AdjustmentKind.FOREIGN_REFUND,
                 status=AdjustmentStatus.APPLIED,
                 provider_object_id__in=[str(r["id"]) for r in unrecorded],
-            ).values_list("provider_object_id", flat=True)
-        )
+            )
+        }
         if unrecorded
-        else set()
+        else {}
     )
     seen = []
     for refund in refunds:
         refund_id, charge_id = str(refund["id"]), _id(refund.get("charge"))
         leg = by_refund.get(refund_id)
+        adjustment = recorded.get(refund_id) if leg is None else None
         funding = fundings.get(charge_id) if leg is None else None
-        if leg is None and funding is None and _leg_named(refund) not in by_name:
+        ours = leg or adjustment or funding or _leg_named(refund) in by_name
+        if not ours:
             continue  # not on a Vouch charge: not ours to compare
         _count(ctx, "refund")
         if leg is not None:
             seen.append(refund_id)
             _refund_of_leg(ctx, leg, refund, observation)
-        elif refund_id in recorded:
-            continue  # a foreign refund a person recorded by an approved adjustment
+        elif adjustment is not None:  # a foreign refund a person recorded by an adjustment
+            _refund_recorded(ctx, adjustment, refund, observation)
         else:
             _refund_unrecorded(ctx, refund, by_name.get(_leg_named(refund)), funding, observation)
     return seen
@@ -629,6 +641,64 @@ def _release(ctx: _Context, leg: RefundLeg, refund: dict[str, Any]) -> None:
         f"{refund.get('status')}",
         provider_refund=refund,
     ):
+        ctx.run.corrected += 1
+
+
+def _refund_recorded(
+    ctx: _Context, adjustment: Adjustment, refund: dict[str, Any], observation: Observation
+) -> None:
+    """A refund made outside Vouch that an applied adjustment recorded (unspent -> refunded on a
+    funding leg): the provider's refund is on that leg's charge, for the amount recorded. One the
+    provider shows failed or canceled that was not given back yet is released through the one
+    release service (the one automatic correction; a dry run counts what it would release)."""
+    funding = adjustment.funding_leg or (
+        adjustment.refund_leg.funding_leg if adjustment.refund_leg is not None else None
+    )
+    if funding is None:
+        return  # an adjustment recorded on no leg: nothing here counts it
+    refund_id, status = str(refund["id"]), refund.get("status")
+    vouch = {
+        "refund": adjustment.provider_object_id,
+        "charge": funding.charge_id,
+        "amount": to_cents(adjustment.amount_micro),
+        "status": "released" if adjustment.released_at else "recorded",
+    }
+    provider = {
+        "refund": refund_id,
+        "charge": _id(refund.get("charge")),
+        "amount": refund.get("amount"),
+        "status": status,
+    }
+    differing = _differing(vouch, provider, ("charge", "amount"))
+    if differing:
+        _found(
+            ctx,
+            Finding(
+                code=DiscrepancyClass.REFUND_MISMATCH,
+                subject_type="refund",
+                subject_id=refund_id,
+                summary=f"Refund {refund_id}, recorded by adjustment {adjustment.public_id}, "
+                "differs from what it recorded in " + ", ".join(differing),
+                vouch_side=vouch,
+                provider_side=provider,
+                differing=differing,
+                charge_id=funding.charge_id,
+                envelope_public_id=funding.envelope.public_id,
+                amount_micro=adjustment.amount_micro,
+                observation=observation,
+                escalate_as=("funding_leg", funding.public_id),
+            ),
+        )
+    if status not in GONE or adjustment.released_at is not None:
+        return
+    if provider["charge"] != funding.charge_id:
+        return  # not the refund recorded on that charge: the release service refuses it too
+    if ctx.run.dry_run:
+        charge = funding.charge_id
+        ctx.would_release[charge] = ctx.would_release.get(charge, 0) + adjustment.amount_micro
+        ctx.run.corrected += 1
+        return
+    if foreign_refund_release(provider_refund=refund, source=f"reconciliation {ctx.run.public_id}"):
         ctx.run.corrected += 1
 
 
@@ -751,6 +821,7 @@ def _refund_totals(funding_ids: list[int]) -> dict[int, dict[str, int]]:
             Q(funding_leg_id__in=funding_ids) | Q(refund_leg__funding_leg_id__in=funding_ids),
             kind=AdjustmentKind.FOREIGN_REFUND,
             status=AdjustmentStatus.APPLIED,
+            released_at__isnull=True,  # given back since: the provider showed it failed
         )
         .annotate(charged=Coalesce("funding_leg_id", "refund_leg__funding_leg_id"))
         .values("charged")

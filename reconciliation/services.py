@@ -198,11 +198,12 @@ def _escalation_clear(
     """A money discrepancy that clears resolves its escalation, citing the clearing observation
     (SPEC §15.4) — unless another open discrepancy still rests on that escalation (one escalation
     per subject and class is shared)."""
-    if discrepancy.escalation_id is None:
+    escalation = discrepancy.escalation
+    if escalation is None:
         return
-    others = Discrepancy.objects.filter(
-        escalation_id=discrepancy.escalation_id, status__in=OPEN_STATES
-    ).exclude(pk=discrepancy.pk)
+    others = Discrepancy.objects.filter(escalation=escalation, status__in=OPEN_STATES).exclude(
+        pk=discrepancy.pk
+    )
     if others.exists():
         return
     cited = (
@@ -211,7 +212,7 @@ def _escalation_clear(
         else "the ledger alone (no provider observation)"
     )
     escalation_clear(
-        escalation=discrepancy.escalation,
+        escalation=escalation,
         note=f"Cleared by reconciliation run {run.public_id}: discrepancy {discrepancy.public_id} "
         f"({discrepancy.code}) is no longer seen, as {cited} shows.",
         details={
