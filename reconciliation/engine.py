@@ -453,9 +453,7 @@ def _read_ahead(pages: Iterator[Page]) -> Iterator[tuple[Page, _Stored]]:
 
 
 def _id(value: Any) -> str:
-    """An expandable field's id (`"ch_…"` or `{"id": "ch_…", …}`)."""
-    if isinstance(value, dict):
-        return str(value.get("id") or "")
+    """An id field (`"ch_…"`; Vouch never asks the provider to expand one), or "" for none."""
     return str(value or "")
 
 
