@@ -478,7 +478,7 @@ def _refunds(ctx: _Context, refunds: list[dict[str, Any]], observation: Observat
     # Only the refunds no leg records need their named leg, their charge's funding leg, and
     # whether a person recorded them (most pages: none).
     unrecorded = [r for r in refunds if str(r["id"]) not in by_refund]
-    names = {_leg_named(r) for r in unrecorded} - {""}
+    names = {name for r in unrecorded if (name := _leg_named(r))}
     by_name = (
         {
             leg.public_id: leg
@@ -1148,11 +1148,12 @@ def _chunks(ids: list[int], size: int) -> Iterator[list[int]]:
         yield ids[start : start + size]
 
 
-def _refund_leg_alone(ctx: _Context, leg: RefundLeg) -> None:
+def _refund_leg_alone(ctx: _Context, leg: RefundLeg) -> Observation:
+    """An accepted leg's refund read alone: compared, or missing at the provider."""
     outcome, observation = _read(ctx, "refund", leg.provider_refund_id)
     if outcome.accepted:
         _refunds(ctx, [outcome.require()], observation)
-        return
+        return observation
     _count(ctx, "refund")
     vouch, _ = _refund_sides(leg, {})
     _found(
@@ -1178,13 +1179,15 @@ def _refund_leg_alone(ctx: _Context, leg: RefundLeg) -> None:
             observation=observation,
         ),
     )
+    return observation
 
 
-def _funding_alone(ctx: _Context, funding: FundingLeg) -> None:
+def _funding_alone(ctx: _Context, funding: FundingLeg) -> Observation:
+    """A funded leg's charge read alone: compared, or missing at the provider."""
     outcome, observation = _read(ctx, "charge", funding.charge_id)
     if outcome.accepted:
         _charges(ctx, [outcome.require()], observation)
-        return
+        return observation
     _count(ctx, "charge")
     _found(
         ctx,
@@ -1207,6 +1210,7 @@ def _funding_alone(ctx: _Context, funding: FundingLeg) -> None:
             observation=observation,
         ),
     )
+    return observation
 
 
 # --- what is stuck, and the ledger ----------------------------------------------------------
@@ -1376,22 +1380,19 @@ def _clear(ctx: _Context) -> None:
 
 
 def _look_again(ctx: _Context, discrepancy: Discrepancy) -> Observation | None:
-    """Compare the discrepancy's subject alone, now; returns the observation it rests on."""
-    code, subject_id = discrepancy.code, discrepancy.subject_id
+    """Compare the discrepancy's subject alone, now; returns the observation it rests on (None:
+    its subject is gone from the ledger, nothing to read)."""
+    code, subject_type, subject_id = (
+        discrepancy.code,
+        discrepancy.subject_type,
+        discrepancy.subject_id,
+    )
     if code in WHOLE_LEDGER:
         # The stuck and ledger phases looked at the whole ledger: what they did not name is gone.
         return _ledger_observation(ctx, code, {"subject": subject_id, "found": False})
-    if discrepancy.subject_type == "refund":
-        outcome, observation = _read(ctx, "refund", subject_id)
-        if outcome.accepted:
-            _refunds(ctx, [outcome.require()], observation)
-        return observation
-    if discrepancy.subject_type == "dispute":
-        outcome, observation = _read(ctx, "dispute", subject_id)
-        if outcome.accepted:
-            _disputes(ctx, [outcome.require()], observation)
-        return observation
-    if discrepancy.subject_type == "refund_leg":
+    if subject_type in ("refund", "dispute", "charge"):  # a provider object: read it
+        return _compare_alone(ctx, subject_type, subject_id)
+    if subject_type == "refund_leg":
         leg = (
             RefundLeg.objects.select_related("funding_leg", "operation__envelope")
             .filter(public_id=subject_id)
@@ -1399,37 +1400,27 @@ def _look_again(ctx: _Context, discrepancy: Discrepancy) -> Observation | None:
         )
         if leg is None:
             return None
-        refund_id = leg.provider_refund_id
-        if code == DiscrepancyClass.REFUND_DUPLICATE or (
-            code == DiscrepancyClass.REFUND_STATUS_DRIFT and not refund_id
-        ):
-            refund_id = str(discrepancy.provider_side.get("refund") or "")
-        if not refund_id:
-            return _ledger_observation(ctx, code, {"leg": leg.public_id, "refund": None})
-        if code == DiscrepancyClass.REFUND_MISSING and leg.provider_refund_id:
-            leg_fresh = RefundLeg.objects.filter(pk=leg.pk, outcome=LegOutcome.ACCEPTED)
-            if leg_fresh.filter(released=False).exists():
-                _refund_leg_alone(ctx, leg)
-                return Observation.objects.filter(run=ctx.run).order_by("-id").first()
+        if code == DiscrepancyClass.REFUND_MISSING:
+            if leg.outcome == LegOutcome.ACCEPTED and not leg.released:
+                return _refund_leg_alone(ctx, leg)
             return _ledger_observation(ctx, code, {"leg": leg.public_id, "released": True})
-        outcome, observation = _read(ctx, "refund", refund_id)
-        if outcome.accepted:
-            _refunds(ctx, [outcome.require()], observation)
-        return observation
-    if discrepancy.subject_type == "charge":
-        outcome, observation = _read(ctx, "charge", subject_id)
-        if outcome.accepted:
-            _charges(ctx, [outcome.require()], observation)
-        return observation
-    if discrepancy.subject_type == "funding_leg":
+        # The refund it is about, as its provider side names it (a duplicate's: the second one).
+        refund_id = str(discrepancy.provider_side.get("refund") or "")
+        return _compare_alone(ctx, "refund", refund_id) if refund_id else None
+    if subject_type == "funding_leg":
         funding = FundingLeg.objects.select_related("envelope").filter(public_id=subject_id).first()
-        if funding is None or not funding.charge_id:
+        if funding is None:
             return None
         if code == DiscrepancyClass.CHARGE_MISSING:
-            _funding_alone(ctx, funding)
-            return Observation.objects.filter(run=ctx.run).order_by("-id").first()
-        outcome, observation = _read(ctx, "charge", funding.charge_id)
-        if outcome.accepted:
-            _charges(ctx, [outcome.require()], observation)
-        return observation
+            return _funding_alone(ctx, funding)
+        return _compare_alone(ctx, "charge", funding.charge_id)
     return None
+
+
+def _compare_alone(ctx: _Context, kind: str, object_id: str) -> Observation:
+    """Read one provider object alone and compare it as a listing would have."""
+    outcome, observation = _read(ctx, kind, object_id)
+    if outcome.accepted:
+        compare = {"refund": _refunds, "charge": _charges, "dispute": _disputes}[kind]
+        compare(ctx, [outcome.require()], observation)
+    return observation

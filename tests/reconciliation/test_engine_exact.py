@@ -11,18 +11,27 @@ asserted here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import stripe
 from django.db.models import F
 
-from envelopes.models import Envelope, FundingLeg, FundingStatus, LegOutcome, RefundLeg
+from envelopes.models import (
+    Envelope,
+    FundingLeg,
+    FundingStatus,
+    JournalEntry,
+    LegOutcome,
+    RefundLeg,
+)
 from envelopes.selectors import ledger_breaches
 from envelopes.services import refund_leg_on_provider_event
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy, Run
 from stripe_sandbox.client import SandboxControl
+from tests.disputes.conftest import ops  # noqa: F401
 from tests.envelopes.conftest import Api
 
 pytestmark = pytest.mark.django_db
@@ -154,18 +163,32 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
         ("funding_leg", gone.public_id),
     )
 
-    # charge_mismatch: the amount differs (evidence: no escalation).
+    # charge_mismatch: status, amount and currency differ (evidence: no escalation); and its
+    # refunded total too, which that finding does not explain (only refund-level ones do).
     mismatched = funded(alice)
-    sandbox.tamper(mismatched.charge_id, amount=999, currency="eur", status="pending")
+    sandbox.tamper(
+        mismatched.charge_id, amount=999, currency="eur", status="pending", amount_refunded=50
+    )
     expected[("charge_mismatch", mismatched.public_id)] = Row(
         "funding_leg",
         charge_side(mismatched),
-        charge_side(mismatched, amount=999, currency="eur", status="pending"),
+        charge_side(mismatched, amount=999, currency="eur", status="pending", amount_refunded=50),
         ["status", "amount", "currency"],
         mismatched.charge_id,
         mismatched.envelope.public_id,
         10_000_000,
         "evidence",
+    )
+    expected[("charge_refunded_mismatch", mismatched.public_id)] = Row(
+        "funding_leg",
+        charge_side(mismatched),
+        charge_side(mismatched, amount=999, currency="eur", status="pending", amount_refunded=50),
+        ["amount_refunded"],
+        mismatched.charge_id,
+        mismatched.envelope.public_id,
+        500_000,
+        "money",
+        ("funding_leg", mismatched.public_id),
     )
 
     # charge_refunded_mismatch: more refunded at the provider than the legs hold.
@@ -421,10 +444,22 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
         assert found[key] == row, key
     to_release.refresh_from_db()
     assert to_release.released
+    release = JournalEntry.objects.get(kind="release", refund_leg=to_release)
+    assert release.note == f"reconciliation {run.public_id}: the provider shows the refund failed"
+    # What the ledger phase read is stored with the breach: the stored and journal balances.
+    breach = Discrepancy.objects.get(code="ledger_breach")
+    assert breach.observation is not None
+    assert (breach.observation.kind, breach.observation.request) == ("ledger", {"what": "ledger"})
+    assert breach.observation.answer() == {
+        "stored": {b.balance: b.stored for b in breaches},
+        "journal": {b.balance: b.from_journal for b in breaches},
+    }
     # Vouch charges: 14 funded listed, the forgotten one read alone, 2 unrecorded and 1 pending
     # in its grace; refunds on Vouch charges: 13 listed (the Dashboard ones and the one in flight
     # among them) and the forgotten one read alone. Not the charge and refund that are not Vouch's.
     assert run.compared == {"charge": 18, "refund": 14, "dispute": 2}
+    # One page of each list, and the two objects read alone, each answered at the first attempt.
+    assert (run.pages, run.provider_calls) == (3, 5)
     assert run.expected == 3  # the pending funding leg, the refund in flight, the new dispute
     assert run.corrected == 1
     assert run.opened == {code: sum(1 for c, _ in expected if c == code) for code, _ in expected}
@@ -449,3 +484,443 @@ def test_a_second_run_sees_each_drift_again_and_records_nothing_new(
         second,
     )
     assert Run.objects.count() == 2
+
+
+# --- clearing: each discrepancy looked at again alone, citing the read that shows it gone -------
+
+
+def read_of(discrepancy: Discrepancy) -> tuple[str, dict[str, Any], Any]:
+    """The observation a discrepancy was cleared by: its kind, request and answer."""
+    cited = discrepancy.cleared_by
+    assert cited is not None, discrepancy.code
+    return cited.kind, cited.request, cited.answer()
+
+
+def test_each_discrepancy_clears_citing_the_read_that_shows_it_gone(
+    alice: Api, sdk: stripe.StripeClient, stripe_at_sandbox: SandboxControl, settings: Any
+) -> None:
+    from tests.disputes.conftest import World
+
+    sandbox = stripe_at_sandbox
+    mismatched = funded(alice)
+    sandbox.tamper(mismatched.charge_id, amount=999)
+    renamed = refunded(alice, funded(alice))
+    metadata = {"vouch_leg": renamed.public_id}
+    sandbox.tamper(renamed.provider_refund_id, metadata={"vouch_leg": "rfl_someone_else"})
+    twice_funding = funded(alice)
+    twice = refunded(alice, twice_funding)
+    duplicate = sdk.v1.refunds.create(
+        params={
+            "charge": twice_funding.charge_id,
+            "amount": 100,
+            "metadata": {"vouch_leg": twice.public_id},
+        }
+    )
+    drifted = refunded(alice, funded(alice))
+    sandbox.set_refund_status(drifted.provider_refund_id, "failed")
+    refund_leg_on_provider_event(event={"data": {"object": {"id": drifted.provider_refund_id}}})
+    sandbox.tamper(drifted.provider_refund_id, status="succeeded")
+    world = World(alice, sandbox)
+    world.fund()
+    dispute = world.dispute()
+    sandbox.tamper(dispute.provider_dispute_id, status="under_review")
+    stuck_funding = funded(alice)
+    sandbox.add_fault("/v1/refunds", "timeout", method="POST", delay_ms=20)
+    stuck = refund_of(alice, stuck_funding)
+    sandbox.clear_faults()
+    RefundLeg.objects.filter(pk=stuck.pk).update(reserved_at=stuck.reserved_at - timedelta(hours=2))
+
+    first = reconcile(kind="manual")
+    assert first.opened == {
+        "charge_mismatch": 1,
+        "refund_mismatch": 1,
+        "refund_duplicate": 1,
+        "refund_status_drift": 1,
+        "dispute_status_drift": 1,
+        "leg_stuck": 1,
+    }
+
+    sandbox.tamper(mismatched.charge_id, amount=1_000)
+    sandbox.tamper(renamed.provider_refund_id, metadata=metadata)
+    sandbox.set_refund_status(duplicate.id, "failed")
+    sandbox.tamper(drifted.provider_refund_id, status="failed")
+    sandbox.tamper(dispute.provider_dispute_id, status="needs_response")
+    RefundLeg.objects.filter(pk=stuck.pk).update(reserved_at=stuck.reserved_at)  # in flight again
+    second = reconcile(kind="manual")
+    assert second.cleared == first.opened
+    assert second.opened == {}
+    cleared = {d.code: d for d in Discrepancy.objects.filter(resolution="cleared")}
+    assert all(d.cleared_by.run_id == second.pk for d in cleared.values())  # type: ignore[union-attr]
+
+    def alone(kind: str, object_id: str) -> tuple[str, dict[str, Any]]:
+        return kind, {"path": f"/v1/{kind}s/{object_id}", "http_status": 200}
+
+    kind, request, answer = read_of(cleared["charge_mismatch"])
+    assert ((kind, request), answer["amount"]) == (alone("charge", mismatched.charge_id), 1000)
+    kind, request, answer = read_of(cleared["refund_mismatch"])
+    assert ((kind, request), answer["metadata"]) == (
+        alone("refund", renamed.provider_refund_id),
+        metadata,
+    )
+    # A duplicate is looked at through the second refund, not the one the leg records.
+    kind, request, answer = read_of(cleared["refund_duplicate"])
+    assert ((kind, request), answer["status"]) == (alone("refund", duplicate.id), "failed")
+    kind, request, answer = read_of(cleared["refund_status_drift"])
+    assert ((kind, request), answer["status"]) == (
+        alone("refund", drifted.provider_refund_id),
+        "failed",
+    )
+    kind, request, answer = read_of(cleared["dispute_status_drift"])
+    assert ((kind, request), answer["status"]) == (
+        alone("dispute", dispute.provider_dispute_id),
+        "needs_response",
+    )
+    # What the stuck phase looks at is the whole ledger: not named means gone.
+    assert read_of(cleared["leg_stuck"]) == (
+        "ledger",
+        {"what": "leg_stuck"},
+        {"subject": stuck.public_id, "found": False},
+    )
+
+
+def refund_of(buyer: Api, funding: FundingLeg) -> RefundLeg:
+    """A refund asked for, whatever its answer (accepted, or in flight)."""
+    response = buyer.post(
+        f"/api/v1/escrow/envelopes/{funding.envelope.public_id}/refund",
+        {"amount_micro": 2_000_000},
+    )
+    assert response.status_code in (200, 202), response.content
+    return RefundLeg.objects.get(operation__public_id=response.json()["data"]["refund_id"])
+
+
+def test_what_is_still_missing_outside_the_window_is_seen_again_not_cleared(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    from django.utils import timezone
+
+    gone = funded(alice)
+    stripe_at_sandbox.forget(gone.charge_id)
+    lost = refunded(alice, funded(alice))
+    stripe_at_sandbox.forget(lost.provider_refund_id)
+    first = reconcile(kind="manual")
+    assert first.opened == {"charge_missing": 1, "refund_missing": 1}
+
+    # A window of last month: nothing in it; what was missing is looked at again alone.
+    now = timezone.now()
+    second = reconcile(
+        kind="manual", since=now - timedelta(days=40), until=now - timedelta(days=30)
+    )
+    assert (second.seen, second.cleared, second.opened) == (
+        {"charge_missing": 1, "refund_missing": 1},
+        {},
+        {},
+    )
+    for code, object_id in (
+        ("charge_missing", gone.charge_id),
+        ("refund_missing", lost.provider_refund_id),
+    ):
+        discrepancy = Discrepancy.objects.get(code=code)
+        assert discrepancy.last_run == second
+        cited = discrepancy.observation
+        assert cited is not None
+        assert cited.run == second
+        assert cited.answer() == {"error": "resource_missing", "id": object_id}
+
+
+def test_a_missing_refund_whose_leg_was_released_clears_citing_the_ledger(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    lost = refunded(alice, funded(alice))
+    stripe_at_sandbox.forget(lost.provider_refund_id)
+    reconcile(kind="manual")
+    discrepancy = Discrepancy.objects.get(code="refund_missing")
+    # Given back (as a reverse approved by two people would): released, the money unspent.
+    RefundLeg.objects.filter(pk=lost.pk).update(released=True)
+    Envelope.objects.filter(pk=lost.operation.envelope_id).update(
+        unspent_micro=F("unspent_micro") + lost.amount_micro,
+        total_refunded_micro=F("total_refunded_micro") - lost.amount_micro,
+    )
+    second = reconcile(kind="manual")
+    discrepancy.refresh_from_db()
+    assert (discrepancy.status, discrepancy.resolution) == ("resolved", "cleared")
+    assert read_of(discrepancy) == (
+        "ledger",
+        {"what": "refund_missing"},
+        {"leg": lost.public_id, "released": True},
+    )
+    assert second.cleared.get("refund_missing") == 1
+
+
+def test_a_released_legs_refund_carrying_its_name_clears_through_that_refund(
+    alice: Api, sdk: stripe.StripeClient, stripe_at_sandbox: SandboxControl
+) -> None:
+    funding = funded(alice)
+    stripe_at_sandbox.add_fault(
+        "/v1/refunds", "refuse", method="POST", error_code="charge_disputed", times=1
+    )
+    response = alice.post(
+        f"/api/v1/escrow/envelopes/{funding.envelope.public_id}/refund",
+        {"amount_micro": 2_000_000},
+    )
+    stripe_at_sandbox.clear_faults()
+    assert response.json()["data"]["status"] == "failed", response.content
+    refused = RefundLeg.objects.get()
+    assert (refused.outcome, refused.provider_refund_id) == (LegOutcome.REFUSED, "")
+    made = sdk.v1.refunds.create(
+        params={
+            "charge": funding.charge_id,
+            "amount": 200,
+            "metadata": {"vouch_leg": refused.public_id},
+        }
+    )
+    first = reconcile(kind="manual")
+    drift = Discrepancy.objects.get(code="refund_status_drift")
+    assert (drift.subject_id, drift.provider_side["refund"]) == (refused.public_id, made.id)
+    assert first.opened == {"refund_status_drift": 1}
+
+    stripe_at_sandbox.set_refund_status(made.id, "failed")
+    reconcile(kind="manual")
+    drift.refresh_from_db()
+    kind, request, answer = read_of(drift)
+    assert (kind, request["path"], answer["status"]) == (
+        "refund",
+        f"/v1/refunds/{made.id}",
+        "failed",
+    )
+
+
+def test_a_discrepancy_whose_subject_is_gone_clears_with_nothing_to_cite(alice: Api) -> None:
+    from django.utils import timezone
+
+    now = timezone.now()
+    earlier = Run.objects.create(
+        kind="manual",
+        lane="objects",
+        status="completed",
+        window_start=now - timedelta(days=7),
+        window_end=now,
+        started_at=now,
+        heartbeat_at=now,
+    )
+    subjects = [
+        ("charge_mismatch", "funding_leg", "fnd_gone"),
+        ("refund_mismatch", "refund_leg", "rfl_gone"),
+        ("refund_mismatch", "refund_leg_of_another_kind", "x"),
+    ]
+    for code, subject_type, subject_id in subjects:
+        Discrepancy.objects.create(
+            code=code,
+            severity="evidence",
+            subject_type=subject_type,
+            subject_id=subject_id,
+            summary="made by hand",
+            first_seen_at=now,
+            last_seen_at=now,
+            due_at=now,
+            first_run=earlier,
+            last_run=earlier,
+        )
+    run = reconcile(kind="manual")
+    assert run.cleared == {"charge_mismatch": 1, "refund_mismatch": 2}
+    assert run.provider_calls == run.pages  # nothing was read for them
+    for discrepancy in Discrepancy.objects.all():
+        assert (discrepancy.resolution, discrepancy.cleared_by) == ("cleared", None)
+
+
+def test_a_dry_run_clears_nothing(alice: Api, stripe_at_sandbox: SandboxControl) -> None:
+    mismatched = funded(alice)
+    stripe_at_sandbox.tamper(mismatched.charge_id, amount=999)
+    reconcile(kind="manual")
+    stripe_at_sandbox.tamper(mismatched.charge_id, amount=1_000)
+    dry = reconcile(kind="manual", dry_run=True)
+    assert (dry.cleared, dry.opened, dry.seen) == ({}, {}, {})
+    assert Discrepancy.objects.get().status == "open"
+    assert "clear" not in {o.kind for o in dry.observations.all()}
+    assert not dry.observations.filter(kind="charge").exists()  # nothing looked at again
+
+
+# --- what is stuck: over the whole ledger, each with exactly its side ----------------------------
+
+
+def test_each_stuck_thing_is_recorded_with_exactly_its_side(
+    alice: Api,
+    stripe_at_sandbox: SandboxControl,
+    ops: Any,  # noqa: F811
+) -> None:
+    from django.utils import timezone
+
+    from disputes.models import FilingStatus, Packet
+    from tests.disputes.conftest import World, contest_ready
+    from verification.models import VerificationRun
+
+    sandbox = stripe_at_sandbox
+    hours_ago = timezone.now() - timedelta(hours=2)
+    packet = contest_ready(World(alice, sandbox), ops)
+    Packet.objects.filter(pk=packet.pk).update(
+        filing_status=FilingStatus.SUBMITTING, filing_started_at=hours_ago
+    )
+    leg_funding = funded(alice)
+    sandbox.add_fault("/v1/refunds", "timeout", method="POST", delay_ms=20)
+    stuck = refund_of(alice, leg_funding)
+    sandbox.clear_faults()
+    RefundLeg.objects.filter(pk=stuck.pk).update(reserved_at=hours_ago)
+    stuck.refresh_from_db()
+    sandbox.add_fault("/v1/payment_intents", "timeout", method="POST", delay_ms=20)
+    response = alice.post(
+        f"/api/v1/escrow/envelopes/{leg_funding.envelope.public_id}/top-ups",
+        {"amount_micro": 1_000_000, "payment_method": "pm_card_visa"},
+    )
+    sandbox.clear_faults()
+    assert response.status_code == 202, response.content
+    pending = FundingLeg.objects.get(status="pending")
+    FundingLeg.objects.filter(pk=pending.pk).update(created_at=hours_ago)
+    pending.refresh_from_db()
+    VerificationRun.objects.filter(verdict="PENDING").delete()  # none but the one made overdue
+    overdue_funding = funded(alice)
+    overdue = VerificationRun.objects.get(verdict="PENDING")
+    VerificationRun.objects.filter(pk=overdue.pk).update(deadline_at=hours_ago)
+    overdue.refresh_from_db()
+    assert overdue_funding.charge_id
+
+    run = reconcile(kind="manual")
+    assert run.opened == {
+        "filing_unconfirmed": 1,
+        "leg_stuck": 1,
+        "funding_stuck": 1,
+        "run_overdue": 1,
+    }
+    sides = {
+        d.code: (d.subject_type, d.subject_id, d.vouch_side, d.charge_id, d.envelope_public_id)
+        for d in Discrepancy.objects.all()
+    }
+    leg_side = {
+        "leg": stuck.public_id,
+        "outcome": "unknown",
+        "amount": 200,
+        "charge": leg_funding.charge_id,
+        "reserved_at": hours_ago.isoformat(),
+        "error_code": stuck.error_code,
+    }
+    assert sides == {
+        "leg_stuck": (
+            "refund_leg",
+            stuck.public_id,
+            leg_side,
+            leg_funding.charge_id,
+            leg_funding.envelope.public_id,
+        ),
+        "funding_stuck": (
+            "funding_leg",
+            pending.public_id,
+            {
+                "funding": pending.public_id,
+                "status": "pending",
+                "amount": 100,
+                "payment_intent": pending.payment_intent_id,
+                "created_at": hours_ago.isoformat(),
+            },
+            "",
+            leg_funding.envelope.public_id,
+        ),
+        "run_overdue": (
+            "verification_run",
+            overdue.public_id,
+            {
+                "run": overdue.public_id,
+                "contract": overdue.contract_id,
+                "verdict": "PENDING",
+                "deadline_at": hours_ago.isoformat(),
+                "attempts": overdue.attempts_made,
+            },
+            "",
+            "",
+        ),
+        "filing_unconfirmed": (
+            "dispute",
+            packet.dispute.provider_dispute_id,
+            {
+                "dispute": packet.dispute.provider_dispute_id,
+                "packet": packet.public_id,
+                "filing_status": "submitting",
+                "filing_started_at": hours_ago.isoformat(),
+            },
+            packet.dispute.charge_id,
+            "",
+        ),
+    }
+    amounts = dict(Discrepancy.objects.values_list("code", "amount_micro"))
+    assert amounts == {
+        "leg_stuck": 2_000_000,
+        "funding_stuck": 1_000_000,
+        "run_overdue": 0,
+        "filing_unconfirmed": 0,
+    }
+    cited = Discrepancy.objects.get(code="leg_stuck").observation
+    assert cited is not None
+    assert (cited.kind, cited.request, cited.answer()) == (
+        "ledger",
+        {"what": "refund leg"},
+        leg_side,
+    )
+    whats = {
+        d.code: d.observation.request["what"]  # type: ignore[union-attr]
+        for d in Discrepancy.objects.all()
+    }
+    assert whats == {
+        "leg_stuck": "refund leg",
+        "funding_stuck": "funding leg",
+        "run_overdue": "verification run",
+        "filing_unconfirmed": "filing",
+    }
+    severities = dict(Discrepancy.objects.values_list("code", "severity"))
+    assert severities == {
+        "leg_stuck": "hygiene",
+        "funding_stuck": "hygiene",
+        "run_overdue": "evidence",
+        "filing_unconfirmed": "evidence",
+    }
+
+
+def test_what_is_in_flight_is_not_stuck_until_its_time(
+    alice: Api, stripe_at_sandbox: SandboxControl, settings: Any
+) -> None:
+    from django.utils import timezone
+
+    leg_funding = funded(alice)
+    stripe_at_sandbox.add_fault("/v1/refunds", "timeout", method="POST", delay_ms=20)
+    stuck = refund_of(alice, leg_funding)
+    stripe_at_sandbox.clear_faults()
+    just_in_time = timezone.now() - timedelta(seconds=settings.RECONCILIATION_STUCK_AFTER_S - 60)
+    RefundLeg.objects.filter(pk=stuck.pk).update(reserved_at=just_in_time)
+    assert reconcile(kind="manual").opened == {}
+    RefundLeg.objects.filter(pk=stuck.pk).update(reserved_at=just_in_time - timedelta(seconds=61))
+    assert reconcile(kind="manual").opened == {"leg_stuck": 1}
+
+
+def test_a_succeeded_funding_leg_without_a_charge_id_is_not_read_alone_and_its_charge_is_unrecorded(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    funding = funded(alice)
+    FundingLeg.objects.filter(pk=funding.pk).update(charge_id="")
+    before = stripe_at_sandbox.state()["requests"]
+    run = reconcile(kind="manual")
+    after = stripe_at_sandbox.state()["requests"]
+    reads = {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+    assert reads == {"GET /v1/refunds": 1, "GET /v1/charges": 1, "GET /v1/disputes": 1}
+    assert (run.compared, run.opened) == ({"charge": 1}, {"funding_unrecorded": 1})
+
+
+def test_an_object_read_alone_that_the_provider_cannot_answer_stops_the_run(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    from reconciliation.engine import ReconciliationIncomplete
+
+    gone = funded(alice)
+    stripe_at_sandbox.forget(gone.charge_id)
+    stripe_at_sandbox.add_fault(f"/v1/charges/{gone.charge_id}", "server_error", method="GET")
+    with pytest.raises(ReconciliationIncomplete):
+        reconcile(kind="manual")
+    run = Run.objects.get()
+    assert run.status == "failed"
+    assert run.checkpoint == {"phase": "disputes", "done": True}
+    assert Discrepancy.objects.count() == 0  # not taken for missing
