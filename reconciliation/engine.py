@@ -598,9 +598,10 @@ def _refund_of_leg(
                 observation=observation,
             ),
         )
+    # A leg records its refund's id only once accepted (an answer, or a person's adjustment):
+    # it is live until released.
     status = refund.get("status")
-    live_leg = leg.outcome == LegOutcome.ACCEPTED and not leg.released
-    if live_leg and status in GONE:
+    if not leg.released and status in GONE:
         _release(ctx, leg, refund)
     elif leg.released and status in LIVE:
         _found(
@@ -621,8 +622,6 @@ def _refund_of_leg(
                 observation=observation,
             ),
         )
-    elif leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN) and ctx.recent(leg.reserved_at):
-        ctx.run.expected += 1
 
 
 def _release(ctx: _Context, leg: RefundLeg, refund: dict[str, Any]) -> None:

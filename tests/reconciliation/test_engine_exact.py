@@ -241,12 +241,14 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
     renamed = refunded(alice, funded(alice))
     sandbox.tamper(renamed.provider_refund_id, metadata={"vouch_leg": "rfl_someone_else"})
     resized = refunded(alice, funded(alice))
-    sandbox.tamper(resized.provider_refund_id, amount=150)
+    sandbox.tamper(
+        resized.provider_refund_id, amount=150, metadata={"vouch_leg": "rfl_someone_else"}
+    )
     moved = refunded(alice, funded(alice))
     sandbox.tamper(moved.provider_refund_id, charge=clean.charge_id)
     for leg, changed in (
         (renamed, {"vouch_leg": "rfl_someone_else"}),
-        (resized, {"amount": 150}),
+        (resized, {"amount": 150, "vouch_leg": "rfl_someone_else"}),
         (moved, {"charge": clean.charge_id}),
     ):
         provider = {**leg_side(leg), "status": "succeeded", "leg_outcome": "", **changed}
@@ -438,6 +440,20 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
 
     run = reconcile(kind="manual")
 
+    summaries = dict(Discrepancy.objects.values_list("subject_id", "summary"))
+    assert summaries[resized.public_id] == (
+        f"Refund {resized.provider_refund_id} differs from leg {resized.public_id} in amount, "
+        "vouch_leg"
+    )
+    assert Discrepancy.objects.get(code="charge_mismatch").summary == (
+        f"Charge {mismatched.charge_id} differs from funding leg {mismatched.public_id} in "
+        "status, amount, currency"
+    )
+    assert Discrepancy.objects.get(
+        code="charge_refunded_mismatch", subject_id=over.public_id
+    ).summary == (
+        f"Charge {over.charge_id} shows 500 cents refunded; Vouch's legs on it hold 200 cents."
+    )
     found = {(d.code, d.subject_id): recorded(d) for d in Discrepancy.objects.all()}
     assert sorted(found) == sorted(expected)
     for key, row in expected.items():
@@ -924,3 +940,15 @@ def test_an_object_read_alone_that_the_provider_cannot_answer_stops_the_run(
     assert run.status == "failed"
     assert run.checkpoint == {"phase": "disputes", "done": True}
     assert Discrepancy.objects.count() == 0  # not taken for missing
+
+
+def test_a_dry_run_would_not_release_a_refund_already_given_back(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    leg = refunded(alice, funded(alice))
+    stripe_at_sandbox.set_refund_status(leg.provider_refund_id, "failed")
+    refund_leg_on_provider_event(event={"data": {"object": {"id": leg.provider_refund_id}}})
+    dry = reconcile(kind="manual", dry_run=True)
+    assert (dry.corrected, dry.opened) == (0, {})
+    real = reconcile(kind="manual")
+    assert (real.corrected, real.opened) == (0, {})
