@@ -135,6 +135,9 @@ class _Context:
     would_release: dict[str, int] = field(default_factory=dict)
     # A dry run records nothing: the keys (class, subject type, subject id) it found.
     dry_findings: set[tuple[str, str, str]] = field(default_factory=set)
+    # Refunds carrying Vouch's metadata whose leg is not recorded yet, by charge (micro-dollars):
+    # in flight, like an open leg, so their charge may show them refunded already.
+    in_flight: dict[str, int] = field(default_factory=dict)
 
     def recent(self, moment: datetime | int | float | None) -> bool:
         """Inside the grace period (what Vouch has in flight is expected, not a discrepancy)."""
@@ -250,6 +253,7 @@ def _carried_in(ctx: _Context) -> None:
     carried = (ctx.run.checkpoint or {}).get("carried") or {}
     ctx.explained.update(carried.get("explained") or [])
     ctx.would_release.update(carried.get("would_release") or {})
+    ctx.in_flight.update(carried.get("in_flight") or {})
     ctx.dry_findings.update(tuple(key) for key in carried.get("dry_findings") or [])
 
 
@@ -260,6 +264,8 @@ def _carried(ctx: _Context) -> dict[str, Any]:
         carried["explained"] = sorted(ctx.explained)
     if ctx.would_release:
         carried["would_release"] = ctx.would_release
+    if ctx.in_flight:
+        carried["in_flight"] = ctx.in_flight
     if ctx.dry_findings:
         carried["dry_findings"] = sorted(list(key) for key in ctx.dry_findings)
     return {"carried": carried} if carried else {}
@@ -767,6 +773,9 @@ def _refund_unrecorded(
         return
     if name and ctx.recent(refund.get("created")):
         ctx.run.expected += 1  # Vouch's metadata, its leg not recorded yet
+        # In flight: its charge may show it refunded already.
+        amount = int(refund.get("amount") or 0) * MICRO_PER_CENT
+        ctx.in_flight[charge_id] = ctx.in_flight.get(charge_id, 0) + amount
         return
     if status not in LIVE or funding is None:
         return  # a failed foreign refund gave nothing back
@@ -974,7 +983,8 @@ def _charge_of_funding(
     if isinstance(refunded, bool) or not isinstance(refunded, int):
         refunded = -1
     at_provider = refunded * MICRO_PER_CENT
-    if held <= at_provider <= held + totals["open"] or funding.charge_id in explained:
+    in_flight = totals["open"] + ctx.in_flight.get(funding.charge_id, 0)
+    if held <= at_provider <= held + in_flight or funding.charge_id in explained:
         return
     _found(
         ctx,
@@ -1404,8 +1414,8 @@ def _look_again(ctx: _Context, discrepancy: Discrepancy) -> Observation | None:
                 return _refund_leg_alone(ctx, leg)
             return _ledger_observation(ctx, code, {"leg": leg.public_id, "released": True})
         # The refund it is about, as its provider side names it (a duplicate's: the second one).
-        refund_id = str(discrepancy.provider_side.get("refund") or "")
-        return _compare_alone(ctx, "refund", refund_id) if refund_id else None
+        refund_id = discrepancy.provider_side.get("refund")
+        return _compare_alone(ctx, "refund", str(refund_id)) if refund_id else None
     if subject_type == "funding_leg":
         funding = FundingLeg.objects.select_related("envelope").filter(public_id=subject_id).first()
         if funding is None:

@@ -399,6 +399,54 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
     assert response.status_code in (200, 202), response.content
     assert RefundLeg.objects.get(funding_leg=in_flight_funding).outcome == LegOutcome.UNKNOWN
 
+    # A leg past the grace whose answer was lost (the provider made its refund): not in flight
+    # any more, not stuck yet (the stuck phase names it after an hour); its charge may show it.
+    late_funding = funded(alice)
+    sandbox.add_fault("/v1/refunds", "apply_then_drop", method="POST", times=1)
+    sandbox.add_fault("/v1/refunds", "server_error", method="POST")
+    late = refund_of(alice, late_funding)
+    sandbox.clear_faults()
+    RefundLeg.objects.filter(pk=late.pk).update(
+        reserved_at=late.reserved_at - timedelta(minutes=20)
+    )
+
+    # Refunds carrying Vouch's metadata for a leg Vouch does not have: just made, in flight (its
+    # charge may show it); made an hour ago, refund_foreign.
+    named_new = funded(alice)
+    sdk.v1.refunds.create(
+        params={
+            "charge": named_new.charge_id,
+            "amount": 100,
+            "metadata": {"vouch_leg": "rfl_not_here_yet"},
+        }
+    )
+    named_old = funded(alice)
+    old_named = sdk.v1.refunds.create(
+        params={
+            "charge": named_old.charge_id,
+            "amount": 100,
+            "metadata": {"vouch_leg": "rfl_not_here"},
+        }
+    )
+    sandbox.tamper(old_named.id, created=old_named.created - 3_600)
+    expected[("refund_foreign", old_named.id)] = Row(
+        "refund",
+        {"refund": "", "charge": named_old.charge_id, "amount": None, "vouch_leg": ""},
+        {
+            "refund": old_named.id,
+            "charge": named_old.charge_id,
+            "amount": 100,
+            "vouch_leg": "rfl_not_here",
+            "status": "succeeded",
+        },
+        ["refund", "amount"],
+        named_old.charge_id,
+        named_old.envelope.public_id,
+        1_000_000,
+        "money",
+        ("funding_leg", named_old.public_id),
+    )
+
     # dispute_unrecorded (made an hour ago), and one inside the grace (its webhook may come).
     old_dispute = sandbox.open_dispute(dashboard.charge_id, amount=400)
     sandbox.tamper(old_dispute["id"], created=old_dispute["created"] - 3_600)
@@ -454,6 +502,25 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
     ).summary == (
         f"Charge {over.charge_id} shows 500 cents refunded; Vouch's legs on it hold 200 cents."
     )
+    assert summaries[foreign.id] == (
+        f"Refund {foreign.id} of 300 cents on charge {dashboard.charge_id} was made outside Vouch."
+    )
+    assert summaries[old_named.id] == (
+        f"Refund {old_named.id} of 100 cents on charge {named_old.charge_id} was made outside "
+        "Vouch (it names leg rfl_not_here, which Vouch does not have)."
+    )
+    assert summaries[str(stranger.latest_charge)] == (
+        f"Charge {stranger.latest_charge} of 700 cents carries funding leg fnd_nobody, which "
+        "Vouch does not have."
+    )
+    assert summaries[str(abandoned_intent.latest_charge)] == (
+        f"Charge {abandoned_intent.latest_charge} of 200 cents carries funding leg "
+        f"{abandoned.public_id}, which is abandoned and records no such charge."
+    )
+    # Amounts in whole cents, as the provider shows them: never a float.
+    for discrepancy in Discrepancy.objects.all():
+        for side in (discrepancy.vouch_side, discrepancy.provider_side):
+            assert not [v for v in side.values() if isinstance(v, float)], discrepancy.code
     found = {(d.code, d.subject_id): recorded(d) for d in Discrepancy.objects.all()}
     assert sorted(found) == sorted(expected)
     for key, row in expected.items():
@@ -473,10 +540,12 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
     # Vouch charges: 14 funded listed, the forgotten one read alone, 2 unrecorded and 1 pending
     # in its grace; refunds on Vouch charges: 13 listed (the Dashboard ones and the one in flight
     # among them) and the forgotten one read alone. Not the charge and refund that are not Vouch's.
-    assert run.compared == {"charge": 18, "refund": 14, "dispute": 2}
+    assert run.compared == {"charge": 21, "refund": 17, "dispute": 2}
     # One page of each list, and the two objects read alone, each answered at the first attempt.
     assert (run.pages, run.provider_calls) == (3, 5)
-    assert run.expected == 3  # the pending funding leg, the refund in flight, the new dispute
+    # The pending funding leg, the refund leg in flight, the named refund just made, the new
+    # dispute.
+    assert run.expected == 4
     assert run.corrected == 1
     assert run.opened == {code: sum(1 for c, _ in expected if c == code) for code, _ in expected}
     assert run.seen == {}
@@ -591,12 +660,17 @@ def test_each_discrepancy_clears_citing_the_read_that_shows_it_gone(
         alone("dispute", dispute.provider_dispute_id),
         "needs_response",
     )
-    # What the stuck phase looks at is the whole ledger: not named means gone.
+    # What the stuck phase looks at is the whole ledger: not named means gone. What Vouch itself
+    # shows is stored as canonical JSON (keys sorted), hashed as stored.
     assert read_of(cleared["leg_stuck"]) == (
         "ledger",
         {"what": "leg_stuck"},
         {"subject": stuck.public_id, "found": False},
     )
+    cited = cleared["leg_stuck"].cleared_by
+    assert cited is not None
+    assert cited.body_bytes() == (b'{"found": false, "subject": "%s"}' % stuck.public_id.encode())
+    assert cited.sha256_matches()
 
 
 def refund_of(buyer: Api, funding: FundingLeg) -> RefundLeg:
@@ -691,7 +765,24 @@ def test_a_released_legs_refund_carrying_its_name_clears_through_that_refund(
     )
     first = reconcile(kind="manual")
     drift = Discrepancy.objects.get(code="refund_status_drift")
-    assert (drift.subject_id, drift.provider_side["refund"]) == (refused.public_id, made.id)
+    refused.refresh_from_db()
+    assert drift.subject_id == refused.public_id
+    assert drift.vouch_side == {
+        "refund": "",
+        "charge": funding.charge_id,
+        "amount": 200,
+        "vouch_leg": refused.public_id,
+        "status": "released" if refused.released else "refused",
+        "leg_outcome": "refused",
+    }
+    assert drift.provider_side == {
+        "refund": made.id,
+        "charge": funding.charge_id,
+        "amount": 200,
+        "vouch_leg": refused.public_id,
+        "status": "succeeded",
+    }
+    assert drift.differing == ["refund", "status"]
     assert first.opened == {"refund_status_drift": 1}
 
     stripe_at_sandbox.set_refund_status(made.id, "failed")
@@ -705,7 +796,9 @@ def test_a_released_legs_refund_carrying_its_name_clears_through_that_refund(
     )
 
 
-def test_a_discrepancy_whose_subject_is_gone_clears_with_nothing_to_cite(alice: Api) -> None:
+def test_a_discrepancy_whose_subject_is_gone_clears_with_nothing_to_cite(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
     from django.utils import timezone
 
     now = timezone.now()
@@ -718,10 +811,12 @@ def test_a_discrepancy_whose_subject_is_gone_clears_with_nothing_to_cite(alice: 
         started_at=now,
         heartbeat_at=now,
     )
+    leg = refunded(alice, funded(alice))
     subjects = [
         ("charge_mismatch", "funding_leg", "fnd_gone"),
         ("refund_mismatch", "refund_leg", "rfl_gone"),
         ("refund_mismatch", "refund_leg_of_another_kind", "x"),
+        ("refund_duplicate", "refund_leg", leg.public_id),  # naming no provider refund
     ]
     for code, subject_type, subject_id in subjects:
         Discrepancy.objects.create(
@@ -737,7 +832,7 @@ def test_a_discrepancy_whose_subject_is_gone_clears_with_nothing_to_cite(alice: 
             last_run=earlier,
         )
     run = reconcile(kind="manual")
-    assert run.cleared == {"charge_mismatch": 1, "refund_mismatch": 2}
+    assert run.cleared == {"charge_mismatch": 1, "refund_mismatch": 2, "refund_duplicate": 1}
     assert run.provider_calls == run.pages  # nothing was read for them
     for discrepancy in Discrepancy.objects.all():
         assert (discrepancy.resolution, discrepancy.cleared_by) == ("cleared", None)
@@ -939,6 +1034,7 @@ def test_an_object_read_alone_that_the_provider_cannot_answer_stops_the_run(
     run = Run.objects.get()
     assert run.status == "failed"
     assert run.checkpoint == {"phase": "disputes", "done": True}
+    assert f"the charge page {{'id': '{gone.charge_id}'}} could not be read" in run.error
     assert Discrepancy.objects.count() == 0  # not taken for missing
 
 
@@ -952,3 +1048,103 @@ def test_a_dry_run_would_not_release_a_refund_already_given_back(
     assert (dry.corrected, dry.opened) == (0, {})
     real = reconcile(kind="manual")
     assert (real.corrected, real.opened) == (0, {})
+
+
+@pytest.mark.parametrize("shown", [None, True, "300"], ids=["none", "a boolean", "a string"])
+def test_a_refunded_total_that_is_not_a_number_of_cents_is_a_mismatch(
+    alice: Api, stripe_at_sandbox: SandboxControl, shown: Any
+) -> None:
+    funding = funded(alice)
+    stripe_at_sandbox.tamper(funding.charge_id, amount_refunded=shown)
+    reconcile(kind="manual")
+    mismatch = Discrepancy.objects.get()
+    assert (mismatch.code, mismatch.amount_micro) == ("charge_refunded_mismatch", 10_000)
+    assert mismatch.summary == (
+        f"Charge {funding.charge_id} shows -1 cents refunded; Vouch's legs on it hold 0 cents."
+    )
+    assert mismatch.provider_side["amount_refunded"] == shown
+
+
+# --- disputes ---------------------------------------------------------------------------------
+
+
+def test_each_dispute_is_compared_with_exactly_its_row(
+    alice: Api,
+    stripe_at_sandbox: SandboxControl,
+    ops: Any,  # noqa: F811
+) -> None:
+    from disputes.models import Dispute, FilingStatus, Packet
+    from tests.disputes.conftest import World, contest_ready
+
+    sandbox = stripe_at_sandbox
+    drifting = World(alice, sandbox)
+    drifting.fund()
+    drifted = drifting.dispute()
+    sandbox.tamper(drifted.provider_dispute_id, status="under_review")
+    blank = World(alice, sandbox)
+    blank.fund()
+    unknown_status = blank.dispute()
+    Dispute.objects.filter(pk=unknown_status.pk).update(provider_status="")
+    unconfirmed = contest_ready(World(alice, sandbox), ops)
+    Packet.objects.filter(pk=unconfirmed.pk).update(filing_status=FilingStatus.FILED)
+    confirmed = contest_ready(World(alice, sandbox), ops)
+    Packet.objects.filter(pk=confirmed.pk).update(filing_status=FilingStatus.FILED)
+    evidence = dict(sdk_dispute(sandbox, confirmed.dispute.provider_dispute_id))
+    sandbox.tamper(
+        confirmed.dispute.provider_dispute_id,
+        evidence_details={**evidence, "submission_count": 1},
+    )
+
+    run = reconcile(kind="manual")
+    assert run.compared["dispute"] == 4
+    rows = {
+        (d.code, d.subject_id): (d.vouch_side, d.provider_side, d.differing, d.charge_id, d.summary)
+        for d in Discrepancy.objects.all()
+    }
+
+    def sides(dispute: Any, status: str, filed: str, submissions: int) -> tuple[dict, dict]:
+        vouch = {
+            "dispute": dispute.provider_dispute_id,
+            "charge": dispute.charge_id,
+            "status": dispute.provider_status,
+            "amount": dispute.amount_micro // CENT,
+            "submissions": filed,
+        }
+        provider = {**vouch, "status": status, "submissions": submissions}
+        return vouch, provider
+
+    unknown_status.refresh_from_db()
+    key = unconfirmed.dispute.provider_dispute_id
+    assert rows == {
+        ("dispute_status_drift", drifted.provider_dispute_id): (
+            *sides(drifted, "under_review", "", 0),
+            ["status"],
+            drifted.charge_id,
+            f"Dispute {drifted.provider_dispute_id} is under_review at the provider, "
+            "needs_response here.",
+        ),
+        ("dispute_status_drift", unknown_status.provider_dispute_id): (
+            *sides(unknown_status, "needs_response", "", 0),
+            ["status"],
+            unknown_status.charge_id,
+            f"Dispute {unknown_status.provider_dispute_id} is needs_response at the provider, "
+            "(no status) here.",
+        ),
+        ("filing_unconfirmed", key): (
+            *sides(unconfirmed.dispute, "needs_response", "filed", 0),
+            ["submissions"],
+            unconfirmed.dispute.charge_id,
+            f"Vouch shows a filed packet for dispute {key}; the provider shows no evidence "
+            "submission.",
+        ),
+    }
+
+
+def sdk_dispute(sandbox: SandboxControl, dispute_id: str) -> dict[str, Any]:
+    """The dispute's evidence details as the provider shows them now."""
+    import stripe as stripe_sdk
+
+    client = stripe_sdk.StripeClient(
+        "sk_test_vouch_tests", base_addresses={"api": sandbox.url}, max_network_retries=0
+    )
+    return dict(client.v1.disputes.retrieve(dispute_id).to_dict()["evidence_details"])
