@@ -468,6 +468,17 @@ def _leg_named(refund: dict[str, Any]) -> str:
     return str(metadata.get("vouch_leg") or "") if isinstance(metadata, dict) else ""
 
 
+def _micro(cents: Any) -> int:
+    """An amount the provider shows in cents, in micro-dollars (0 if it shows no number)."""
+    number = isinstance(cents, int) and not isinstance(cents, bool)
+    return cents * MICRO_PER_CENT if number else 0
+
+
+def _submissions(dispute: dict[str, Any]) -> Any:
+    """How many times evidence was submitted for a dispute, as the provider shows it."""
+    return (dispute.get("evidence_details") or {}).get("submission_count", 0)
+
+
 def _differing(vouch: dict[str, Any], provider: dict[str, Any], names: Iterable[str]) -> list[str]:
     return [name for name in names if vouch.get(name) != provider.get(name)]
 
@@ -741,7 +752,7 @@ def _refund_unrecorded(
                         differing=["refund"],
                         charge_id=charge_id,
                         envelope_public_id=envelope,
-                        amount_micro=int(refund.get("amount") or 0) * MICRO_PER_CENT,
+                        amount_micro=_micro(refund.get("amount")),
                         observation=observation,
                     ),
                 )
@@ -774,7 +785,7 @@ def _refund_unrecorded(
     if name and ctx.recent(refund.get("created")):
         ctx.run.expected += 1  # Vouch's metadata, its leg not recorded yet
         # In flight: its charge may show it refunded already.
-        amount = int(refund.get("amount") or 0) * MICRO_PER_CENT
+        amount = _micro(refund.get("amount"))
         ctx.in_flight[charge_id] = ctx.in_flight.get(charge_id, 0) + amount
         return
     if status not in LIVE or funding is None:
@@ -793,7 +804,7 @@ def _refund_unrecorded(
             differing=["refund", "amount"],
             charge_id=funding.charge_id,
             envelope_public_id=funding.envelope.public_id,
-            amount_micro=int(refund.get("amount") or 0) * MICRO_PER_CENT,
+            amount_micro=_micro(refund.get("amount")),
             observation=observation,
             escalate_as=("funding_leg", funding.public_id),
         ),
@@ -902,7 +913,6 @@ def _charge_unrecorded(
         ctx.run.expected += 1
         return
     charge_id, amount = str(charge["id"]), charge.get("amount")
-    cents = amount if isinstance(amount, int) and not isinstance(amount, bool) else 0
     _found(
         ctx,
         Finding(
@@ -928,7 +938,7 @@ def _charge_unrecorded(
             differing=["charge", "status"] if leg else ["charge", "funding", "status"],
             charge_id=charge_id,
             envelope_public_id=leg.envelope.public_id if leg else "",
-            amount_micro=cents * MICRO_PER_CENT,
+            amount_micro=_micro(amount),
             observation=observation,
             escalate_as=("funding_leg", leg.public_id) if leg else None,
         ),
@@ -1031,7 +1041,7 @@ def _disputes(ctx: _Context, disputes: list[dict[str, Any]], observation: Observ
             "charge": charge_id,
             "status": dispute.get("status"),
             "amount": dispute.get("amount"),
-            "submissions": (dispute.get("evidence_details") or {}).get("submission_count", 0),
+            "submissions": _submissions(dispute),
         }
         if row is None:
             if ctx.recent(dispute.get("created")):

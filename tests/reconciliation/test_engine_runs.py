@@ -329,6 +329,12 @@ def test_ids_and_vouch_metadata_as_the_provider_objects_carry_them() -> None:
     assert engine._funding_named({"metadata": {"vouch_funding": None}}) == ""
     assert engine._funding_named({"metadata": None}) == ""
     assert engine._funding_named({"metadata": "fnd_1"}) == ""
+    assert engine._micro(300) == 3_000_000
+    assert [engine._micro(v) for v in (None, True, "300", 2.5)] == [0, 0, 0, 0]
+    assert engine._submissions({"evidence_details": {"submission_count": 2}}) == 2
+    assert engine._submissions({"evidence_details": {}}) == 0
+    assert engine._submissions({"evidence_details": None}) == 0
+    assert engine._submissions({}) == 0
     assert [engine._taken({"status": s}) for s in ("succeeded", "pending", "failed")] == [
         True,
         True,
