@@ -96,7 +96,7 @@ FILING_TONES: dict[str, str] = {
 PROVIDER_LABELS: dict[str, str] = {
     ProviderStatus.NOT_CALLED: "not called",
     ProviderStatus.ANSWERED: "answered with the dispute (a claim: the readback decides)",
-    ProviderStatus.REFUSED: "refused the request (nothing was filed)",
+    ProviderStatus.REFUSED: "refused the request (the readback decides what was filed)",
     ProviderStatus.UNKNOWN: "no answer (unknown: the readback decides)",
 }
 STATUS_TONES: dict[str, str] = {
@@ -790,7 +790,13 @@ class PacketAdmin(_DisputesAdmin):
             )
             level = messages.WARNING
         elif packet.provider_status == ProviderStatus.REFUSED:
-            text = f"Not filed: the provider refused the request ({packet.filing_error})."
+            text = (
+                f"The provider refused filing key {packet.filing_key} ({packet.filing_error}). "
+                "A refusal is not proof that nothing was submitted, so nothing more is sent for "
+                f"this approval, with this key or another. {decides} If it shows nothing "
+                "submitted, this version is done: prepare a new version, have it approved and "
+                "file that."
+            )
             level = messages.ERROR
         elif packet.filing_error == "key_expired":
             text = (

@@ -193,7 +193,7 @@ def _audit_entry(event: AuditEvent, packets: dict[str, Packet]) -> TimelineEntry
         detail = f"key {details.get('filing_key')}"
     elif action == "packet.file_refused":
         title = f"Packet {version}: the provider refused the filing"
-        detail = f"code {details.get('code')}; nothing was filed"
+        detail = f"code {details.get('code')}; its readback decides what was filed"
     elif action == "packet.file_upload_unknown":
         title = f"Packet {version}: an evidence file's upload got no answer"
         detail = f"{details.get('code')}; the filing resumes with the same keys"

@@ -216,7 +216,10 @@ def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
         return
     read = provider_from_settings().dispute_read(dispute_id)
     if not read.accepted:
-        raise RuntimeError(f"dispute {dispute_id} could not be read: {read.error_code}")
+        raise RuntimeError(
+            f"dispute {dispute_id} could not be read: {read.error_code}"
+            f" ({read.error_message or 'no message'})"
+        )
     dispute, _ = dispute_record(
         fields=dispute_normalize(read.require()), source=DisputeSource.PROVIDER
     )
@@ -926,11 +929,11 @@ def file_upload_key(packet: Packet, sha256: str) -> str:
 def _send_filing(packet: Packet, *, again: bool = False) -> Packet:
     """Phase 2, outside any transaction or lock: upload each file the request sends (Stripe's
     Files API, one key per file), then the dispute update with the provider's file ids in place of
-    the SHA-256 placeholders, then record. An upload refused: nothing was filed by this send, the
-    filing is released — unless it is sent `again` (see `_send_again`). An upload without an
-    answer: the filing stays `submitting` and the scheduled job resumes it with the same keys (the
-    provider replays). A file gone from storage: recorded as unknown, and the readback decides (a
-    resumed filing may have been sent already)."""
+    the SHA-256 placeholders, then record. An upload refused: the dispute was not updated by this
+    send, but the filing is held for its readback like any refusal (`_record_filing`). An upload
+    without an answer: the filing stays `submitting` and the scheduled job resumes it with the same
+    keys (the provider replays). A file gone from storage: recorded as unknown, and the readback
+    decides (a resumed filing may have been sent already)."""
     request = _request_of(packet)
     provider = provider_from_settings()
     rows = _cited_files(packet)
@@ -994,7 +997,13 @@ def _send_again(packet: Packet) -> Packet:
     forgotten it, so a repeat would not be replayed: nothing is sent, the outcome is unknown
     (`key_expired`) and the readback decides. Within it, the same keys are sent again (the
     provider replays), and a refusal is unknown, not "nothing was filed" (`_repeat_refusal`).
-    Either way the approval cannot send the packet again until the readback has decided."""
+    Either way the approval cannot send the packet again until the readback has decided: a
+    filing whose send the provider refused is not sent again at all (its readback decides)."""
+    if (
+        packet.filing_status == FilingStatus.AWAITING_READBACK
+        and packet.provider_status == ProviderStatus.REFUSED
+    ):
+        return packet
     started = packet.filing_started_at or packet.updated_at
     if timezone.now() - started > PROVIDER_KEY_TTL:
         return _record_filing(
@@ -1024,9 +1033,11 @@ def _record_upload_unknown(*, packet: Packet, outcome: Outcome) -> Packet:
 
 
 def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
-    """Phase 3: keep only the filing reference, dispute id, request digest and status. Accepted or
-    unknown: the readback run decides. Refused — a first send's refusal only (a repeated send's
-    is unknown, `_repeat_refusal`) — nothing was filed; the key is released."""
+    """Phase 3: keep only the filing reference, dispute id, request digest and status, and start
+    the readback run, which alone decides. Accepted, unknown or refused alike: a refusal (a first
+    send's; a repeated send's is unknown, `_repeat_refusal`) is recorded with its code, but it is
+    not taken for "nothing was filed" — the filing stays held, its key kept and nothing sent again
+    (`_send_again`), until the readback shows what the provider holds (`packet_on_verdict`)."""
     from verification.services import verification_start
 
     with transaction.atomic():
@@ -1034,19 +1045,16 @@ def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
         if locked.filing_status != FilingStatus.SUBMITTING and locked.filing_run_id:
             return locked  # recorded already (a retry answered after the first)
         if outcome.refused:
-            locked.provider_status = ProviderStatus.REFUSED
-            locked.filing_error = str(outcome.error_code or "refused")[:100]
-            locked.filing_status = FilingStatus.NOT_FILED
             audit_record(
                 actor=None,
                 action="packet.file_refused",
                 target_type="packet",
                 target_id=locked.public_id,
-                details={"filing_key": locked.filing_key, "code": locked.filing_error},
+                details={
+                    "filing_key": locked.filing_key,
+                    "code": str(outcome.error_code or "refused")[:100],
+                },
             )
-            locked.filing_key = ""
-            locked.save()
-            return locked
         answer = outcome.value if outcome.accepted else {}
         projection = {
             "id": str((answer or {}).get("id") or locked.dispute.provider_dispute_id),
@@ -1063,9 +1071,17 @@ def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
             action_result=projection,
         )
         locked.provider_status = (
-            ProviderStatus.ANSWERED if outcome.accepted else ProviderStatus.UNKNOWN
+            ProviderStatus.ANSWERED
+            if outcome.accepted
+            else ProviderStatus.REFUSED
+            if outcome.refused
+            else ProviderStatus.UNKNOWN
         )
-        locked.filing_error = "" if outcome.accepted else str(outcome.error_code or "unknown")[:100]
+        locked.filing_error = (
+            ""
+            if outcome.accepted
+            else str(outcome.error_code or ("refused" if outcome.refused else "unknown"))[:100]
+        )
         locked.filing_reference = str(outcome.request_id or "")[:255]
         locked.filing_provider_state = projection["status"][:40]
         locked.filing_run = run

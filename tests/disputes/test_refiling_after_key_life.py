@@ -30,7 +30,7 @@ from accounts.models import User
 from core.crash import CRASH_EXIT_STATUS
 from core.models import AuditEvent
 from disputes import services, tasks
-from disputes.exceptions import FilingKeyConflict, PacketFilingUnderway
+from disputes.exceptions import FilingKeyConflict, PacketFilingUnderway, PacketNotSubmitted
 from disputes.models import Packet
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import database_url
@@ -224,18 +224,84 @@ def test_an_upload_refused_on_a_repeated_send_does_not_undo_a_filing_stripe_took
     assert Packet.objects.get(pk=packet.pk).filing_status == "filed"
 
 
-def test_a_first_send_refused_by_the_provider_is_not_filed_and_releases_the_key(
-    world: World, ops: Ops, stripe_at_sandbox: SandboxControl
+def _ready_with_a_refusal(world: World, ops: Ops, sandbox: SandboxControl, refused: str) -> Packet:
+    """An approved version whose first send the provider will refuse: the dispute update, or the
+    upload of the evidence file sent before it."""
+    if refused == "the dispute update":
+        packet = approve(contest_ready(world, ops), ops)
+        sandbox.add_fault(
+            f"/v1/disputes/{packet.dispute.provider_dispute_id}",
+            "refuse",
+            method="POST",
+            error_code="invalid_request",
+        )
+        return packet
+    world.fund()
+    dispute = world.dispute(reason="product_not_received")
+    admit_file(dispute, ops.preparer, "pod:1", "delivery", pdf("pod", size=1500))
+    sandbox.add_fault("/v1/files", "refuse", method="POST", error_code="file_invalid")
+    return approve(current(dispute), ops)
+
+
+@pytest.mark.usefixtures("media")
+@pytest.mark.parametrize(
+    ("refused", "code"),
+    [("the dispute update", "invalid_request"), ("a file upload", "file_upload:file_invalid")],
+)
+def test_a_refused_first_filing_is_read_back_and_its_approval_cannot_send_again(
+    world: World, ops: Ops, stripe_at_sandbox: SandboxControl, refused: str, code: str
 ) -> None:
-    """The other side of the rule: a send that is the filing's first (nothing was under way) and
-    that the provider refuses filed nothing — no earlier request can have filed it."""
-    packet = approve(contest_ready(world, ops), ops)
+    """A refusal of a filing's first send is an answer, not proof that nothing was filed: it is
+    recorded (provider status refused, its code kept and shown), the readback is started and the
+    filing stays held until it decides. Meanwhile the approval sends nothing more, with the same
+    key (even once the provider would take it) or another, and no version is prepared. The
+    readback shows nothing submitted: the version is `not_submitted` (done: a new version is
+    prepared, approved and filed)."""
+    packet = _ready_with_a_refusal(world, ops, stripe_at_sandbox, refused)
     dispute_id = packet.dispute.provider_dispute_id
-    stripe_at_sandbox.add_fault(
-        f"/v1/disputes/{dispute_id}", "refuse", method="POST", error_code="invalid_request"
+    key = services.filing_key_proposal(packet)
+    filer = Client()
+    filer.force_login(ops.filer)
+    response = filer.post(  # the File button of the admin, with the proposed key
+        reverse("admin:disputes_packet_file", args=[packet.pk]),
+        {"file-digest": packet.digest, "file-idempotency_key": key, "file-confirm": "on"},
+        follow=True,
     )
-    refused = file_again(packet, ops, services.filing_key_proposal(packet))
-    assert (refused.filing_status, refused.provider_status) == ("not_filed", "refused")
-    assert refused.filing_key == ""
-    assert refused.filing_run is None
+    shown = [str(m) for m in response.context["messages"]]
+    assert any(f"The provider refused filing key {key} ({code})" in m for m in shown), shown
+    assert any("a new version" in m for m in shown), shown
+    held = Packet.objects.get(pk=packet.pk)
+    assert (held.filing_status, held.provider_status, held.filing_error) == (
+        "awaiting_readback",
+        "refused",
+        code,
+    )
+    assert held.filing_key == key
+    assert held.filing_run is not None
+    assert held.filing_run.contract_id == services.FILED_CONTRACT
+    assert AuditEvent.objects.filter(action="packet.file_refused", target_id=packet.public_id)
+
+    stripe_at_sandbox.clear_faults()  # the provider would take a send now: none is made
+    assert file_again(packet, ops, key).filing_status == "awaiting_readback"
+    with pytest.raises(FilingKeyConflict):
+        file_again(packet, ops, "another-key")
+    with pytest.raises(PacketFilingUnderway):
+        services.packet_prepare(dispute=packet.dispute, requested_by=ops.preparer)
     assert submissions(stripe_at_sandbox, dispute_id) == 0
+    assert stripe_at_sandbox.state()["counts"]["files"] == 0
+
+    with time_machine.travel(timezone.now() + timedelta(minutes=1), tick=True):
+        settle_runs(max_rounds=45)
+    done = Packet.objects.get(pk=packet.pk)
+    assert done.filing_status == "not_submitted"
+    with pytest.raises(PacketNotSubmitted):
+        file_again(packet, ops, "another-key")
+    with pytest.raises(PacketNotSubmitted):
+        file_again(packet, ops, key)
+    fresh = services.packet_prepare(dispute=packet.dispute, requested_by=None)
+    assert fresh.version == done.version + 1
+    sent = file_again(approve(fresh, ops), ops, services.filing_key_proposal(fresh))
+    assert sent.provider_status == "answered"
+    settle_runs()
+    assert Packet.objects.get(pk=fresh.pk).filing_status == "filed"
+    assert submissions(stripe_at_sandbox, dispute_id) == 1
