@@ -281,20 +281,17 @@ def _check_refund(kind: str, refund: dict[str, Any], subject: Subject) -> int:
                 provider_amount=amount,
             )
         return leg.amount_micro
-    if named and not _is_second_refund_of(named, str(refund.get("id"))):
+    if named and not _leg_records_a_refund(named):
         raise _mismatch(
             f"Refund {refund.get('id')} carries Vouch's metadata (leg {named}): it is not foreign."
         )
     return amount * MICRO_PER_CENT
 
 
-def _is_second_refund_of(leg_id: str, refund_id: str) -> bool:
-    """A refund naming a leg that records another refund is a duplicate: money that left outside
-    the leg, recorded like a foreign refund."""
-    recorded = RefundLeg.objects.filter(public_id=leg_id).values_list(
-        "provider_refund_id", flat=True
-    )
-    return any(existing not in ("", refund_id) for existing in recorded)
+def _leg_records_a_refund(leg_id: str) -> bool:
+    """A refund naming a leg that records a refund (another one: this one would be recorded on it
+    already) is a duplicate: money that left outside the leg, recorded like a foreign refund."""
+    return RefundLeg.objects.filter(public_id=leg_id).exclude(provider_refund_id="").exists()
 
 
 def _check_intent(intent: dict[str, Any], funding: FundingLeg) -> None:
@@ -465,14 +462,14 @@ def _read_and_check(
 def _store(reading: _Reading, kind: str, subject: Subject, purpose: str) -> ProviderRead | None:
     if not reading.answers:
         return None  # refused before anything was asked (a malformed id)
-    leg = subject.refund_leg or subject.funding_leg
+    leg: RefundLeg | FundingLeg = subject.refund_leg or _need(subject.funding_leg)
     return provider_read_store(
         purpose=purpose,
         answers=reading.answers,
         shows=reading.shows,
         envelope_id=subject.envelope.pk,
         kind=kind,
-        subject=leg.public_id if leg is not None else "",
+        subject=leg.public_id,
     )
 
 

@@ -545,6 +545,10 @@ def test_accepting_a_funding_leg_naming_a_payment_recorded_on_another_leg_is_ref
             provider_object_id=original.payment_intent_id,
         )
     assert refused.value.code == "provider_object_already_recorded"
+    assert refused.value.message == (
+        f"PaymentIntent {original.payment_intent_id} (charge {original.charge_id}) is recorded on "
+        f"funding leg {original.public_id} already: one payment is never counted twice."
+    )
     top_up.refresh_from_db()
     assert top_up.status == FundingStatus.PENDING
     assert Envelope.objects.get(public_id=envelope_id).total_funded_micro == 3_000_000
@@ -591,6 +595,10 @@ def test_accepting_a_charged_funding_leg_names_its_payment_and_counts_it_once(
         3_000_000,
     )
     assert entry.provider_read_id == applied.approval_read_id is not None
+    assert applied.approval_read is not None
+    assert applied.approval_read.shows == {
+        "payment_intent": {"id": intent.id, "status": "succeeded", "amount": 300}
+    }
     assert ledger_breaches() == []
 
 

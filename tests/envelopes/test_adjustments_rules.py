@@ -238,11 +238,13 @@ def test_a_proposal_needs_the_permission_a_reason_a_known_kind_and_a_subject(
         with pytest.raises(InvalidInput) as no_reason:
             adjustment_propose(actor=proposer, kind="leg_release", reason="  ", refund_leg=leg)
         assert no_reason.value.details == {"reason": []}
+        assert no_reason.value.message == "Say why: a proposal needs a reason."
         with pytest.raises(InvalidInput) as bogus:
             adjustment_propose(actor=proposer, kind="bogus", reason="x", refund_leg=leg)
         assert "leg_release" in bogus.value.details["kind"]
-        with pytest.raises(InvalidInput):
+        with pytest.raises(InvalidInput) as no_subject:
             adjustment_propose(actor=proposer, kind="leg_release", reason="x")
+        assert no_subject.value.message == "Name an escalation, a refund leg or a funding leg."
         for kind, subject in (
             ("leg_accept", {"refund_leg": leg}),
             ("foreign_refund", {"funding_leg": leg.funding_leg}),
@@ -267,8 +269,9 @@ def test_a_proposal_needs_the_permission_a_reason_a_known_kind_and_a_subject(
             subject=EscalationSubject("refund_leg", leg.public_id, money=False),
         )
         resolved = escalation_resolve(escalation=resolved, actor=proposer, note="fine")
-        with pytest.raises(AdjustmentNotApplicable):
+        with pytest.raises(AdjustmentNotApplicable) as closed:
             adjustment_propose(actor=proposer, kind="leg_release", reason="x", escalation=resolved)
+        assert closed.value.message == "This escalation is resolved already."
     assert not Adjustment.objects.exists()
     assert not ProviderRead.objects.exists()  # nothing was asked of the provider
 
@@ -304,13 +307,20 @@ def test_a_funding_accept_needs_a_payment_intent_that_is_the_legs(
             "adjustment_provider_mismatch",
             {"provider_object_id": "pi_nobody"},
         )
-        assert "names another funding leg (fnd_another)" in propose(named_other.id).message
+        assert propose(named_other.id).message == (
+            f"PaymentIntent {named_other.id} names another funding leg (fnd_another)."
+        )
         not_paid = propose(unconfirmed.id)
         assert not_paid.details == {"provider_status": unconfirmed.status}
+        assert not_paid.message == (
+            f"PaymentIntent {unconfirmed.id} is {unconfirmed.status}, not succeeded."
+        )
         assert not_paid.code == "adjustment_provider_mismatch"
         other_amount = propose(smaller.id)
         assert other_amount.details == {"provider_amount": 200}
-        assert "is for 200 cents; the leg is for 300" in other_amount.message
+        assert other_amount.message == (
+            f"PaymentIntent {smaller.id} is for 200 cents; the leg is for 300."
+        )
     reads = list(ProviderRead.objects.order_by("id"))
     assert [r.shows["refused"] for r in reads] == ["adjustment_provider_mismatch"] * 4
     assert reads[1].shows["payment_intent"] == {
@@ -345,13 +355,17 @@ def test_a_leg_accept_needs_the_legs_refund_for_its_amount_and_live(
                 )
             return refused.value
 
-        assert "names another leg (rfl_another)" in propose(for_another.id).message
+        assert propose(for_another.id).message == (
+            f"Refund {for_another.id} names another leg (rfl_another)."
+        )
         other_amount = propose(smaller.id)
         assert other_amount.details == {"provider_amount": 100}
-        assert "is for 100 cents; the leg is for 200" in other_amount.message
+        assert other_amount.message == (
+            f"Refund {smaller.id} is for 100 cents; the leg is for 200."
+        )
         gone = propose(failed.id)
         assert gone.details == {"provider_status": "failed"}
-        assert "it gave nothing back" in gone.message
+        assert gone.message == f"Refund {failed.id} is failed: it gave nothing back."
         missing = propose("re_nobody")
         assert missing.details == {"provider_object_id": "re_nobody"}
     assert not Adjustment.objects.exists()
@@ -420,7 +434,10 @@ def test_a_foreign_refund_carrying_vouchs_metadata_is_refused_unless_it_duplicat
                 funding_leg=funding,
                 provider_object_id=refund.id,
             )
-        assert "it is not foreign" in refused.value.message
+        leg_named = refund.metadata["vouch_leg"]
+        assert refused.value.message == (
+            f"Refund {refund.id} carries Vouch's metadata (leg {leg_named}): it is not foreign."
+        )
     with pytest.raises(AdjustmentProviderMismatch) as recorded:  # the leg's own refund
         adjustment_propose(
             actor=proposer,
@@ -430,6 +447,9 @@ def test_a_foreign_refund_carrying_vouchs_metadata_is_refused_unless_it_duplicat
             provider_object_id=accepted.provider_refund_id,
         )
     assert recorded.value.code == "provider_object_already_recorded"
+    assert recorded.value.message == (
+        f"Refund {accepted.provider_refund_id} is recorded on a refund leg already."
+    )
     adjustment = adjustment_propose(
         actor=proposer,
         kind="foreign_refund",
@@ -585,6 +605,10 @@ def test_accepting_a_stuck_leg_moves_reserved_to_refunded_and_starts_its_readbac
     )
     assert entry.provider_read_id == applied.approval_read_id
     assert applied.provider_object["id"] == by_hand.id
+    assert applied.approval_read is not None
+    assert applied.approval_read.shows == {
+        "refund": {"id": by_hand.id, "status": "succeeded", "amount": 200}
+    }
     assert ledger_breaches() == []
 
 
@@ -642,8 +666,9 @@ def test_an_approval_needs_the_exact_integer_amount_and_an_undecided_proposal(
         assert twice.value.details == {"status": "applied"}
         stale = Adjustment.objects.get(pk=adjustment.pk)
         stale.status = AdjustmentStatus.PROPOSED  # a page shown before it was approved
-        with pytest.raises(AdjustmentAlreadyDecided):
+        with pytest.raises(AdjustmentAlreadyDecided) as meanwhile:
             adjustment_approve(adjustment=stale, actor=approver, confirmed_amount_micro=2_000_000)
+        assert meanwhile.value.details == {"status": "applied"}
     assert JournalEntry.objects.filter(kind="adjust").count() == 1
 
 
@@ -694,7 +719,9 @@ def test_the_provider_showing_another_amount_at_approval_stops_it(
     sandbox.tamper(foreign.id, amount=70)
     with pytest.raises(AdjustmentProviderMismatch) as refused:
         adjustment_approve(adjustment=adjustment, actor=approver, confirmed_amount_micro=500_000)
-    assert "another amount" in refused.value.message
+    assert refused.value.message == (
+        "The provider now shows another amount than when this was proposed."
+    )
     assert Adjustment.objects.get().status == AdjustmentStatus.PROPOSED
 
 
@@ -709,6 +736,7 @@ def test_rejecting_needs_a_note_and_the_permission_and_moves_nothing(
         with pytest.raises(InvalidInput) as no_note:
             adjustment_reject(adjustment=first, actor=approver, note="  ")
         assert no_note.value.details == {"note": []}
+        assert no_note.value.message == "Say why: a rejection needs a note."
         rejected = adjustment_reject(adjustment=first, actor=approver, note=" The refund exists. ")
         assert (rejected.status, rejected.decided_by, rejected.decision_note) == (
             AdjustmentStatus.REJECTED,
@@ -716,8 +744,9 @@ def test_rejecting_needs_a_note_and_the_permission_and_moves_nothing(
             "The refund exists.",
         )
         assert rejected.decided_at is not None
-        with pytest.raises(AdjustmentAlreadyDecided):
+        with pytest.raises(AdjustmentAlreadyDecided) as again:
             adjustment_reject(adjustment=first, actor=approver, note="again")
+        assert again.value.details == {"status": "rejected"}
         second = adjustment_propose(actor=proposer, kind="leg_release", reason="y", refund_leg=leg)
         withdrawn = adjustment_reject(adjustment=second, actor=proposer, note="my mistake")
         assert (withdrawn.status, withdrawn.decided_by) == (AdjustmentStatus.REJECTED, proposer)
