@@ -204,7 +204,12 @@ def _not_found(outcome: Outcome) -> bool:
 
 
 def _unreadable(outcome: Outcome) -> AdjustmentProviderUnreadable:
-    return AdjustmentProviderUnreadable(details={"provider_code": outcome.error_code})
+    # The provider's message says what failed (a request with no answer: the URL it tried).
+    said = " ".join((outcome.error_message or outcome.error_code or "no answer").split())
+    return AdjustmentProviderUnreadable(
+        f"The provider could not be read ({said}); nothing was changed. Try again.",
+        details={"provider_code": outcome.error_code},
+    )
 
 
 def _summary(obj: dict[str, Any]) -> dict[str, Any]:

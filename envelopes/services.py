@@ -538,7 +538,10 @@ def funding_on_provider_event(*, event: dict[str, Any]) -> None:
     if not read.accepted:
         if read.refused:
             return  # no such PaymentIntent: the event lied or was forged; the job looks later
-        raise RuntimeError(f"PaymentIntent {obj.get('id')} could not be read: {read.error_code}")
+        raise RuntimeError(
+            f"PaymentIntent {obj.get('id')} could not be read: {read.error_code} "
+            f"({read.error_message})"
+        )
     if not _intent_is_the_legs(leg, read.require()):
         return
     with contextlib.suppress(*FUNDING_REFUSALS):
@@ -560,7 +563,9 @@ def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
     if not read.accepted:
         if read.refused:
             return
-        raise RuntimeError(f"charge {charge_id} could not be read: {read.error_code}")
+        raise RuntimeError(
+            f"charge {charge_id} could not be read: {read.error_code} ({read.error_message})"
+        )
     charge = read.require()
     embedded = (charge.get("refunds") or {}).get("data") or []
     for refund in embedded:
