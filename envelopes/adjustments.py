@@ -493,7 +493,8 @@ def adjustment_propose(
 ) -> Adjustment:
     """Propose one correction of a leg (or of the leg an escalation names), with the reason.
     Refused: without `envelopes.add_adjustment`, with an empty reason, for a kind that does not
-    fit the leg as it stands, or when the provider's object does not support it."""
+    fit the leg as it stands, or when what the provider shows does not support it (the read is
+    stored either way, and kept on the proposal as `proposal_read`)."""
     if not actor.has_perm(PROPOSE_PERMISSION):
         raise PermissionDenied(f"Proposing an adjustment needs {PROPOSE_PERMISSION}.")
     reason = (reason or "").strip()
@@ -601,8 +602,10 @@ def adjustment_approve(
 ) -> Adjustment:
     """A second person, with `reconciliation.approve_adjustment`, approves the correction after
     confirming its amount; the one `adjust` journal entry is written under the envelope's lock
-    and the escalation it answers is resolved as `adjusted`. The provider object it names is read
-    again first: a refund that has failed since it was proposed is no longer a reason."""
+    and the escalation it answers is resolved as `adjusted`. The provider is read again first
+    (outside any transaction) and that read is stored and cited on the entry: a refund that has
+    failed since it was proposed is no longer a reason, and a refund or payment carrying the leg
+    that appeared since stops a release, a reverse or an abandon."""
     if adjustment.proposed_by_id == actor.pk:
         raise AdjustmentSelfApproval()
     if not actor.has_perm(APPROVE_PERMISSION):

@@ -252,6 +252,7 @@ def test_a_proposal_needs_the_permission_a_reason_a_known_kind_and_a_subject(
             with pytest.raises(InvalidInput) as unnamed:
                 adjustment_propose(actor=proposer, kind=kind, reason="x", **subject)
             assert unnamed.value.details == {"provider_object_id": ["Required for this kind."]}
+            assert unnamed.value.message == "Name the provider object this correction rests on."
         with pytest.raises(InvalidInput) as not_a_refund:
             adjustment_propose(
                 actor=proposer,
@@ -779,6 +780,10 @@ def test_the_audit_trail_names_the_adjustment_its_legs_and_what_was_confirmed(
     propose = AuditEvent.objects.get(action="adjustment.propose")
     approve = AuditEvent.objects.get(action="adjustment.approve")
     assert (propose.actor, approve.actor) == (proposer, approver)
+    assert (propose.target_type, propose.target_id) == (
+        "envelope",
+        leg.operation.envelope.public_id,
+    )
     assert propose.details == expected
     assert approve.details == {**expected, "confirmed_amount_micro": 2_000_000}
     assert (approve.target_type, approve.target_id) == (
