@@ -866,6 +866,10 @@ def test_a_reverse_is_refused_when_the_recorded_refund_cannot_be_read(
     with pytest.raises(AdjustmentProviderUnreadable) as refused:
         adjustment_propose(actor=proposer, kind="leg_reverse", reason="x", refund_leg=leg)
     assert refused.value.details == {"provider_code": "server_error"}
+    assert refused.value.message == (
+        "The provider could not be read (An unknown error occurred); nothing was changed. "
+        "Try again."
+    )
     read = ProviderRead.objects.get()
     assert read.shows == {"refused": "adjustment_provider_unreadable"}
     (answer,) = read.answers.all()
