@@ -1148,3 +1148,27 @@ def sdk_dispute(sandbox: SandboxControl, dispute_id: str) -> dict[str, Any]:
         "sk_test_vouch_tests", base_addresses={"api": sandbox.url}, max_network_retries=0
     )
     return dict(client.v1.disputes.retrieve(dispute_id).to_dict()["evidence_details"])
+
+
+def test_a_disputes_finding_does_not_explain_its_charges_refunded_total(
+    alice: Api, stripe_at_sandbox: SandboxControl, settings: Any
+) -> None:
+    """Only refund-level findings explain a charge's refunded total: a dispute on the charge,
+    found before the charge is read alone, explains nothing."""
+    sandbox = stripe_at_sandbox
+    funding = funded(alice)
+    charge = sdk_charge(sandbox, funding.charge_id)
+    # The charge made a month ago (the listing of the last 7 days does not show it: it is read
+    # alone), its leg recorded in the window; its refunded total differs; a dispute on it.
+    sandbox.tamper(funding.charge_id, created=charge["created"] - 30 * 86_400, amount_refunded=300)
+    opened = sandbox.open_dispute(funding.charge_id)
+    sandbox.tamper(opened["id"], created=opened["created"] - 3_600)
+    run = reconcile(kind="manual")
+    assert run.opened == {"dispute_unrecorded": 1, "charge_refunded_mismatch": 1}
+
+
+def sdk_charge(sandbox: SandboxControl, charge_id: str) -> dict[str, Any]:
+    client = stripe.StripeClient(
+        "sk_test_vouch_tests", base_addresses={"api": sandbox.url}, max_network_retries=0
+    )
+    return dict(client.v1.charges.retrieve(charge_id).to_dict())
