@@ -180,9 +180,12 @@ def run_queue(kind: str, *, behind: Run) -> DueRun:
 
 def run_due_next(lane: str = Lane.OBJECTS) -> str | None:
     """The kind of the oldest run due in `lane`, if any."""
-    return DueRun.objects.filter(lane=lane).order_by("due_at", "id").values_list(
-        "kind", flat=True
-    ).first()
+    return (
+        DueRun.objects.filter(lane=lane)
+        .order_by("due_at", "id")
+        .values_list("kind", flat=True)
+        .first()
+    )
 
 
 def run_checkpoint(run: Run, **checkpoint: Any) -> None:

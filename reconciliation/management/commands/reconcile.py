@@ -148,9 +148,8 @@ class Command(BaseCommand):
         except ReconciliationIncomplete as exc:
             bar.close()
             failed = exc.run
-            flags = (
-                f"--since {_exact(failed.window_start)} --until {_exact(failed.window_end)}"
-                + (" --dry-run" if failed.dry_run else "")
+            flags = f"--since {_exact(failed.window_start)} --until {_exact(failed.window_end)}" + (
+                " --dry-run" if failed.dry_run else ""
             )
             self.stderr.write(
                 f"{exc}. It resumes from the run's checkpoint, with its own window and mode, "
