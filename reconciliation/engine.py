@@ -756,9 +756,7 @@ def _refund_unrecorded(
                         observation=observation,
                     ),
                 )
-        elif (named.released or named.outcome in (LegOutcome.REFUSED, LegOutcome.VOID)) and (
-            status in LIVE
-        ):
+        elif named.released and status in LIVE:  # refused or void (given back), yet live
             _found(
                 ctx,
                 Finding(
@@ -953,13 +951,14 @@ def _charge_of_funding(
     explained: set[str],
     observation: Observation,
 ) -> None:
+    # What the legs hold (less, in a dry run, what it would release).
+    held = totals["held"] - ctx.would_release.get(funding.charge_id, 0)
     vouch = {
         "charge": funding.charge_id,
         "status": "succeeded",
         "amount": to_cents(funding.amount_micro),
         "currency": funding.envelope.currency,
-        "amount_refunded": (totals["held"] - ctx.would_release.get(funding.charge_id, 0))
-        // MICRO_PER_CENT,
+        "amount_refunded": held // MICRO_PER_CENT,
     }
     provider = {
         "charge": str(charge["id"]),
@@ -988,7 +987,6 @@ def _charge_of_funding(
                 observation=observation,
             ),
         )
-    held = totals["held"] - ctx.would_release.get(funding.charge_id, 0)
     refunded = provider["amount_refunded"]
     if isinstance(refunded, bool) or not isinstance(refunded, int):
         refunded = -1

@@ -450,7 +450,25 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
     # dispute_unrecorded (made an hour ago), and one inside the grace (its webhook may come).
     old_dispute = sandbox.open_dispute(dashboard.charge_id, amount=400)
     sandbox.tamper(old_dispute["id"], created=old_dispute["created"] - 3_600)
+    older_dispute = sandbox.open_dispute(over.charge_id, amount=100)  # listed after it
+    sandbox.tamper(older_dispute["id"], created=older_dispute["created"] - 7_200)
     sandbox.open_dispute(clean.charge_id)
+    expected[("dispute_unrecorded", older_dispute["id"])] = Row(
+        "dispute",
+        {"dispute": "", "charge": over.charge_id, "status": ""},
+        {
+            "dispute": older_dispute["id"],
+            "charge": over.charge_id,
+            "status": "needs_response",
+            "amount": 100,
+            "submissions": 0,
+        },
+        ["dispute", "status"],
+        over.charge_id,
+        "",
+        0,
+        "evidence",
+    )
     expected[("dispute_unrecorded", old_dispute["id"])] = Row(
         "dispute",
         {"dispute": "", "charge": dashboard.charge_id, "status": ""},
@@ -485,6 +503,9 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
         "money",
         ("envelope", breached.envelope.public_id),
     )
+
+    # Not Vouch's: a dispute on a charge Vouch did not make (the newest: listed first).
+    sandbox.open_dispute(str(other.latest_charge))
 
     run = reconcile(kind="manual")
 
@@ -540,7 +561,7 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
     # Vouch charges: 14 funded listed, the forgotten one read alone, 2 unrecorded and 1 pending
     # in its grace; refunds on Vouch charges: 13 listed (the Dashboard ones and the one in flight
     # among them) and the forgotten one read alone. Not the charge and refund that are not Vouch's.
-    assert run.compared == {"charge": 21, "refund": 17, "dispute": 2}
+    assert run.compared == {"charge": 21, "refund": 17, "dispute": 3}
     # One page of each list, and the two objects read alone, each answered at the first attempt.
     assert (run.pages, run.provider_calls) == (3, 5)
     # The pending funding leg, the refund leg in flight, the named refund just made, the new
@@ -1172,3 +1193,19 @@ def sdk_charge(sandbox: SandboxControl, charge_id: str) -> dict[str, Any]:
         "sk_test_vouch_tests", base_addresses={"api": sandbox.url}, max_network_retries=0
     )
     return dict(client.v1.charges.retrieve(charge_id).to_dict())
+
+
+def test_a_charge_whose_leg_is_not_succeeded_is_not_compared_and_the_next_ones_are(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    older, newer = funded(alice), funded(alice)  # listed newest first
+    FundingLeg.objects.filter(pk=newer.pk).update(status=FundingStatus.PENDING)
+    stripe_at_sandbox.tamper(newer.charge_id, amount=1)
+    stripe_at_sandbox.tamper(older.charge_id, amount=999)
+    run = reconcile(kind="manual")
+    assert run.compared == {"charge": 2}
+    # (The ledger, counting that leg's money as funded, disagrees with it: a breach besides.)
+    assert sorted(Discrepancy.objects.values_list("code", "subject_id")) == [
+        ("charge_mismatch", older.public_id),
+        ("ledger_breach", newer.envelope.public_id),
+    ]

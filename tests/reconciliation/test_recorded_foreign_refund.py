@@ -83,6 +83,8 @@ def recorded_foreign_refund(
         3_000_000 + spent,
     )
     assert reconcile(kind="manual").opened == {}  # recorded: Vouch and the provider agree
+    dry = reconcile(kind="manual", dry_run=True)
+    assert (dry.opened, dry.corrected) == ({}, 0)  # a live refund: nothing to give back
     return funding, foreign.id
 
 
@@ -119,6 +121,8 @@ def test_a_recorded_foreign_refund_the_provider_shows_failed_is_given_back_by_a_
 
     again = reconcile(kind="manual")  # released once
     assert (again.corrected, again.opened) == (0, {})
+    dry = reconcile(kind="manual", dry_run=True)
+    assert (dry.corrected, dry.opened) == (0, {})
     assert JournalEntry.objects.filter(kind="release").count() == 1
 
 
