@@ -7,8 +7,6 @@ escalations from verdicts (UNVERIFIABLE, wrong amount, duplicate) resolve the sa
 resolution stays for escalations about no money."""
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -16,7 +14,6 @@ from typing import Any
 import pytest
 import stripe
 import time_machine
-from django.contrib.auth.models import Group, Permission
 from django.core import mail
 from django.core.management import call_command
 from django.utils import timezone
@@ -43,6 +40,7 @@ from envelopes.models import (
 )
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
+from tests.envelopes.people import LATER, later, person
 from tests.helpers import settle_runs
 from verification.models import Escalation, EscalationStatus, VerificationRun
 from verification.services import (
@@ -57,42 +55,20 @@ from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 
-LATER = timedelta(hours=25)  # past the provider's 24 h key life
-
-
-def _person(username: str, *perms: str) -> User:
-    user = User.objects.create_user(
-        username, f"{username}@example.com", "pw-123-abc", is_staff=True
-    )
-    user.groups.add(Group.objects.get_or_create(name="ops")[0])
-    for perm in perms:
-        app, codename = perm.split(".")
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app, codename=codename)
-        )
-    return User.objects.get(pk=user.pk)  # a fresh permission cache
-
 
 @pytest.fixture
 def proposer(db: None) -> User:
-    return _person("pia", "envelopes.add_adjustment", "verification.resolve_escalation")
+    return person("pia", "envelopes.add_adjustment", "verification.resolve_escalation")
 
 
 @pytest.fixture
 def approver(db: None) -> User:
-    return _person(
+    return person(
         "aron",
         "reconciliation.approve_adjustment",
         "envelopes.add_adjustment",
         "verification.resolve_escalation",
     )
-
-
-@contextmanager
-def later() -> Iterator[None]:
-    """A day and an hour on, for Vouch and the in-process sandbox alike."""
-    with time_machine.travel(timezone.now() + LATER, tick=True):
-        yield
 
 
 def _stuck_leg(alice: Api, sandbox: SandboxControl) -> tuple[str, RefundLeg]:
@@ -182,7 +158,7 @@ def _release_under_four_eyes(
     with pytest.raises(PermissionDenied):  # no reconciliation.approve_adjustment
         adjustment_approve(
             adjustment=adjustment,
-            actor=_person("nina", "envelopes.add_adjustment"),
+            actor=person("nina", "envelopes.add_adjustment"),
             confirmed_amount_micro=2_000_000,
         )
     with pytest.raises(AdjustmentAmountMismatch):

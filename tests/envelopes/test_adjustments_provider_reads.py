@@ -7,16 +7,11 @@ failed or canceled is given back once, through the one release service."""
 
 import hashlib
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
 from typing import Any
 
 import pytest
 import stripe
-import time_machine
-from django.contrib.auth.models import Group, Permission
-from django.utils import timezone
+from django.contrib.auth.models import Permission
 
 from accounts.models import User
 from envelopes import services
@@ -39,6 +34,7 @@ from envelopes.models import (
 )
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
+from tests.envelopes.people import later, person
 from verification.models import VerificationRun
 from verification.services import provider_event_process, provider_event_store
 
@@ -46,42 +42,20 @@ from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 
-LATER = timedelta(hours=25)  # past the provider's 24 h key life
-
-
-def _person(username: str, *perms: str) -> User:
-    user = User.objects.create_user(
-        username, f"{username}@example.com", "pw-123-abc", is_staff=True
-    )
-    user.groups.add(Group.objects.get_or_create(name="ops")[0])
-    for perm in perms:
-        app, codename = perm.split(".")
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app, codename=codename)
-        )
-    return User.objects.get(pk=user.pk)  # a fresh permission cache
-
 
 @pytest.fixture
 def proposer(db: None) -> User:
-    return _person("pia", "envelopes.add_adjustment", "verification.resolve_escalation")
+    return person("pia", "envelopes.add_adjustment", "verification.resolve_escalation")
 
 
 @pytest.fixture
 def approver(db: None) -> User:
-    return _person(
+    return person(
         "aron",
         "reconciliation.approve_adjustment",
         "envelopes.add_adjustment",
         "verification.resolve_escalation",
     )
-
-
-@contextmanager
-def later() -> Iterator[None]:
-    """A day and an hour on, for Vouch and the in-process sandbox alike."""
-    with time_machine.travel(timezone.now() + LATER, tick=True):
-        yield
 
 
 def _deliver(event: dict[str, Any]) -> None:

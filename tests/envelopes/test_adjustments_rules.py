@@ -3,15 +3,12 @@ leg as it stands, who may propose, approve and reject, what a proposal needs, wh
 correction checks at the provider and what it writes, and what the audit trail and the stored
 provider reads say. (Issue 24, acceptance 3: these kill the mutants of envelopes/adjustments.py.)"""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import stripe
 import time_machine
-from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
 
 from accounts.models import User
@@ -46,6 +43,7 @@ from envelopes.models import (
 from envelopes.selectors import ledger_breaches
 from envelopes.services import PROVIDER_KEY_TTL
 from stripe_sandbox.client import SandboxControl
+from tests.envelopes.people import LATER, later, person
 from verification.models import EscalationStatus
 from verification.services import escalation_open, escalation_resolve
 from verification.subjects import Subject as EscalationSubject
@@ -54,36 +52,15 @@ from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 
-LATER = timedelta(hours=25)  # past the provider's 24 h key life
-
-
-def _person(username: str, *perms: str) -> User:
-    user = User.objects.create_user(
-        username, f"{username}@example.com", "pw-123-abc", is_staff=True
-    )
-    user.groups.add(Group.objects.get_or_create(name="ops")[0])
-    for perm in perms:
-        app, codename = perm.split(".")
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app, codename=codename)
-        )
-    return User.objects.get(pk=user.pk)  # a fresh permission cache
-
 
 @pytest.fixture
 def proposer(db: None) -> User:
-    return _person("pia", "envelopes.add_adjustment", "verification.resolve_escalation")
+    return person("pia", "envelopes.add_adjustment", "verification.resolve_escalation")
 
 
 @pytest.fixture
 def approver(db: None) -> User:
-    return _person("aron", "reconciliation.approve_adjustment", "envelopes.add_adjustment")
-
-
-@contextmanager
-def later() -> Iterator[None]:
-    with time_machine.travel(timezone.now() + LATER, tick=True):
-        yield
+    return person("aron", "reconciliation.approve_adjustment", "envelopes.add_adjustment")
 
 
 def _balances(envelope: Envelope | str) -> tuple[int, int, int, int]:
@@ -231,7 +208,7 @@ def test_a_proposal_needs_the_permission_a_reason_a_known_kind_and_a_subject(
     alice: Api, sandbox: SandboxControl, proposer: User, approver: User
 ) -> None:
     leg = _never_made_refund(alice, sandbox)
-    nobody = _person("nina")
+    nobody = person("nina")
     with later():
         with pytest.raises(PermissionDenied):
             adjustment_propose(actor=nobody, kind="leg_release", reason="x", refund_leg=leg)
@@ -733,7 +710,7 @@ def test_rejecting_needs_a_note_and_the_permission_and_moves_nothing(
     with later():
         first = adjustment_propose(actor=proposer, kind="leg_release", reason="x", refund_leg=leg)
         with pytest.raises(PermissionDenied):
-            adjustment_reject(adjustment=first, actor=_person("nina"), note="no")
+            adjustment_reject(adjustment=first, actor=person("nina"), note="no")
         with pytest.raises(InvalidInput) as no_note:
             adjustment_reject(adjustment=first, actor=approver, note="  ")
         assert no_note.value.details == {"note": []}

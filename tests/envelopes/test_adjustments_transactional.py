@@ -17,23 +17,23 @@ from django.utils import timezone
 from accounts.models import User
 from envelopes import services
 from stripe_sandbox.client import SandboxControl
+from tests.envelopes.people import person
 
 from .conftest import Api
 from .test_adjustments_provider_reads import (
     _assert_given_back_once,
-    _person,
     _recorded_foreign_refund,
 )
 
 
 @pytest.fixture
 def proposer(db: None) -> User:
-    return _person("pia", "envelopes.add_adjustment")
+    return person("pia", "envelopes.add_adjustment")
 
 
 @pytest.fixture
 def approver(db: None) -> User:
-    return _person("aron", "reconciliation.approve_adjustment", "envelopes.add_adjustment")
+    return person("aron", "reconciliation.approve_adjustment", "envelopes.add_adjustment")
 
 
 @pytest.mark.django_db(transaction=True)

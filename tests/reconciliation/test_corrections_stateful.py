@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 import stripe
 import time_machine
-from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -64,6 +63,7 @@ from reconciliation.runs import RunInProgress
 from reconciliation.services import OPEN_STATES
 from stripe_sandbox.client import SandboxControl
 from stripe_sandbox.resources import REFUND_TRANSITIONS
+from tests.envelopes.people import person
 
 pytestmark = pytest.mark.django_db
 
@@ -71,19 +71,6 @@ LIVE = ("pending", "requires_action", "succeeded")
 KEY_LIFE = timedelta(hours=25)  # past the provider's 24 h key life
 SEEN: Counter[str] = Counter()  # what the machine did, printed at the end (-s)
 DOLLARS = st.integers(min_value=1, max_value=40).map(lambda d: d * 1_000_000)
-
-
-def _person(username: str, *perms: str) -> User:
-    user = User.objects.create_user(
-        username, f"{username}@example.com", "pw-123-abc", is_staff=True
-    )
-    user.groups.add(Group.objects.get_or_create(name="ops")[0])
-    for perm in perms:
-        app, codename = perm.split(".")
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app, codename=codename)
-        )
-    return User.objects.get(pk=user.pk)
 
 
 def build_machine(
@@ -421,8 +408,8 @@ def test_random_corrections_keep_the_ledger_and_the_provider_in_agreement(
 
     email_address_verify(user=buyer)
     people = (
-        _person("pia", "envelopes.add_adjustment", "verification.resolve_escalation"),
-        _person("aron", "reconciliation.approve_adjustment", "verification.resolve_escalation"),
+        person("pia", "envelopes.add_adjustment", "verification.resolve_escalation"),
+        person("aron", "reconciliation.approve_adjustment", "verification.resolve_escalation"),
     )
     machine = build_machine(sandbox, sdk, buyer, people)
     run_state_machine_as_test(
