@@ -488,8 +488,11 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
 
     # ledger_breach: stored balances that disagree with the journal and legs.
     breached = funded(alice)
+    # Two balances off by different amounts: the breach's money is the larger.
     Envelope.objects.filter(pk=breached.envelope.pk).update(
-        unspent_micro=F("unspent_micro") - 10_000, reserved_micro=F("reserved_micro") + 10_000
+        unspent_micro=F("unspent_micro") - 30_000,
+        reserved_micro=F("reserved_micro") + 10_000,
+        total_refunded_micro=F("total_refunded_micro") + 20_000,
     )
     breaches = ledger_breaches()
     expected[("ledger_breach", breached.envelope.public_id)] = Row(
@@ -538,6 +541,11 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
         f"Charge {abandoned_intent.latest_charge} of 200 cents carries funding leg "
         f"{abandoned.public_id}, which is abandoned and records no such charge."
     )
+    assert Discrepancy.objects.get(code="ledger_breach").summary == (
+        f"Envelope {breached.envelope.public_id}'s stored balances disagree with its journal or "
+        "legs: reserved_micro, total_refunded_micro, unspent_micro"
+    )
+    assert Discrepancy.objects.get(code="ledger_breach").amount_micro == 30_000
     # Amounts in whole cents, as the provider shows them: never a float.
     for discrepancy in Discrepancy.objects.all():
         for side in (discrepancy.vouch_side, discrepancy.provider_side):
@@ -1118,6 +1126,7 @@ def test_each_dispute_is_compared_with_exactly_its_row(
 
     run = reconcile(kind="manual")
     assert run.compared["dispute"] == 4
+    assert {d.subject_type for d in Discrepancy.objects.all()} == {"dispute"}
     rows = {
         (d.code, d.subject_id): (d.vouch_side, d.provider_side, d.differing, d.charge_id, d.summary)
         for d in Discrepancy.objects.all()
@@ -1198,14 +1207,105 @@ def sdk_charge(sandbox: SandboxControl, charge_id: str) -> dict[str, Any]:
 def test_a_charge_whose_leg_is_not_succeeded_is_not_compared_and_the_next_ones_are(
     alice: Api, stripe_at_sandbox: SandboxControl
 ) -> None:
-    older, newer = funded(alice), funded(alice)  # listed newest first
+    older, newer = funded(alice), funded(alice)  # one page, newest first
     FundingLeg.objects.filter(pk=newer.pk).update(status=FundingStatus.PENDING)
     stripe_at_sandbox.tamper(newer.charge_id, amount=1)
     stripe_at_sandbox.tamper(older.charge_id, amount=999)
     run = reconcile(kind="manual")
     assert run.compared == {"charge": 2}
+    # The older charge is compared on the page that listed it, not read again alone after it.
+    assert run.provider_calls == run.pages == 3
+    mismatch = Discrepancy.objects.get(code="charge_mismatch")
+    assert mismatch.observation is not None
+    assert mismatch.observation.kind == "charges"
     # (The ledger, counting that leg's money as funded, disagrees with it: a breach besides.)
     assert sorted(Discrepancy.objects.values_list("code", "subject_id")) == [
         ("charge_mismatch", older.public_id),
         ("ledger_breach", newer.envelope.public_id),
     ]
+
+
+def test_a_missing_refund_and_charge_that_come_back_clear_citing_their_reads_alone(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    """Created before the run's window, they are read alone; refused, they are missing; answered
+    again, the next run clears each citing the read that found it."""
+    sandbox = stripe_at_sandbox
+    funding = funded(alice)
+    leg = refunded(alice, funded(alice))
+    long_ago = int((funding.created_at - timedelta(days=30)).timestamp())
+    sandbox.tamper(funding.charge_id, created=long_ago)
+    sandbox.tamper(leg.provider_refund_id, created=long_ago)
+    for path in (f"/v1/charges/{funding.charge_id}", f"/v1/refunds/{leg.provider_refund_id}"):
+        sandbox.add_fault(path, "refuse", method="GET", error_code="resource_missing")
+    first = reconcile(kind="manual")
+    assert first.opened == {"charge_missing": 1, "refund_missing": 1}
+
+    sandbox.clear_faults()
+    second = reconcile(kind="manual")
+    assert (second.cleared, second.opened) == ({"charge_missing": 1, "refund_missing": 1}, {})
+    for code, kind, object_id in (
+        ("charge_missing", "charge", funding.charge_id),
+        ("refund_missing", "refund", leg.provider_refund_id),
+    ):
+        discrepancy = Discrepancy.objects.get(code=code)
+        assert (discrepancy.status, discrepancy.resolution) == ("resolved", "cleared")
+        cited, request, answer = read_of(discrepancy)
+        assert (cited, request) == (kind, {"path": f"/v1/{kind}s/{object_id}", "http_status": 200})
+        assert answer["id"] == object_id
+        assert discrepancy.cleared_by is not None
+        assert discrepancy.cleared_by.run_id == second.pk
+
+
+def test_a_run_records_every_object_of_vouch_its_pages_showed(
+    alice: Api,
+    stripe_at_sandbox: SandboxControl,
+    ops: Any,  # noqa: F811
+) -> None:
+    """What a run listed is kept (Seen: what the ledger side is checked against, and what a
+    resumed run does not list again): Vouch's charges, refunds and disputes, not a stranger's."""
+    from reconciliation.models import Seen
+    from tests.disputes.conftest import World
+
+    world = World(alice, stripe_at_sandbox)
+    world.fund()
+    dispute = world.dispute()
+    leg = refunded(alice, funded(alice))
+    stranger = stripe.StripeClient(
+        "sk_test_vouch_tests", base_addresses={"api": stripe_at_sandbox.url}, max_network_retries=0
+    ).v1.payment_intents.create(
+        params={"amount": 500, "currency": "usd", "payment_method": "pm_card_visa", "confirm": True}
+    )
+    stripe_at_sandbox.open_dispute(str(stranger.latest_charge))
+    run = reconcile(kind="manual")
+    charges = set(FundingLeg.objects.values_list("charge_id", flat=True))
+    assert set(Seen.objects.filter(run=run).values_list("object_id", flat=True)) == {
+        *charges,
+        leg.provider_refund_id,
+        dispute.provider_dispute_id,
+    }
+
+
+def test_a_filing_in_flight_is_not_stuck_until_its_time(
+    alice: Api,
+    stripe_at_sandbox: SandboxControl,
+    settings: Any,
+    ops: Any,  # noqa: F811
+) -> None:
+    from django.utils import timezone
+
+    from disputes.models import FilingStatus, Packet
+    from tests.disputes.conftest import World, contest_ready
+
+    packet = contest_ready(World(alice, stripe_at_sandbox), ops)
+    just_in_time = timezone.now() - timedelta(
+        seconds=settings.RECONCILIATION_FILING_STUCK_AFTER_S - 60
+    )
+    Packet.objects.filter(pk=packet.pk).update(
+        filing_status=FilingStatus.SUBMITTING, filing_started_at=just_in_time
+    )
+    assert reconcile(kind="manual").opened == {}
+    Packet.objects.filter(pk=packet.pk).update(
+        filing_started_at=just_in_time - timedelta(seconds=61)
+    )
+    assert reconcile(kind="manual").opened == {"filing_unconfirmed": 1}

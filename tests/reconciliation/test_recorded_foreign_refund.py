@@ -176,8 +176,12 @@ def test_a_recorded_foreign_refund_whose_amount_or_charge_differs_is_refund_mism
         f"Refund {refund_id}, recorded by adjustment {adjustment.public_id}, differs from what "
         f"it recorded in {field}"
     )
+    # Escalated on the funding leg whose money the adjustment moved (the refund is not Vouch's).
     assert mismatch.escalation is not None
-    assert mismatch.escalation.subject_id == funding.public_id
+    assert (mismatch.escalation.subject_type, mismatch.escalation.subject_id) == (
+        "funding_leg",
+        funding.public_id,
+    )
 
 
 def test_a_recorded_refund_moved_to_another_charge_with_another_amount_is_not_given_back(
