@@ -104,3 +104,11 @@ def test_one_proposes_another_approves_in_the_browser(
     escalation.refresh_from_db()
     assert (escalation.status, escalation.resolution) == ("resolved", "adjusted")
     assert ledger_breaches() == []
+
+    # On a phone (390 px) the applied adjustment's page, journal table included, fits: a wide
+    # table scrolls inside itself instead of widening the page.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    expect(page.locator("table.vouch-full").first).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shot("applied-390px")
