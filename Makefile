@@ -7,12 +7,13 @@ PORT ?= 8000
 APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox ops agents
 
 .DEFAULT_GOAL := help
-.PHONY: help run test soak lint typecheck check-migrations check-deploy lock clean mutate
+.PHONY: help run test soak lint docs docs-serve typecheck check-migrations check-deploy lock clean mutate
 
 help:
 	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat; PORT=8001 for another port); Ctrl-C stops all"
 	@echo "make test   run the whole test suite against PostgreSQL (DATABASE_URL, default local server)"
-	@echo "make lint   ruff check and format check;  make typecheck: mypy on the apps"
+	@echo "make lint   ruff check and format check, and the import contracts;  make typecheck: mypy on the apps"
+	@echo "make docs   build the docs site (mkdocs --strict) into var/site"
 	@echo "make soak   bench/soak.py, the short soak CI runs (SOAK_ARGS=\"--operations 10000 --kills 20\" for the full one)"
 	@echo "make lock   re-pin requirements/*.txt from pyproject.toml"
 
@@ -53,9 +54,20 @@ MUTATE_ARGS ?=
 mutate: $(VENV)/.installed-dev
 	DATABASE_URL=$(MUTATE_DATABASE_URL) $(PY) bench/mutate.py --report bench/MUTATION.md $(MUTATE_ARGS)
 
+# ruff, then the import contracts of pyproject.toml's [tool.importlinter] (STYLE rules 13 and 15:
+# the floors, the never-arrows, no ignored imports).
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
+
+# The docs site (mkdocs.yml, docs/): --strict turns a broken link or a page left out of the nav
+# into an error. `make docs-serve` serves it on http://127.0.0.1:8001 while you edit.
+docs: $(VENV)/.installed-dev
+	$(VENV)/bin/mkdocs build --strict --site-dir var/site
+
+docs-serve: $(VENV)/.installed-dev
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
 
 typecheck: $(VENV)/.installed-dev
 	$(VENV)/bin/mypy $(APPS)

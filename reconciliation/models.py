@@ -255,6 +255,16 @@ class DiscrepancyStatus(models.TextChoices):
     RESOLVED = "resolved"
 
 
+# The one definition of an unresolved discrepancy: open, or acknowledged by a person but not yet
+# resolved. Everything that counts, lists or re-checks unresolved findings uses it (or `.unresolved()`).
+UNRESOLVED = (DiscrepancyStatus.OPEN, DiscrepancyStatus.ACKNOWLEDGED)
+
+
+class DiscrepancyQuerySet(models.QuerySet["Discrepancy"]):
+    def unresolved(self) -> "DiscrepancyQuerySet":
+        return self.filter(status__in=UNRESOLVED)
+
+
 class DiscrepancyResolution(models.TextChoices):
     CLEARED = "cleared"  # a later run no longer saw it
     ACCEPTED = "accepted"  # a person accepted it, with a note
@@ -264,6 +274,8 @@ class DiscrepancyResolution(models.TextChoices):
 class Discrepancy(models.Model):
     """One difference between Vouch's ledger and the provider, with both sides as they were last
     seen and the fields that differ. One open (or acknowledged) per class and subject."""
+
+    objects = DiscrepancyQuerySet.as_manager()
 
     public_id = models.CharField(
         max_length=40, unique=True, default=_discrepancy_id, editable=False

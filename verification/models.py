@@ -159,6 +159,12 @@ class EscalationStatus(models.TextChoices):
     RESOLVED = "resolved"
 
 
+class EscalationQuerySet(models.QuerySet["Escalation"]):
+    def open(self) -> "EscalationQuerySet":
+        """The one definition of an open escalation: not yet resolved by a person or a run."""
+        return self.filter(status=EscalationStatus.OPEN)
+
+
 class Resolution(models.TextChoices):
     NONE = "", "Not resolved"
     NOTE = "note", "With a note (no money involved)"
@@ -171,6 +177,8 @@ class Escalation(models.Model):
     or refund leg) whose outcome the provider cannot show. One open escalation per subject and
     class. An escalation about money (`money`) is resolved only by an adjustment approved by a
     second person (SPEC §15.4); the others with a note."""
+
+    objects = EscalationQuerySet.as_manager()
 
     run = models.ForeignKey(
         VerificationRun,
