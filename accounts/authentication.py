@@ -5,7 +5,6 @@ An OAuth access token of Vouch's MCP server is no credential here (SPEC §16): i
 with a 401 that says where it belongs."""
 
 import hashlib
-from typing import Any
 
 from oauth2_provider.models import AccessToken
 from rest_framework import exceptions
@@ -19,7 +18,10 @@ from rest_framework.request import Request
 from accounts.models import ApiToken, User
 from accounts.services import api_token_authenticate
 from core import exceptions as core_errors
+from core.api.auth import auth_method_of
 from core.exceptions import CsrfFailed
+
+__all__ = ["BearerTokenAuthentication", "CsrfSessionAuthentication", "auth_method_of"]
 
 
 class OAuthTokenRefused(core_errors.AuthenticationFailed, exceptions.AuthenticationFailed):
@@ -75,9 +77,3 @@ class CsrfSessionAuthentication(SessionAuthentication):
             super().enforce_csrf(request)
         except exceptions.PermissionDenied as exc:
             raise CsrfFailed() from exc
-
-
-def auth_method_of(request: Request) -> str | None:
-    """How the caller of `request` authenticated: "session", "bearer" or None (anonymous)."""
-    authenticator: Any = request.successful_authenticator
-    return getattr(authenticator, "auth_method", None)

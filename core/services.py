@@ -1,21 +1,19 @@
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from core.models import AuditEvent
 from core.periodic import Schedule, all_schedules
 
-if TYPE_CHECKING:
-    from accounts.models import User
-
 
 def audit_record(
     *,
-    actor: "User | None",
+    actor: AbstractBaseUser | None,
     action: str,
     target_type: str,
     target_id: str,

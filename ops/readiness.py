@@ -7,11 +7,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from celery import current_app
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
-
-from config.celery_app import app
 
 logger = logging.getLogger("vouch.ops")
 
@@ -70,7 +69,8 @@ def _broker() -> str:
     try:
         # One attempt (no retry), bounded: a probe must answer before its own timeout.
         bounded = {"socket_connect_timeout": settings.READYZ_TIMEOUT_S}
-        with app.connection_for_write(transport_options=bounded) as connection:
+        # The project's app (config.celery_app, loaded with Django): ops stands below config.
+        with current_app.connection_for_write(transport_options=bounded) as connection:
             connection.ensure_connection(max_retries=0, timeout=settings.READYZ_TIMEOUT_S)
     except Exception as exc:
         return _failed("broker", exc)

@@ -255,13 +255,13 @@ class DiscrepancyStatus(models.TextChoices):
     RESOLVED = "resolved"
 
 
-# The one definition of an unresolved discrepancy: open, or acknowledged by a person but not yet
-# resolved. Everything that counts, lists or re-checks unresolved findings uses it (or `.unresolved()`).
+# The one definition of an unresolved discrepancy: open, or acknowledged by a person but not
+# yet resolved. Whatever counts, lists or re-checks unresolved findings uses it (`.unresolved()`).
 UNRESOLVED = (DiscrepancyStatus.OPEN, DiscrepancyStatus.ACKNOWLEDGED)
 
 
 class DiscrepancyQuerySet(models.QuerySet["Discrepancy"]):
-    def unresolved(self) -> "DiscrepancyQuerySet":
+    def unresolved(self) -> DiscrepancyQuerySet:
         return self.filter(status__in=UNRESOLVED)
 
 
@@ -274,8 +274,6 @@ class DiscrepancyResolution(models.TextChoices):
 class Discrepancy(models.Model):
     """One difference between Vouch's ledger and the provider, with both sides as they were last
     seen and the fields that differ. One open (or acknowledged) per class and subject."""
-
-    objects = DiscrepancyQuerySet.as_manager()
 
     public_id = models.CharField(
         max_length=40, unique=True, default=_discrepancy_id, editable=False
@@ -340,6 +338,8 @@ class Discrepancy(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     note = models.TextField(blank=True)
+
+    objects = DiscrepancyQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "discrepancies"

@@ -160,7 +160,7 @@ class EscalationStatus(models.TextChoices):
 
 
 class EscalationQuerySet(models.QuerySet["Escalation"]):
-    def open(self) -> "EscalationQuerySet":
+    def open(self) -> EscalationQuerySet:
         """The one definition of an open escalation: not yet resolved by a person or a run."""
         return self.filter(status=EscalationStatus.OPEN)
 
@@ -177,8 +177,6 @@ class Escalation(models.Model):
     or refund leg) whose outcome the provider cannot show. One open escalation per subject and
     class. An escalation about money (`money`) is resolved only by an adjustment approved by a
     second person (SPEC §15.4); the others with a note."""
-
-    objects = EscalationQuerySet.as_manager()
 
     run = models.ForeignKey(
         VerificationRun,
@@ -209,6 +207,8 @@ class Escalation(models.Model):
         max_length=10, choices=Resolution.choices, default=Resolution.NONE, blank=True
     )
     resolution_note = models.TextField(blank=True)
+
+    objects = EscalationQuerySet.as_manager()
 
     class Meta:
         # Open first (“open” sorts before “resolved”), oldest first.

@@ -3,8 +3,8 @@ from typing import Any
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from accounts.authentication import auth_method_of
 from core import exceptions
+from core.api.auth import auth_method_of
 
 
 class SessionRequired(BasePermission):
@@ -34,9 +34,7 @@ def django_permission(perm: str) -> type[BasePermission]:
 
 def caller(request: Request) -> Any:
     """The authenticated user of a request (views behind IsAuthenticated)."""
-    from accounts.models import User
-
     user = request.user
-    if not isinstance(user, User):
+    if user is None or not user.is_authenticated:
         raise exceptions.NotAuthenticated()
     return user

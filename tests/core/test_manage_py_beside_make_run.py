@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from core.management.commands.run_local import local_settings_prepare
+from ops.management.commands.run_local import local_settings_prepare
 from envelopes.models import FundingLeg
 from receipts import keys
 from reconciliation.engine import reconcile

@@ -187,7 +187,7 @@ def test_make_run_creates_a_sandbox_key_once_and_trusts_it(
 ) -> None:
     import io
 
-    from core.management.commands.run_local import Command
+    from ops.management.commands.run_local import Command
 
     monkeypatch.delenv("RECEIPT_SIGNING_KEY", raising=False)
     settings.VAR_DIR = tmp_path

@@ -20,6 +20,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from receipts.keys import key_generate
+
 STOP_GRACE_SECONDS = 10.0
 DEFAULT_SANDBOX_API_BASE = "http://127.0.0.1:12111"
 # What `make run` uses, for the manage.py commands beside it (config/settings/local.py reads it).
@@ -226,8 +228,6 @@ def receipt_key_env(
     A signing key set in the environment is left as it is."""
     if environ.get("RECEIPT_SIGNING_KEY"):
         return {}
-    from receipts.keys import key_generate
-
     path = var_dir / "receipt-signing-key.json"
     if not path.exists():
         key = key_generate("sandbox")
@@ -270,7 +270,7 @@ def local_settings_prepare(
     receipt = receipt_key_env(var_dir, environ=environ, say=say)
     env = dict(receipt)
     written: dict[str, Any] = {
-        "written_by": "make run (core/management/commands/run_local.py), at each start",
+        "written_by": "make run (ops/management/commands/run_local.py), at each start",
         "read_by": "config/settings/local.py: environment variables win over each setting",
     }
     if stripe_api_base is not None:
