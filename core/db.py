@@ -268,9 +268,14 @@ class Transaction:
     """One transaction of several batches (`execute`, the last with `commit=True`), as a context.
     Fused (see above): the first batch opens it with BEGIN and the last closes it with COMMIT, in
     their own round trips; an exception leaving the block, or a batch that failed, rolls it back
-    (ROLLBACK, one round trip more on that path only). Otherwise: `transaction.atomic()`. Use no
-    ORM call inside: Django does not know of a fused transaction (an `on_commit` would run at
-    once)."""
+    (ROLLBACK, one round trip more on that path only). Otherwise: `transaction.atomic()`.
+
+    While a fused transaction is open, Django is told that the connection is not in autocommit
+    (its own flag only: psycopg's is untouched, so nothing sends a BEGIN of its own). So
+    `transaction.on_commit` refuses with TransactionManagementError instead of running its
+    callback at once, before the COMMIT; an ORM call inside joins the transaction (an atomic block
+    neither begins nor commits one); and a nested `execute_atomic` is not fused again. Enqueue work
+    after the block ends (docs/decisions/0006-fused-transactions.md)."""
 
     def __init__(self) -> None:
         self.fused = False
@@ -283,6 +288,8 @@ class Transaction:
         if not self.fused:
             self._atomic = transaction.atomic()
             self._atomic.__enter__()
+            return self
+        connection.autocommit = False  # Django's view only; see the class docstring
         return self
 
     def execute(self, statements: Sequence[Statement], *, commit: bool = False) -> list[Any]:
@@ -301,14 +308,17 @@ class Transaction:
         if not self.fused:
             self._atomic.__exit__(exc_type, exc, tb)
             return
-        if exc_type is None and self._begun and not self._committed:
-            self.execute([], commit=True)
-        elif server_transaction_open():  # an exception, or a batch that failed
-            try:
-                with connection.cursor() as cursor:
-                    cursor.execute("ROLLBACK")
-            except DatabaseError:  # the connection broke: the server ends the transaction itself
-                connection.close()
+        try:
+            if exc_type is None and self._begun and not self._committed:
+                self.execute([], commit=True)
+            elif server_transaction_open():  # an exception, or a batch that failed
+                try:
+                    with connection.cursor() as cursor:
+                        cursor.execute("ROLLBACK")
+                except DatabaseError:  # the connection broke: the server ends it itself
+                    connection.close()
+        finally:
+            connection.autocommit = True
 
 
 def insert(obj: models.Model, *, unless_conflict: bool = False, **refs: Ref) -> Statement:

@@ -10,6 +10,8 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from core import db
+from core.models import AuditEvent
+from core.services import audit_record
 from tests.helpers import atomic_blocks_entered
 from verification.models import RunKey, VerificationRun
 from verification.services import verification_prepare
@@ -310,3 +312,62 @@ def test_a_transaction_whose_connection_broke_raises_the_callers_error_and_recon
         reserve()
 
     assert not VerificationRun.objects.filter(public_id="run-a").exists()
+
+
+# --- on_commit and a fused transaction (docs/decisions/0006-fused-transactions.md) ---------------
+#
+# Django knows nothing of a fused transaction's BEGIN: left alone, it would see autocommit and run an
+# `on_commit` callback at once, before the COMMIT (a task enqueued for a row that may yet roll back).
+# Inside a fused transaction Django is told a transaction is open, so `on_commit` refuses loudly.
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_commit_inside_a_fused_transaction_is_refused_and_never_runs_early() -> None:
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+    ran: list[str] = []
+
+    with pytest.raises(transaction.TransactionManagementError), db.Transaction() as block:
+        assert block.fused
+        block.execute([db.insert(run)])
+        transaction.on_commit(lambda: ran.append("early"))
+
+    assert ran == []
+    assert not db.in_transaction()
+    assert not VerificationRun.objects.filter(public_id="run-a").exists()  # rolled back
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_fused_transaction_commits_django_is_back_in_autocommit() -> None:
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+    ran: list[str] = []
+
+    with db.Transaction() as block:
+        block.execute([db.insert(run)])
+        block.execute(_keys("one"), commit=True)
+
+    assert connection.get_autocommit()
+    with transaction.atomic():
+        transaction.on_commit(lambda: ran.append("after commit"))
+        assert ran == []
+    assert ran == ["after commit"]
+    assert RunKey.objects.filter(run__public_id="run-a").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_orm_write_inside_a_fused_transaction_joins_it_and_rolls_back_with_it() -> None:
+    """Django, told a transaction is open, neither commits nor begins one of its own: an ORM call
+    inside writes into the fused transaction and is undone with it."""
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+
+    with pytest.raises(ValueError, match="refused"), db.Transaction() as block:
+        block.execute([db.insert(run)])
+        audit_record(actor=None, action="test.inside", target_type="run", target_id="run-a")
+        raise ValueError("refused")
+
+    assert connection.get_autocommit()
+    assert not db.in_transaction()
+    assert not VerificationRun.objects.filter(public_id="run-a").exists()
+    assert not AuditEvent.objects.filter(action="test.inside").exists()
