@@ -11,11 +11,7 @@ class DisputesConfig(AppConfig):
     def ready(self) -> None:
         from disputes import services
         from receipts.signals import receipt_written
-        from verification import events
-        from verification.signals import run_decided
-
-        def on_decided(sender: Any, run: Any, **kwargs: Any) -> None:
-            services.packet_on_verdict(run=run)
+        from verification import events, verdicts
 
         def on_receipt(sender: Any, receipt: Any, **kwargs: Any) -> None:
             # Sent inside the transaction that writes the receipt (itself inside a verdict's):
@@ -26,7 +22,8 @@ class DisputesConfig(AppConfig):
                 lambda: services.packets_catch_up(charge_id=charge_id), robust=True
             )
 
-        run_decided.connect(on_decided, dispatch_uid="disputes.packet_on_verdict", weak=False)
+        # The filing readback's verdict decides the packet: filed, or not.
+        verdicts.on_verdict(services.FILED_CONTRACT, services.packet_on_verdict)
         receipt_written.connect(on_receipt, dispatch_uid="disputes.packets_catch_up", weak=False)
         for event_type in (
             "charge.dispute.created",

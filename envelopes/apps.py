@@ -1,5 +1,3 @@
-from typing import Any
-
 from django.apps import AppConfig
 
 
@@ -9,13 +7,10 @@ class EnvelopesConfig(AppConfig):
 
     def ready(self) -> None:
         from envelopes import selectors, services
-        from verification import events, subjects
-        from verification.signals import run_decided
+        from verification import events, subjects, verdicts
 
-        def on_decided(sender: Any, run: Any, **kwargs: Any) -> None:
-            services.refund_leg_on_verdict(run=run)
-
-        run_decided.connect(on_decided, dispatch_uid="envelopes.refund_leg_on_verdict", weak=False)
+        # A refund leg's verdict: FAILED (or the `reversed` contradiction) gives the money back.
+        verdicts.on_verdict(services.REFUND_CONTRACT, services.refund_leg_on_verdict)
         for event_type in ("refund.failed", "refund.updated", "charge.refund.updated"):
             events.register(event_type, services.refund_leg_on_provider_event)
         for event_type in ("payment_intent.succeeded", "payment_intent.payment_failed"):

@@ -18,11 +18,11 @@ class ReceiptsConfig(AppConfig):
         from receipts import services
         from receipts.checks import receipt_keys_check
         from receipts.exceptions import ReceiptKeyMissing
-        from verification.signals import run_decided
+        from verification import verdicts
 
         checks.register(receipt_keys_check, "receipts")
 
-        # Both signals are sent inside the transaction of a verdict or a release of money. A
+        # Both are called inside the transaction of a verdict or a release of money. A
         # receipt that cannot be written must never undo either: it is written in a savepoint,
         # and a failure is logged (the `receipts.catch_up` job writes it later).
         def guarded(what: str, write: Any) -> None:
@@ -34,7 +34,7 @@ class ReceiptsConfig(AppConfig):
             except Exception:
                 logger.exception("receipt for %s not written", what)
 
-        def on_decided(sender: Any, run: Any, **kwargs: Any) -> None:
+        def on_decided(*, run: Any) -> None:
             guarded(f"run {run.public_id}", lambda: services.receipt_on_run_decided(run=run))
 
         def on_released(
@@ -47,7 +47,8 @@ class ReceiptsConfig(AppConfig):
                 ),
             )
 
-        run_decided.connect(on_decided, dispatch_uid="receipts.on_run_decided", weak=False)
+        # Every verdict: receipt_on_run_decided picks the VERIFIED runs of receipt contracts.
+        verdicts.on_every_verdict(on_decided)
         refund_leg_released.connect(
             on_released, dispatch_uid="receipts.on_refund_leg_released", weak=False
         )

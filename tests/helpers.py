@@ -75,7 +75,7 @@ def settle_runs(*, max_rounds: int = 10) -> dict[int, str]:
     engine's own functions: each round makes every pending run due (its `next_attempt_at` is
     ignored), claims the due runs as the poll does (`runs_claim_due`: leases held by someone else
     are respected) and makes one scheduled attempt on each (`run_attempt`: a fresh readback at
-    the sandbox, the verdict recorded and `run_decided` sent as in production). Stops when no run
+    the sandbox, the verdict recorded and routed as in production). Stops when no run
     is pending or after `max_rounds`. The clock is not moved: inside a run's stale-read window the
     engine holds back FAILED and CONTRADICTED, so such a run stays PENDING (travel past the
     window for those). Returns run id -> verdict for every run that was pending."""

@@ -20,7 +20,7 @@ from django.db.models import Case, CharField, F, Q, Value, When
 from accounts.models import User
 from core import db
 from core.services import audit_record
-from verification import clock, events
+from verification import clock, events, verdicts
 from verification.contracts import Contract, Verdict, get_contract, registry
 from verification.evaluation import Decision, decide
 from verification.events import InvalidProviderEvent as InvalidProviderEvent  # raised here
@@ -38,7 +38,6 @@ from verification.models import (
     Trigger,
     VerificationRun,
 )
-from verification.signals import run_decided
 from verification.subjects import Subject, subject_of
 from verification.verifiers import dig, verifier_for
 
@@ -306,7 +305,8 @@ def run_attempt(
                 "decided_by",
                 "next_attempt_at",
             ]
-            run_decided.send(sender=VerificationRun, run=locked)
+            # The apps' handlers for this contract (verification/verdicts.py), in this transaction.
+            verdicts.route(locked)
             if decision.verdict in (Verdict.CONTRADICTED, Verdict.UNVERIFIABLE):
                 escalation_open(
                     run=locked,

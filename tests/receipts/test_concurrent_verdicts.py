@@ -7,16 +7,15 @@ receipt was never written (CI saw it: a worker test waited 60 s for it)."""
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
 from receipts.models import Receipt
+from verification import verdicts
 from verification.models import VerificationRun
 from verification.services import run_attempt, runs_claim_due
-from verification.signals import run_decided
 
 from .conftest import Shop
 
@@ -37,8 +36,8 @@ def test_a_refund_verified_while_its_charge_is_verified_still_gets_its_receipt(
     charge_finished = threading.Event()
     errors: list[BaseException] = []
 
-    def hold_the_refund_open(sender: Any, run: VerificationRun, **kwargs: Any) -> None:
-        # Connected after the receipts listener, so it runs once the refund's receipt was
+    def hold_the_refund_open(*, run: VerificationRun) -> None:
+        # Registered after the receipts handler, so it runs once the refund's receipt was
         # attempted, inside the verdict's transaction: the charge is decided meanwhile.
         if run.pk == refund_run.pk:
             refund_decided.set()
@@ -59,7 +58,7 @@ def test_a_refund_verified_while_its_charge_is_verified_still_gets_its_receipt(
                 after.set()
             connection.close()
 
-    run_decided.connect(hold_the_refund_open, weak=False, dispatch_uid="test.hold_refund")
+    verdicts.on_every_verdict(hold_the_refund_open)
     try:
         threads = [
             threading.Thread(target=worker, args=(refund_run.pk, None, None)),
@@ -70,7 +69,7 @@ def test_a_refund_verified_while_its_charge_is_verified_still_gets_its_receipt(
         for thread in threads:
             thread.join(timeout=60)
     finally:
-        run_decided.disconnect(dispatch_uid="test.hold_refund")
+        verdicts.forget(hold_the_refund_open)
     assert not errors, errors
 
     assert set(VerificationRun.objects.values_list("verdict", flat=True)) == {"VERIFIED"}
