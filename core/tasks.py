@@ -1,6 +1,8 @@
 from celery import shared_task
+from django.conf import settings
 
 from core import services
+from core.idempotency import idempotency_prune as prune
 
 
 @shared_task(name="core.tasks.sessions_prune")
@@ -10,8 +12,4 @@ def sessions_prune() -> None:
 
 @shared_task(name="core.tasks.idempotency_prune")
 def idempotency_prune() -> int:
-    from django.conf import settings
-
-    from core.idempotency import idempotency_prune as prune
-
     return prune(older_than_days=settings.IDEMPOTENCY_KEEP_DAYS)
