@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import yaml
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import TextChoices
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 CONTRACTS_DIR = Path(__file__).resolve().parent / "contracts"
@@ -23,7 +24,11 @@ PATH_PATTERN = re.compile(
 )
 
 
-class Verdict(StrEnum):
+class Verdict(TextChoices):
+    """The one definition of a verdict: the engine decides it (evaluation), a contract names the
+    bad ones its rules give, and the models store it (`verification.models.Verdict` is this one).
+    A TextChoices, importable before the apps are ready (it defines no model)."""
+
     PENDING = "PENDING"
     VERIFIED = "VERIFIED"
     CONTRADICTED = "CONTRADICTED"
@@ -173,12 +178,25 @@ class ContradictedCondition(Condition):
     reason: str
 
 
+def _one_of(*allowed: Verdict) -> Any:
+    """A validator keeping a verdict field to `allowed` (the YAML holds the verdict's name)."""
+
+    def check(cls: Any, value: Verdict) -> Verdict:
+        if value not in allowed:
+            raise ValueError(f"the verdict must be {' or '.join(allowed)}, not {value}")
+        return value
+
+    return check
+
+
 class Rule(_Strict):
     name: str
     match: Condition
-    verdict: Literal["FAILED", "CONTRADICTED"]
+    verdict: Verdict
     reason: str
     class_: str | None = Field(default=None, alias="class")
+
+    _verdict = field_validator("verdict")(_one_of(Verdict.FAILED, Verdict.CONTRADICTED))
 
 
 class Backoff(_Strict):
@@ -187,9 +205,11 @@ class Backoff(_Strict):
 
 
 class OnTimeout(_Strict):
-    verdict: Literal["UNVERIFIABLE"]
+    verdict: Verdict
     reason: str
     escalate: bool
+
+    _verdict = field_validator("verdict")(_one_of(Verdict.UNVERIFIABLE))
 
 
 class Timing(_Strict):

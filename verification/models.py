@@ -9,6 +9,10 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+# The one Verdict: defined beside the contracts (importable before the apps are ready), the
+# name every app uses is this one.
+from verification.contracts import Verdict as Verdict
+
 
 def _public_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
@@ -16,14 +20,6 @@ def _public_id(prefix: str) -> str:
 
 def new_run_id() -> str:
     return _public_id("vrun")
-
-
-class Verdict(models.TextChoices):
-    PENDING = "PENDING"
-    VERIFIED = "VERIFIED"
-    CONTRADICTED = "CONTRADICTED"
-    FAILED = "FAILED"
-    UNVERIFIABLE = "UNVERIFIABLE"
 
 
 class VerificationRun(models.Model):
@@ -74,7 +70,7 @@ class VerificationRun(models.Model):
             models.Index(
                 fields=["next_attempt_at"],
                 name="run_due_pending",
-                condition=Q(verdict="PENDING"),
+                condition=Q(verdict=Verdict.PENDING),
             ),
             models.Index(
                 fields=["monitor_at"], name="run_monitor_due", condition=Q(monitor_at__isnull=False)

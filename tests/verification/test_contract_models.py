@@ -13,6 +13,7 @@ import yaml
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import ValidationError
 
+from verification import models
 from verification.contracts import (
     CONTRACTS_DIR,
     LEVELS,
@@ -21,6 +22,7 @@ from verification.contracts import (
     Contract,
     ContradictedCondition,
     Timing,
+    Verdict,
     get_contract,
     is_path,
     load_contract,
@@ -252,6 +254,22 @@ def test_a_rule_without_a_class_has_none_and_a_condition_may_name_its_class_in_c
         | {"operator": "gt", "expected": 1}
     )
     assert built.class_ == "wrong amount"
+
+
+def test_a_verdict_a_contract_gives_is_one_of_the_verdicts_its_place_allows() -> None:
+    assert "the verdict must be FAILED or CONTRADICTED, not PENDING" in problem(
+        lambda d: d["pre_completion"][0].update(verdict="PENDING")
+    )
+    assert "the verdict must be UNVERIFIABLE, not FAILED" in problem(
+        lambda d: d["timing"]["on_timeout"].update(verdict="FAILED")
+    )
+    assert "Input should be 'PENDING', 'VERIFIED'" in problem(
+        lambda d: d["pre_completion"][0].update(verdict="LOST")
+    )
+    contract = valid(lambda d: d["pre_completion"][0].update(verdict="CONTRADICTED"))
+    assert contract.pre_completion[0].verdict is Verdict.CONTRADICTED
+    assert contract.timing.on_timeout.verdict is Verdict.UNVERIFIABLE
+    assert models.Verdict is Verdict  # one definition, stored by the models
 
 
 def test_a_contract_is_frozen() -> None:
