@@ -213,7 +213,7 @@ class Escalation(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["subject_type", "subject_id", "verdict_class"],
-                condition=Q(status="open") & ~Q(subject_id=""),
+                condition=Q(status=EscalationStatus.OPEN) & ~Q(subject_id=""),
                 name="one_open_escalation_per_subject",
             ),
         ]

@@ -5,7 +5,6 @@ from django.db.models import Q
 from verification import clock
 from verification.models import (
     Escalation,
-    EscalationStatus,
     ProviderEvent,
     Verdict,
     VerificationRun,
@@ -37,9 +36,7 @@ def escalated_subjects() -> dict[str, list[str]]:
     """The subjects a person is looking at now (an open escalation names them), by type."""
     subjects: dict[str, list[str]] = {}
     rows = (
-        Escalation.objects.filter(status=EscalationStatus.OPEN)
-        .exclude(subject_id="")
-        .values_list("subject_type", "subject_id")
+        Escalation.objects.open().exclude(subject_id="").values_list("subject_type", "subject_id")
     )
     for subject_type, subject_id in rows:
         subjects.setdefault(subject_type, []).append(subject_id)
