@@ -4,7 +4,7 @@ flight, what is not Vouch's — must record exactly these discrepancies, each wi
 sides, the fields that differ, the money it concerns, its charge, envelope and escalation, and
 count exactly what it compared, expected and corrected. Then the smaller rules one at a time.
 
-These are the tests that make `bench/mutation/reconciliation.engine.toml` bite: a comparison
+These are the tests that make `bench/mutation/reconciliation.engine.*.toml` bite: a comparison
 removed, a side's field renamed, a count off by one or a branch turned round changes a value
 asserted here."""
 
