@@ -1,4 +1,4 @@
-"""The Stripe adapter: the only module that imports the `stripe` SDK.
+"""The Stripe adapter: `StripeProvider`, the narrow operations Vouch calls.
 
 Every call goes through a configured `StripeClient` (key and base address from settings, so the
 sandbox and real test mode are one setting apart), with connect and read timeouts. Transient
@@ -20,18 +20,26 @@ import io
 import json
 import random
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-import requests
 import stripe
 
 from core.timing import provider_wait
 from providers.metrics import operation_of, provider_call_observe
 from providers.outcomes import Outcome, OutcomeKind, ProviderUnavailable, WebhookSignatureError
+from providers.stripe_provider.failures import RetryPolicy, classify
+from providers.stripe_provider.pages import (
+    LIST_KINDS,
+    Page,
+    _Advance,
+    _after_last,
+    _collect,
+    _next_search_page,
+    _Request,
+)
+from providers.stripe_provider.transport import _RequestsClient
 
 if TYPE_CHECKING:
     from core.budget import CallBudget
@@ -40,143 +48,6 @@ DEFAULT_API_BASE = "https://api.stripe.com"
 # Stripe keeps an idempotency key 24 hours. Past this, repeating a write with its key could act
 # again instead of replaying: callers look the object up instead.
 IDEMPOTENCY_KEY_TTL = timedelta(hours=23)
-# What `list_pages` lists: Stripe's list endpoints that reconciliation compares.
-LIST_KINDS = frozenset({"refunds", "charges", "disputes", "events"})
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int = 3
-    base_delay_s: float = 0.5
-    max_delay_s: float = 8.0
-    # A Retry-After longer than this is not waited for: the outcome is then unknown.
-    max_retry_after_s: float = 10.0
-
-
-@dataclass(frozen=True)
-class _Failure:
-    kind: OutcomeKind
-    code: str
-    retry: bool
-    retry_after_s: float | None = None
-
-
-def classify(exc: stripe.StripeError) -> _Failure:
-    """Sort a Stripe error into refused (definite), unknown, and whether to retry it."""
-    status = exc.http_status
-    headers = exc.headers or {}
-    error = getattr(exc, "error", None)
-    code = (getattr(error, "code", None) if error is not None else None) or exc.code
-    should_retry = headers.get("Stripe-Should-Retry") if hasattr(headers, "get") else None
-    if isinstance(exc, stripe.APIConnectionError):
-        # Sent, perhaps applied, no answer (timeout, reset): only the provider can tell.
-        return _Failure(OutcomeKind.UNKNOWN, "network_error", retry=True)
-    if isinstance(exc, stripe.IdempotencyError):
-        # The key was first used with other parameters: what that request did is unknown here.
-        return _Failure(OutcomeKind.UNKNOWN, "idempotency_error", retry=False)
-    if isinstance(exc, stripe.RateLimitError) or status == 429:
-        retry_after = headers.get("Retry-After") if hasattr(headers, "get") else None
-        return _Failure(
-            OutcomeKind.UNKNOWN,
-            "rate_limit",
-            retry=should_retry != "false",
-            retry_after_s=float(retry_after) if retry_after and retry_after.isdigit() else None,
-        )
-    if status is not None and (status == 409 or status >= 500):
-        return _Failure(
-            OutcomeKind.UNKNOWN,
-            code or ("conflict" if status == 409 else "server_error"),
-            retry=should_retry != "false",
-        )
-    if status is not None and 400 <= status < 500:
-        # 400, 401, 402, 403, 404: the provider refused and did nothing.
-        return _Failure(OutcomeKind.REFUSED, code or type(exc).__name__, retry=False)
-    return _Failure(OutcomeKind.UNKNOWN, code or "unexpected_error", retry=False)
-
-
-@dataclass(frozen=True)
-class Page:
-    """One page of a provider list, as the provider sent it."""
-
-    kind: str  # refunds, charges, disputes, events
-    params: dict[str, Any]  # the request's parameters, as sent
-    data: list[dict[str, Any]]  # the objects, as the provider sent them
-    has_more: bool
-    body: bytes = field(repr=False)  # the response body exactly as received (to SHA-256 it)
-    attempts: int  # calls this page took, retries included
-    last_id: str | None  # the last object's id: the cursor of the next page
-
-
-# One request to the provider, given the request options (the idempotency key).
-_Request = Callable[[stripe.RequestOptions], Any]
-# How a list goes on: the next page's parameters, or None after the last page.
-_Advance = Callable[[dict[str, Any], dict[str, Any]], "dict[str, Any] | None"]
-
-
-def _after_last(params: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any] | None:
-    """Stripe's list cursor: the page after the last object, while there is more."""
-    if not answer.get("has_more") or not answer["data"]:
-        return None
-    return {**params, "starting_after": answer["data"][-1]["id"]}
-
-
-def _next_search_page(params: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any] | None:
-    """The Search API's cursor: `next_page`, while there is more."""
-    if not answer.get("has_more") or not answer.get("next_page"):
-        return None
-    return {**params, "page": answer["next_page"]}
-
-
-class _NoAnswer(stripe.APIConnectionError):
-    """A request that got no answer (the connection refused, a timeout, the connection dropped),
-    its message naming the request it was: `no answer from GET http://…/v1/charges/ch_…: …`. An
-    operator pointed at the wrong address sees which one was called."""
-
-
-def _no_answer_reason(cause: BaseException | None, timeout: tuple[float, float]) -> str:
-    """What became of a request that got no answer, in a few words."""
-    connect_s, read_s = timeout
-    if isinstance(cause, requests.exceptions.ConnectTimeout):
-        return f"the connection timed out (connect timeout {connect_s:g} s)"
-    if isinstance(cause, requests.exceptions.ReadTimeout):
-        return f"timed out waiting for the answer (read timeout {read_s:g} s)"
-    if isinstance(cause, requests.exceptions.SSLError):
-        return f"the TLS connection failed: {cause}"
-    text = str(cause) if cause is not None else ""
-    if "Connection refused" in text:
-        return "connection refused (is the server running, on that port?)"
-    if "RemoteDisconnected" in text or "Connection aborted" in text:
-        return "the connection was closed without an answer"
-    if "Name or service not known" in text or "nodename nor servname" in text:
-        return "the host name does not resolve"
-    return f"{type(cause).__name__}: {text}" if cause is not None else "no answer"
-
-
-class _RequestsClient(stripe.RequestsClient):
-    """The SDK's `requests` client, whose per-thread sessions do not re-read proxy variables and
-    ~/.netrc from the environment on every call (a quarter of a call's CPU here). The environment's
-    proxy for Stripe, if any, is read once, when the client is made. A request that gets no answer
-    raises `_NoAnswer`, naming its method and URL (the SDK's own message names neither)."""
-
-    def __init__(self, *, timeout: tuple[float, float]) -> None:
-        proxy = urllib.request.getproxies().get("https")
-        super().__init__(timeout=timeout, proxy=proxy)
-        self._timeouts = timeout
-
-    def _request_internal(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        if getattr(self._thread_local, "session", None) is None:
-            session = requests.Session()
-            session.trust_env = False
-            self._thread_local.session = session
-        try:
-            return super()._request_internal(method, url, *args, **kwargs)
-        except stripe.APIConnectionError as exc:
-            # The URL without its query (a list's parameters are reported beside it).
-            where = f"{method.upper()} {url.split('?', 1)[0]}"
-            reason = _no_answer_reason(exc.__cause__, self._timeouts)
-            raise _NoAnswer(
-                f"no answer from {where}: {reason}", should_retry=exc.should_retry
-            ) from exc
 
 
 class StripeProvider:
@@ -607,59 +478,3 @@ class StripeProvider:
             return retry_after_s if retry_after_s <= self.retry.max_retry_after_s else None
         backoff = min(self.retry.base_delay_s * 2 ** (attempt - 1), self.retry.max_delay_s)
         return backoff * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not secrecy
-
-
-def _collect(pages: Iterator[Page]) -> Outcome:
-    """Every object of every page as one accepted outcome (`{"data": [...]}`, attempts summed);
-    or, if a page cannot be read, that page's outcome (attempts summed)."""
-    found: list[dict[str, Any]] = []
-    attempts = 0
-    try:
-        for page in pages:
-            attempts += page.attempts
-            found.extend(page.data)
-    except ProviderUnavailable as exc:
-        return replace(exc.outcome, attempts=attempts + exc.outcome.attempts)
-    return Outcome(OutcomeKind.ACCEPTED, {"data": found}, attempts=attempts)
-
-
-_cached: dict[tuple[Any, ...], StripeProvider] = {}
-
-
-def provider_from_settings() -> StripeProvider:
-    """The provider as the deployment configures it (settings.STRIPE_*): one per process and
-    configuration, so its HTTP connections are kept alive (the SDK's sessions are per thread)."""
-    from django.conf import settings
-
-    config = (
-        settings.STRIPE_API_KEY,
-        settings.STRIPE_API_BASE,
-        settings.STRIPE_CONNECT_TIMEOUT_S,
-        settings.STRIPE_READ_TIMEOUT_S,
-        settings.STRIPE_MAX_ATTEMPTS,
-        settings.STRIPE_RETRY_BASE_S,
-        settings.STRIPE_RETRY_MAX_S,
-    )
-    provider = _cached.get(config)
-    if provider is None:
-        provider = _cached[config] = _build(settings)
-    return provider
-
-
-def retry_budget_from_settings() -> float:
-    """The configured provider's `retry_budget_s`: what one call can take, retries included."""
-    return provider_from_settings().retry_budget_s
-
-
-def _build(settings: Any) -> StripeProvider:
-    return StripeProvider(
-        api_key=settings.STRIPE_API_KEY,
-        api_base=settings.STRIPE_API_BASE,
-        connect_timeout_s=settings.STRIPE_CONNECT_TIMEOUT_S,
-        read_timeout_s=settings.STRIPE_READ_TIMEOUT_S,
-        retry=RetryPolicy(
-            max_attempts=settings.STRIPE_MAX_ATTEMPTS,
-            base_delay_s=settings.STRIPE_RETRY_BASE_S,
-            max_delay_s=settings.STRIPE_RETRY_MAX_S,
-        ),
-    )

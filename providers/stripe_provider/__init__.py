@@ -1,0 +1,30 @@
+"""The Stripe adapter: the only package that imports the `stripe` SDK, one module per concern —
+`client` (StripeProvider, its operations, retries and webhook check), `failures` (how an error is
+read, the retry policy), `pages` (lists a page at a time), `transport` (the HTTP client under the
+SDK), `configured` (the provider the settings describe). Callers import from here."""
+
+from providers.stripe_provider.client import (
+    DEFAULT_API_BASE,
+    IDEMPOTENCY_KEY_TTL,
+    StripeProvider,
+)
+from providers.stripe_provider.configured import (
+    provider_from_settings,
+    retry_budget_from_settings,
+)
+from providers.stripe_provider.failures import RetryPolicy, classify
+from providers.stripe_provider.pages import LIST_KINDS, Page
+from providers.stripe_provider.transport import _RequestsClient
+
+__all__ = [
+    "DEFAULT_API_BASE",
+    "IDEMPOTENCY_KEY_TTL",
+    "LIST_KINDS",
+    "Page",
+    "RetryPolicy",
+    "StripeProvider",
+    "_RequestsClient",  # bench/reconciliation.py times its requests
+    "classify",
+    "provider_from_settings",
+    "retry_budget_from_settings",
+]
