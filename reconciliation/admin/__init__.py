@@ -1,0 +1,58 @@
+"""Reconciliation in the admin (SPEC §15.4, §15.5): runs and the provider pages they read, the
+discrepancy queue (open first, by severity, then age, with the time left to each one's target;
+CSV export), a discrepancy's page (Vouch's side and the provider's next to each other, the
+observations behind it, and its actions), and the adjustments queue: propose a correction from an
+escalation, a leg or a discrepancy, and — as a second person with
+`reconciliation.approve_adjustment` — approve it after confirming its amount, or reject it.
+Views parse, check permission, call one service (`reconciliation.services`,
+`envelopes.adjustments`), render; the services' refusals are shown as messages.
+
+One module per model group (`adjustments`, `runs` with their observations, `discrepancies`) and
+`shared` for the presentation helpers; importing the package registers them all."""
+
+from reconciliation.admin.adjustments import AdjustmentAdmin, ApproveForm, ProposeForm, RejectForm
+from reconciliation.admin.discrepancies import (
+    AcceptForm,
+    ClassFilter,
+    DiscrepancyAdmin,
+    DiscrepancyProposeForm,
+    TargetFilter,
+)
+from reconciliation.admin.runs import OBSERVATIONS_SHOWN, ObservationAdmin, RunAdmin
+from reconciliation.admin.shared import (
+    MOVES,
+    RUN_TONES,
+    SEVERITY_TONES,
+    STATUS_TONES,
+    badge,
+    dashboard_url,
+    provider_id,
+    span,
+    time_left,
+    when,
+)
+
+__all__ = [
+    "MOVES",
+    "OBSERVATIONS_SHOWN",
+    "RUN_TONES",
+    "SEVERITY_TONES",
+    "STATUS_TONES",
+    "AcceptForm",
+    "AdjustmentAdmin",
+    "ApproveForm",
+    "ClassFilter",
+    "DiscrepancyAdmin",
+    "DiscrepancyProposeForm",
+    "ObservationAdmin",
+    "ProposeForm",
+    "RejectForm",
+    "RunAdmin",
+    "TargetFilter",
+    "badge",
+    "dashboard_url",
+    "provider_id",
+    "span",
+    "time_left",
+    "when",
+]
