@@ -307,7 +307,8 @@ def test_a_filing_interrupted_after_its_uploads_resumes_with_the_same_keys(
     """As if the process died after uploading the file and before updating the dispute: the
     scheduled job repeats the upload with the same key (a replay: one file at the provider) and
     sends the dispute update once."""
-    from disputes.services import _reserve_filing, file_upload_key
+    from disputes.services import file_upload_key
+    from disputes.services.filing import _reserve_filing
     from providers import provider_from_settings
 
     content = pdf("pod", size=1500)

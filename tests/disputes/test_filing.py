@@ -262,7 +262,8 @@ def test_a_filing_interrupted_after_the_provider_call_resumes_with_its_key(
     """As if the process died between the provider's answer and the record: the scheduled job
     repeats the call with the same key, the provider replays, nothing is submitted twice."""
     from disputes.packets import filing_request
-    from disputes.services import _reserve_filing, filings_resume
+    from disputes.services import filings_resume
+    from disputes.services.filing import _reserve_filing
     from providers import provider_from_settings
 
     packet = approve(contest_ready(world, ops), ops)
@@ -448,7 +449,8 @@ def test_a_filing_resumed_after_its_key_expired_is_read_back_not_sent_again(
     from django.utils import timezone
 
     from disputes.packets import filing_request
-    from disputes.services import _reserve_filing, filings_resume
+    from disputes.services import filings_resume
+    from disputes.services.filing import _reserve_filing
     from providers import provider_from_settings
 
     packet = approve(contest_ready(world, ops), ops)

@@ -9,7 +9,8 @@ import pytest
 
 from core import db
 from disputes import services
-from disputes.services import _reserve_filing, filings_resume
+from disputes.services import filings_resume
+from disputes.services.filing import _reserve_filing
 from providers.stripe_provider import StripeProvider
 from tests.envelopes.conftest import Api
 from tests.helpers import settle_runs

@@ -1,0 +1,74 @@
+"""Four eyes (SPEC §5): a person who did not contribute to a version approves the content shown."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.exceptions import PermissionDenied
+from core.services import audit_record
+from disputes import exceptions as errors
+from disputes.models import (
+    ApprovalStatus,
+    FilingStatus,
+    Packet,
+)
+from disputes.services.checks import (
+    _check_budget,
+    _check_confirmed,
+    _check_fileable_content,
+    _current,
+    _filing_refusal,
+    _lock_packet,
+)
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+PERM_APPROVE = "disputes.approve_packet"
+
+
+def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Packet:
+    """Four eyes: a person with `disputes.approve_packet` who did not contribute to this version
+    approves the content it shows them; the approval records who, when and the digest. A packet
+    over the provider's limits (text, one field, files) is refused (`packet_over_limit`)."""
+    if not actor.has_perm(PERM_APPROVE):
+        raise PermissionDenied(f"This needs the permission {PERM_APPROVE}.")
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        _current(locked)
+        if locked.filing_status != FilingStatus.NOT_FILED:
+            raise _filing_refusal(locked)
+        _check_confirmed(locked, confirmed_digest)
+        _check_fileable_content(locked)
+        _check_budget(locked)
+        if locked.contributors.filter(pk=actor.pk).exists():
+            raise errors.ApproverIsContributor()
+        locked.approval_status = ApprovalStatus.APPROVED
+        locked.approved_by = actor
+        locked.approved_at = timezone.now()
+        locked.approved_digest = locked.digest
+        locked.save(
+            update_fields=[
+                "approval_status",
+                "approved_by",
+                "approved_at",
+                "approved_digest",
+                "updated_at",
+            ]
+        )
+        audit_record(
+            actor=actor,
+            action="packet.approve",
+            target_type="packet",
+            target_id=locked.public_id,
+            details={"digest": locked.digest, "version": locked.version},
+        )
+    return locked
+
+
+def filing_key_proposal(packet: Packet) -> str:
+    """The key the File form proposes: stable for a packet and its approved digest."""
+    return f"{packet.public_id}:{(packet.approved_digest or packet.digest)[:16]}"

@@ -1,0 +1,385 @@
+"""Filing an approved packet: the provider is called once per filing key, outside any transaction or
+lock (reserve the filing and commit, call, record), and only the independent readback run makes a
+packet `filed` (`disputes.services.verdicts`). A filing whose answer was lost is resumed with the
+same keys."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core.crash import crash_point
+from core.exceptions import InvalidInput, PermissionDenied
+from core.services import audit_record
+from disputes import exceptions as errors
+from disputes.models import (
+    FILEABLE_POSTURES,
+    ApprovalStatus,
+    Evidence,
+    FilingStatus,
+    Packet,
+    ProviderStatus,
+)
+from disputes.packets import (
+    canonical_digest,
+    evidence_with_file_ids,
+    file_placeholders,
+    filing_request,
+    packet_digest,
+)
+from disputes.services.checks import (
+    _UNDERWAY,
+    _check_budget,
+    _check_confirmed,
+    _check_fileable_content,
+    _current,
+    _filing_refusal,
+    _lock_packet,
+    _refuse_if_filing,
+)
+from disputes.services.evidence import evidence_file_bytes
+from disputes.services.verdicts import packet_on_verdict
+from providers import IDEMPOTENCY_KEY_TTL, Outcome, OutcomeKind, provider_from_settings
+from verification.services import verification_start
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+FILED_CONTRACT = "stripe.dispute.filed"
+PROVIDER_KEY_TTL = IDEMPOTENCY_KEY_TTL
+PERM_FILE = "disputes.file_packet"
+
+
+def packet_file(
+    *, packet: Packet, actor: User, confirmed_digest: str, idempotency_key: str
+) -> Packet:
+    """File exactly the approved packet: reserve (refusals first), call the provider's narrow
+    `dispute.file` outside any transaction with the filing's one key, record what it answered, and
+    start the readback run that alone can make the packet `filed`. Pressing File again on a filing
+    under way with its key repeats it by the resume job's rule (`_send_again`)."""
+    if not actor.has_perm(PERM_FILE):
+        raise PermissionDenied(f"This needs the permission {PERM_FILE}.")
+    key = idempotency_key.strip()
+    if not key or len(key) > 255 or not key.isprintable():
+        raise InvalidInput("The filing key is 1-255 printable characters.")
+    _check_files_stored(packet)
+    reserved, underway = _reserve(
+        packet=packet, actor=actor, confirmed_digest=confirmed_digest, key=key
+    )
+    if underway:
+        return _send_again(reserved)
+    return _send_filing(reserved)
+
+
+def _reserve_filing(*, packet: Packet, actor: User, confirmed_digest: str, key: str) -> Packet:
+    """Phase 1: every refusal, then bind the key to this filing and commit (the recovery point)."""
+    return _reserve(packet=packet, actor=actor, confirmed_digest=confirmed_digest, key=key)[0]
+
+
+def _reserve(
+    *, packet: Packet, actor: User, confirmed_digest: str, key: str
+) -> tuple[Packet, bool]:
+    """`_reserve_filing`, saying also whether the filing was under way before this call (a
+    repeat of it with its own key) rather than reserved by it."""
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        if locked.filing_status in _UNDERWAY and locked.filing_key == key:
+            return locked, True  # a repeat of this filing: its key, its one rule (_send_again)
+        if locked.filing_status in _UNDERWAY:
+            raise errors.FilingKeyConflict(details={"filing_key": locked.filing_key})
+        if locked.filing_status != FilingStatus.NOT_FILED:
+            raise _filing_refusal(locked)
+        _current(locked)
+        if locked.approval_status != ApprovalStatus.APPROVED:
+            raise errors.PacketNotApproved()
+        _check_fileable_content(locked)
+        if locked.posture not in FILEABLE_POSTURES:
+            raise errors.PacketInvalid(
+                f"A {locked.posture} packet is not filed: only contest and refund_already_sent.",
+                details={"posture": locked.posture},
+            )
+        _check_budget(locked)  # the limits may have been lowered since the approval
+        if packet_digest(locked) != locked.approved_digest or locked.digest != (
+            locked.approved_digest
+        ):
+            raise errors.PacketDrifted(
+                details={"approved": locked.approved_digest, "current": packet_digest(locked)}
+            )
+        _check_confirmed(locked, confirmed_digest)
+        nested = (locked.handoff.get("options") or {}).get("idempotency_key")
+        if nested is not None and nested != key:
+            raise errors.FilingKeyConflict(
+                "The packet carries another idempotency key than the one given for this filing.",
+                details={"nested": "idempotency_key"},
+            )
+        _refuse_if_filing(locked.dispute)
+        request = _request_of(locked)
+        locked.filing_status = FilingStatus.SUBMITTING
+        locked.filing_key = key
+        locked.filing_request_digest = canonical_digest(request)
+        locked.filed_by = actor
+        locked.filing_started_at = timezone.now()
+        locked.filing_files = {}
+        try:
+            with transaction.atomic():
+                locked.save()
+        except IntegrityError as exc:  # the key, or the dispute, is bound to another filing
+            raise errors.FilingKeyConflict(details={"filing_key": key}) from exc
+        audit_record(
+            actor=actor,
+            action="packet.file",
+            target_type="packet",
+            target_id=locked.public_id,
+            details={"digest": locked.approved_digest, "filing_key": key},
+        )
+    return locked, False
+
+
+def _request_of(packet: Packet) -> dict[str, Any]:
+    """The approved filing request of a packet whose posture is filed."""
+    request = filing_request(packet, digest=packet.approved_digest)
+    if request is None:
+        raise errors.PacketInvalid(
+            f"A {packet.posture} packet is not filed: only contest and refund_already_sent.",
+            details={"posture": packet.posture},
+        )
+    return request
+
+
+def _cited_files(packet: Packet) -> dict[str, Evidence]:
+    """The dispute's evidence rows of the files the packet's request sends, by SHA-256."""
+    request = filing_request(packet, digest=packet.approved_digest or packet.digest)
+    wanted = {
+        slot["ref"]: slot["sha256"]
+        for slot in file_placeholders(request["evidence"] if request else {}).values()
+    }
+    rows = Evidence.objects.filter(dispute_id=packet.dispute_id, ref__in=wanted)
+    return {row.sha256: row for row in rows if wanted.get(row.ref) == row.sha256}
+
+
+def _check_files_stored(packet: Packet) -> None:
+    """Before anything is reserved: every file the request sends is in storage, with the bytes
+    whose SHA-256 was admitted (and approved)."""
+    request = filing_request(packet, digest=packet.approved_digest or packet.digest)
+    if request is None:
+        return  # not fileable: the reservation refuses it with its own code
+    rows = _cited_files(packet)
+    for slot in file_placeholders(request["evidence"]).values():
+        row = rows.get(slot["sha256"])
+        if row is None or evidence_file_bytes(row) is None:
+            raise errors.EvidenceFileMissing(details={"ref": slot["ref"], "sha256": slot["sha256"]})
+
+
+def file_upload_key(packet: Packet, sha256: str) -> str:
+    """The idempotency key of one file's upload for one filing: derived from the packet, the
+    filing's key and the file's SHA-256, so a retry or a resumed filing replays the same upload."""
+    filing = hashlib.sha256(packet.filing_key.encode()).hexdigest()[:16]
+    return f"{packet.public_id}:file:{sha256[:16]}:{filing}"
+
+
+def _send_filing(packet: Packet, *, again: bool = False) -> Packet:
+    """Phase 2, outside any transaction or lock: upload each file the request sends (Stripe's
+    Files API, one key per file), then the dispute update with the provider's file ids in place of
+    the SHA-256 placeholders, then record. An upload refused: the dispute was not updated by this
+    send, but the filing is held for its readback like any refusal (`_record_filing`). An upload
+    without an answer: the filing stays `submitting` and the scheduled job resumes it with the same
+    keys (the provider replays). A file gone from storage: recorded as unknown, and the readback
+    decides (a resumed filing may have been sent already)."""
+    request = _request_of(packet)
+    provider = provider_from_settings()
+    rows = _cited_files(packet)
+    file_ids: dict[str, str] = {}
+    for slot in file_placeholders(request["evidence"]).values():
+        sha256 = slot["sha256"]
+        if sha256 in file_ids:
+            continue
+        row = rows.get(sha256)
+        content = evidence_file_bytes(row) if row is not None else None
+        if content is None:
+            return _record_filing(
+                packet=packet,
+                outcome=Outcome(OutcomeKind.UNKNOWN, error_code="evidence_file_missing"),
+            )
+        upload = provider.file_upload(
+            filename=str(slot["name"]),
+            content=content,
+            idempotency_key=file_upload_key(packet, sha256),
+        )
+        if upload.refused:
+            return _record_filing(
+                packet=packet,
+                outcome=_repeat_refusal(
+                    replace(upload, error_code=f"file_upload:{upload.error_code}"), again=again
+                ),
+            )
+        if not upload.accepted:
+            return _record_upload_unknown(packet=packet, outcome=upload)
+        file_ids[sha256] = str(upload.require()["id"])
+    if file_ids:
+        Packet.objects.filter(pk=packet.pk).update(filing_files=file_ids, updated_at=timezone.now())
+        packet.filing_files = file_ids
+    crash_point("filing_after_file_uploads")
+    outcome = provider.dispute_file(
+        dispute_id=request["dispute_id"],
+        evidence=evidence_with_file_ids(request["evidence"], file_ids),
+        metadata=request["metadata"],
+        idempotency_key=packet.filing_key,
+    )
+    crash_point("filing_after_provider_call")
+    return _record_filing(packet=packet, outcome=_repeat_refusal(outcome, again=again))
+
+
+def _repeat_refusal(outcome: Outcome, *, again: bool) -> Outcome:
+    """A refusal of a filing's repeated send says nothing of its earlier send (Stripe refuses a
+    second submission, and a forgotten key is not replayed): unknown, the readback decides."""
+    if not (again and outcome.refused):
+        return outcome
+    return replace(
+        outcome,
+        kind=OutcomeKind.UNKNOWN,
+        value=None,
+        error_code=f"refused_on_resume:{outcome.error_code or 'refused'}",
+    )
+
+
+def _send_again(packet: Packet) -> Packet:
+    """The one rule for sending a filing that was under way before this call — the resume job, or
+    a person pressing File again with the filing's key. Past the key's life the provider may have
+    forgotten it, so a repeat would not be replayed: nothing is sent, the outcome is unknown
+    (`key_expired`) and the readback decides. Within it, the same keys are sent again (the
+    provider replays), and a refusal is unknown, not "nothing was filed" (`_repeat_refusal`).
+    Either way the approval cannot send the packet again until the readback has decided: a
+    filing whose send the provider refused is not sent again at all (its readback decides)."""
+    if (
+        packet.filing_status == FilingStatus.AWAITING_READBACK
+        and packet.provider_status == ProviderStatus.REFUSED
+    ):
+        return packet
+    started = packet.filing_started_at or packet.updated_at
+    if timezone.now() - started > PROVIDER_KEY_TTL:
+        return _record_filing(
+            packet=packet, outcome=Outcome(OutcomeKind.UNKNOWN, error_code="key_expired")
+        )
+    return _send_filing(packet, again=True)
+
+
+def _record_upload_unknown(*, packet: Packet, outcome: Outcome) -> Packet:
+    """A file's upload got no answer: the filing stays `submitting` (nothing was sent to the
+    dispute), the resume job repeats it with the same keys."""
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        if locked.filing_status != FilingStatus.SUBMITTING:
+            return locked
+        locked.provider_status = ProviderStatus.UNKNOWN
+        locked.filing_error = f"file_upload:{outcome.error_code or 'unknown'}"[:100]
+        locked.save(update_fields=["provider_status", "filing_error", "updated_at"])
+        audit_record(
+            actor=None,
+            action="packet.file_upload_unknown",
+            target_type="packet",
+            target_id=locked.public_id,
+            details={"filing_key": locked.filing_key, "code": locked.filing_error},
+        )
+    return locked
+
+
+def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
+    """Phase 3: keep only the filing reference, dispute id, request digest and status, and start
+    the readback run, which alone decides. Accepted, unknown or refused alike: a refusal (a first
+    send's; a repeated send's is unknown, `_repeat_refusal`) is recorded with its code, but it is
+    not taken for "nothing was filed" — the filing stays held, its key kept and nothing sent again
+    (`_send_again`), until the readback shows what the provider holds (`packet_on_verdict`)."""
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        if locked.filing_status != FilingStatus.SUBMITTING and locked.filing_run_id:
+            return locked  # recorded already (a retry answered after the first)
+        if outcome.refused:
+            audit_record(
+                actor=None,
+                action="packet.file_refused",
+                target_type="packet",
+                target_id=locked.public_id,
+                details={
+                    "filing_key": locked.filing_key,
+                    "code": str(outcome.error_code or "refused")[:100],
+                },
+            )
+        answer = outcome.value if outcome.accepted else {}
+        projection = {
+            "id": str((answer or {}).get("id") or locked.dispute.provider_dispute_id),
+            "status": str((answer or {}).get("status") or ""),
+        }
+        run = verification_start(
+            contract_id=FILED_CONTRACT,
+            operation_id=locked.filing_key,
+            operation_created_at=locked.filing_started_at or timezone.now(),
+            input={
+                "dispute": locked.dispute.provider_dispute_id,
+                "packet_digest": locked.approved_digest,
+            },
+            action_result=projection,
+        )
+        locked.provider_status = (
+            ProviderStatus.ANSWERED
+            if outcome.accepted
+            else ProviderStatus.REFUSED
+            if outcome.refused
+            else ProviderStatus.UNKNOWN
+        )
+        locked.filing_error = (
+            ""
+            if outcome.accepted
+            else str(outcome.error_code or ("refused" if outcome.refused else "unknown"))[:100]
+        )
+        locked.filing_reference = str(outcome.request_id or "")[:255]
+        locked.filing_provider_state = projection["status"][:40]
+        locked.filing_run = run
+        if locked.filing_status == FilingStatus.SUBMITTING:
+            locked.filing_status = FilingStatus.AWAITING_READBACK
+        locked.save()
+        audit_record(
+            actor=None,
+            action="packet.file_answer",
+            target_type="packet",
+            target_id=locked.public_id,
+            details={
+                "provider_status": locked.provider_status,
+                "filing_reference": locked.filing_reference,
+                "dispute_status": locked.filing_provider_state,
+                "error_code": locked.filing_error,
+                "files": dict(locked.filing_files or {}),
+                "run": run.public_id,
+            },
+        )
+    if run.verdict != "PENDING":
+        packet_on_verdict(run=run)
+    return Packet.objects.select_related("dispute").get(pk=packet.pk)
+
+
+def filings_resume(*, older_than_s: float = 60.0, limit: int = 50) -> int:
+    """The scheduled job: every filing left `submitting` for a while is called again."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    stranded = Packet.objects.select_related("dispute").filter(
+        filing_status=FilingStatus.SUBMITTING, filing_started_at__lt=cutoff
+    )
+    done = 0
+    for packet in stranded[:limit]:
+        packet_resume_filing(packet=packet)
+        done += 1
+    return done
+
+
+def packet_resume_filing(*, packet: Packet) -> Packet:
+    """A filing left `submitting` (the process died between the call and the record): repeat the
+    call with the same key (the provider replays) and record it. Never a new key. The rule of
+    every repeated send (`_send_again`): past the key's life nothing is sent and the outcome is
+    unknown; a refusal is unknown; the readback run decides, as for any filing whose answer was
+    lost."""
+    if packet.filing_status != FilingStatus.SUBMITTING or not packet.filing_key:
+        return packet
+    return _send_again(packet)

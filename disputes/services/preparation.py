@@ -1,0 +1,279 @@
+"""Packet versions (SPEC §9 steps 1-7): the material a draft is made from, a version prepared on
+request, on a new receipt or on new evidence (superseding the last), and a person's edit of the
+current version. Preparation never calls the provider to mutate anything."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+
+from core.exceptions import InvalidInput, PermissionDenied
+from core.idempotency import idempotency_attach
+from core.services import audit_record
+from disputes.drafting import Draft, DraftMaterial, ReceiptFact, drafter_from_settings
+from disputes.evidence import (
+    AdmittedEvidence,
+)
+from disputes.finalization import finalize
+from disputes.models import (
+    FILING_HOLDS,
+    ApprovalStatus,
+    Dispute,
+    Evidence,
+    FilingStatus,
+    Packet,
+    PacketStatus,
+    Posture,
+)
+from disputes.packets import (
+    dispute_facts,
+    handoff,
+    packet_digest,
+)
+from disputes.services.checks import (
+    _check_confirmed,
+    _current,
+    _filing_refusal,
+    _lock_packet,
+    _refuse_if_filing,
+)
+from receipts.selectors import receipt_tree
+
+if TYPE_CHECKING:
+    from accounts.models import User
+    from core.models import IdempotencyRecord
+
+logger = logging.getLogger("vouch.disputes")
+
+
+def _fact(check: Any) -> ReceiptFact:
+    receipt = check.receipt
+    body = receipt.body if isinstance(receipt.body, dict) else {}
+    return ReceiptFact(
+        id=receipt.id,
+        kind=receipt.kind,
+        amount_micro=int(receipt.amount_micro),
+        provider_object_id=receipt.provider_object_id,
+        detail=dict(body.get("detail") or {}),
+    )
+
+
+def material_for(dispute: Dispute) -> DraftMaterial:
+    """SPEC §9 steps 1-4: the normalized dispute, its charge and refunds resolved by receipt id
+    from Vouch's own receipts (never from the caller), and the admitted evidence."""
+    tree = receipt_tree(charge_id=dispute.charge_id)
+    charge = _fact(tree.charge) if tree.charge is not None and tree.charge.ok else None
+    refunds = [_fact(c) for c in tree.unreversed_refunds() if c.ok]
+    evidence = [
+        AdmittedEvidence(
+            ref=e.ref, sha256=e.sha256, kind=e.kind, summary=e.summary, file=e.file_facts()
+        )
+        for e in dispute.evidence.all()
+    ]
+    return DraftMaterial(
+        dispute=dispute_facts(dispute),
+        tree_complete=bool(tree.complete),
+        tree_problems=list(tree.problems),
+        undecided_refund_legs=list(tree.undecided_refund_legs),
+        charge_receipt=charge,
+        refund_receipts=refunds,
+        evidence=evidence,
+    )
+
+
+def _status_for(posture: str, ok: bool) -> str:
+    if not ok:
+        return PacketStatus.INVALID
+    if posture == Posture.NEEDS_MORE_EVIDENCE:
+        return PacketStatus.INCOMPLETE
+    return PacketStatus.READY_FOR_REVIEW
+
+
+def _apply(packet: Packet, draft: Draft | Mapping[str, Any], material: DraftMaterial) -> None:
+    """Step 6 on a draft, then the derived fields: validation, status, digest, handoff."""
+    final = finalize(draft, material)
+    packet.posture = final.draft.posture
+    packet.summary = final.draft.summary
+    packet.citations = list(final.draft.citations)
+    packet.open_questions = list(final.draft.open_questions)
+    packet.validation = final.validation()
+    packet.status = _status_for(packet.posture, final.ok)
+    packet.receipt_ids = list(material.receipt_ids)
+    packet.digest = packet_digest(packet)
+    packet.handoff = handoff(packet, digest=packet.digest, options=final.draft.filing_options)
+
+
+def packet_prepare(
+    *,
+    dispute: Dispute,
+    requested_by: User | None,
+    idempotency: IdempotencyRecord | None = None,
+) -> Packet:
+    """Prepare a new version (SPEC §9 steps 1-7) with the configured drafter, its output finalized.
+    Earlier versions are superseded. Its contributors: whoever asked for it and whoever admitted
+    the evidence it holds; a version the system prepared on its own from receipts alone has none.
+    Refused while a filing holds the dispute. The request's idempotency record names the version
+    in the transaction that saves it; a resumed request returns that version, never a new one."""
+    if idempotency is not None and idempotency.resource:
+        return Packet.objects.select_related("dispute").get(public_id=idempotency.resource)
+    with transaction.atomic():
+        locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
+        _refuse_if_filing(locked)
+        packet = _version_save(_version_draft(locked, requested_by=requested_by), "request")
+        idempotency_attach(idempotency, packet.public_id)
+    return packet
+
+
+def _version_draft(locked: Dispute, *, requested_by: User | None) -> Packet:
+    """The next version of a locked dispute's packet, drafted and finalized, not yet saved."""
+    drafter = drafter_from_settings()
+    material = material_for(locked)
+    draft = drafter.draft(material)
+    newest = locked.packets.order_by("-version").first()
+    packet = Packet(
+        dispute=locked,
+        version=(newest.version if newest is not None else 0) + 1,
+        drafter=getattr(drafter, "name", type(drafter).__name__),
+        evidence_refs=[e.as_dict() for e in material.evidence],
+        requested_by=requested_by,
+    )
+    _apply(packet, draft, material)
+    return packet
+
+
+def _version_save(packet: Packet, trigger: str) -> Packet:
+    """Keep a drafted version (in the caller's transaction, under the dispute's lock): earlier
+    versions are superseded, its contributors recorded, the preparation audited."""
+    dispute = packet.dispute
+    dispute.packets.exclude(status=PacketStatus.SUPERSEDED).update(status=PacketStatus.SUPERSEDED)
+    packet.save()
+    contributors = {e.admitted_by_id for e in dispute.evidence.all() if e.admitted_by_id}
+    if packet.requested_by_id is not None:
+        contributors.add(packet.requested_by_id)
+    if contributors:
+        packet.contributors.add(*contributors)
+    audit_record(
+        actor=packet.requested_by,
+        action="packet.prepare",
+        target_type="packet",
+        target_id=packet.public_id,
+        details={
+            "version": packet.version,
+            "posture": packet.posture,
+            "digest": packet.digest,
+            "trigger": trigger,
+        },
+    )
+    return packet
+
+
+def _catches_up(dispute: Dispute) -> bool:
+    """A dispute whose current version is neither approved nor filed (nor being filed) takes a new
+    version by itself when its material changes; an approved one waits for a person (a new
+    version would silently drop the approval)."""
+    if dispute.packets.filter(filing_status__in=FILING_HOLDS).exists():
+        return False
+    newest = dispute.packets.order_by("-version").first()
+    return newest is None or newest.approval_status != ApprovalStatus.APPROVED
+
+
+def packets_catch_up(*, charge_id: str) -> list[Packet]:
+    """A receipt for `charge_id` was written (and committed): every dispute on that charge whose
+    current version may be replaced gets a new version from the receipts as they are now, if it
+    says anything new. Nobody asked for it: the receipt adds no contributor. Each dispute in its
+    own transaction, so one that fails leaves the others caught up."""
+    prepared = []
+    for dispute_pk in Dispute.objects.filter(charge_id=charge_id).values_list("pk", flat=True):
+        try:
+            with transaction.atomic():
+                locked = Dispute.objects.select_for_update().get(pk=dispute_pk)
+                if not _catches_up(locked):
+                    continue
+                packet = _version_draft(locked, requested_by=None)
+                newest = locked.packets.order_by("-version").first()
+                if newest is not None and (newest.digest, newest.receipt_ids) == (
+                    packet.digest,
+                    packet.receipt_ids,
+                ):
+                    continue  # the receipt changes nothing the packet says
+                prepared.append(_version_save(packet, "receipt"))
+        except Exception:  # one dispute's failure must not keep the others behind
+            logger.exception("dispute %s: catching up on charge %s failed", dispute_pk, charge_id)
+    return prepared
+
+
+def _edit_material(packet: Packet, citations: Any) -> tuple[DraftMaterial, list[Evidence]]:
+    """What an edit of `packet` is finalized against: the receipts as they are now, the version's
+    own evidence, and the dispute's other admitted evidence that the edit cites (which joins the
+    version; returned second). Evidence neither held nor cited stays out: an edit cannot lean on
+    material the digest would not bind."""
+    material = material_for(packet.dispute)
+    held = [AdmittedEvidence(**e) for e in packet.evidence_refs]
+    own = {e.ref for e in held}
+    cited = {str(c) for c in citations} if isinstance(citations, list) else set()
+    joined = [e for e in packet.dispute.evidence.all() if e.ref in cited and e.ref not in own]
+    evidence = held + [
+        AdmittedEvidence(e.ref, e.sha256, e.kind, e.summary, e.file_facts()) for e in joined
+    ]
+    return replace(material, evidence=evidence), joined
+
+
+def packet_edit(
+    *,
+    packet: Packet,
+    actor: User,
+    changes: Mapping[str, Any],
+    confirmed_digest: str | None = None,
+) -> Packet:
+    """A person's edit of the current version, in place: it goes through finalization again, its
+    digest changes (an approval of the old content no longer matches), and the editor becomes a
+    contributor who cannot approve this version. Evidence admitted to the dispute after this
+    version was prepared, when the edit cites it, joins the version: its evidence refs gain it (so
+    the digest binds its SHA-256 and filing sends it) and its admitter becomes a contributor."""
+    allowed = {"posture", "summary", "citations", "open_questions"}
+    unknown = sorted(set(changes) - allowed)
+    if unknown:
+        raise InvalidInput(details={name: ["Unknown field."] for name in unknown})
+    if not actor.has_perm("disputes.change_packet"):
+        raise PermissionDenied("This needs the permission disputes.change_packet.")
+    with transaction.atomic():
+        locked = _lock_packet(packet)
+        _current(locked)
+        if locked.filing_status != FilingStatus.NOT_FILED:
+            raise _filing_refusal(locked)
+        if confirmed_digest is not None:  # the edit applies to the content the editor saw
+            _check_confirmed(locked, confirmed_digest)
+        before = locked.digest
+        draft = {
+            "posture": locked.posture,
+            "summary": locked.summary,
+            "citations": list(locked.citations),
+            "open_questions": list(locked.open_questions),
+            "filing_options": dict(locked.handoff.get("options") or {}),
+            **changes,
+        }
+        material, joined = _edit_material(locked, draft["citations"])
+        locked.evidence_refs = [e.as_dict() for e in material.evidence]
+        _apply(locked, draft, material)
+        locked.last_edited_by = actor
+        locked.save()
+        locked.contributors.add(actor, *{e.admitted_by_id for e in joined if e.admitted_by_id})
+        details: dict[str, Any] = {
+            "fields": sorted(changes),
+            "digest_before": before,
+            "digest": locked.digest,
+        }
+        if joined:
+            details["evidence_joined"] = [e.ref for e in joined]
+        audit_record(
+            actor=actor,
+            action="packet.edit",
+            target_type="packet",
+            target_id=locked.public_id,
+            details=details,
+        )
+    return locked
