@@ -1,0 +1,63 @@
+"""The ops staff's view of disputes (SPEC §10): disputes deadline first with their current
+packet's state, each dispute with its evidence and packet versions, and the packet review page
+with its four acts: Approve, File, Edit, Prepare again.
+
+Nothing here is edited through a generic form: every act is a POST of its own, checked for its
+permission before anything is looked up, and calls one service (`disputes.services`), which is the
+judge; a refusal is shown with its stable code. What this module adds is presentation: links to
+receipts, evidence and verification runs, the digest being acted on, and wording that never claims
+more than the readback proved (a filed packet is `filed (readback verified)`, nothing more).
+
+One module per model group: `disputes` (the dispute list and page), `evidence`, `packets` (the
+review page's acts), with what they share in `common` and the review page's and timeline's context
+in `review`. Importing this package registers the three admins."""
+
+from disputes.admin.common import (
+    FILING_LABELS,
+    FILING_TONES,
+    PERM_ADMIT,
+    PERM_EDIT,
+    PROVIDER_LABELS,
+    REVIEW_PERMISSIONS,
+    STATUS_TONES,
+    approval_label,
+    evidence_file_url,
+    filing_label,
+    receipt_url,
+    review_url,
+)
+from disputes.admin.disputes import DisputeAdmin
+from disputes.admin.evidence import EvidenceAdmin
+from disputes.admin.packets import PacketAdmin
+from disputes.admin.review import (
+    BudgetRow,
+    CitationRow,
+    TimelineLink,
+    citation_rows,
+    packet_page_context,
+    timeline_rows,
+)
+
+__all__ = [
+    "FILING_LABELS",
+    "FILING_TONES",
+    "PERM_ADMIT",
+    "PERM_EDIT",
+    "PROVIDER_LABELS",
+    "REVIEW_PERMISSIONS",
+    "STATUS_TONES",
+    "BudgetRow",
+    "CitationRow",
+    "DisputeAdmin",
+    "EvidenceAdmin",
+    "PacketAdmin",
+    "TimelineLink",
+    "approval_label",
+    "citation_rows",
+    "evidence_file_url",
+    "filing_label",
+    "packet_page_context",
+    "receipt_url",
+    "review_url",
+    "timeline_rows",
+]

@@ -1,0 +1,137 @@
+"""What the disputes admin pages share: the labels that never claim more than the readback proved,
+links to receipts, reviews and evidence files, and who may read or act."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.admin.utils import quote
+from django.core.exceptions import PermissionDenied
+from django.http import (
+    HttpRequest,
+)
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from accounts.models import User
+from core.admin_base import ReadOnlyAdmin
+from disputes.models import (
+    ApprovalStatus,
+    Evidence,
+    FilingStatus,
+    Packet,
+    PacketStatus,
+    ProviderStatus,
+)
+from disputes.services import (
+    PERM_APPROVE,
+    PERM_FILE,
+)
+from envelopes.admin import dollars, micro
+
+PERM_EDIT = "disputes.change_packet"
+PERM_ADMIT = "disputes.add_evidence"
+# Whoever may approve or file a packet must be able to read it first.
+REVIEW_PERMISSIONS = ("disputes.view_packet", PERM_EDIT, PERM_APPROVE, PERM_FILE)
+
+# Labels that claim no more than Vouch can prove: the provider's answer is a claim, and only the
+# readback run makes a filing `filed`. Never "accepted", "won" or "closed".
+FILING_LABELS: dict[str, str] = {
+    FilingStatus.NOT_FILED: "not filed",
+    FilingStatus.SUBMITTING: "submitting (the provider is being called, or its answer is unknown)",
+    FilingStatus.AWAITING_READBACK: "awaiting readback (the provider answered; not yet proven)",
+    FilingStatus.FILED: "filed (readback verified)",
+    FilingStatus.READBACK_FAILED: (
+        "readback failed (not proven filed; the provider shows a submission: a person resolves it)"
+    ),
+    FilingStatus.NOT_SUBMITTED: (
+        "not submitted (the readback shows nothing submitted: prepare and approve a new version)"
+    ),
+}
+FILING_TONES: dict[str, str] = {
+    FilingStatus.NOT_FILED: "neutral",
+    FilingStatus.SUBMITTING: "warn",
+    FilingStatus.AWAITING_READBACK: "warn",
+    FilingStatus.FILED: "good",
+    FilingStatus.READBACK_FAILED: "bad",
+    FilingStatus.NOT_SUBMITTED: "bad",
+}
+PROVIDER_LABELS: dict[str, str] = {
+    ProviderStatus.NOT_CALLED: "not called",
+    ProviderStatus.ANSWERED: "answered with the dispute (a claim: the readback decides)",
+    ProviderStatus.REFUSED: "refused the request (the readback decides what was filed)",
+    ProviderStatus.UNKNOWN: "no answer (unknown: the readback decides)",
+}
+STATUS_TONES: dict[str, str] = {
+    PacketStatus.READY_FOR_REVIEW: "good",
+    PacketStatus.INCOMPLETE: "warn",
+    PacketStatus.INVALID: "bad",
+    PacketStatus.SUPERSEDED: "neutral",
+    PacketStatus.FILED: "good",
+}
+
+
+def receipt_url(receipt_id: str) -> str:
+    """The receipt's admin page, or "" where the receipts admin is not installed. The id is
+    quoted as the admin quotes keys: unquoted, `rcpt_22…` would be read back as `rcpt"…`."""
+    try:
+        return reverse("admin:receipts_receipt_change", args=[quote(receipt_id)])
+    except NoReverseMatch:
+        return ""
+
+
+def review_url(packet: Packet) -> str:
+    return reverse("admin:disputes_packet_review", args=[packet.pk])
+
+
+def filing_label(status: str) -> str:
+    return FILING_LABELS.get(status, status)
+
+
+def approval_label(status: str, digest: str, approved_digest: str) -> str:
+    if status != ApprovalStatus.APPROVED:
+        return "not approved"
+    return "approved" if approved_digest == digest else "approved, DRIFTED since"
+
+
+def _amount(value: int) -> SafeString:
+    return format_html('{}<br><span class="vouch-quiet">{}</span>', micro(value), dollars(value))
+
+
+def _can_review(user: Any) -> bool:
+    return bool(getattr(user, "is_staff", False)) and any(
+        user.has_perm(p) for p in REVIEW_PERMISSIONS
+    )
+
+
+def _can_read_evidence(user: Any) -> bool:
+    """Evidence files are served to whoever may read disputes: the evidence view permission or
+    any permission that reads packets."""
+    return _can_review(user) or (
+        bool(getattr(user, "is_staff", False)) and user.has_perm("disputes.view_evidence")
+    )
+
+
+def evidence_file_url(evidence: Evidence) -> str:
+    """The admin view that streams an evidence file, or "" for evidence without one."""
+    if not evidence.file:
+        return ""
+    return reverse("admin:disputes_evidence_file", args=[evidence.pk])
+
+
+def _acting_user(request: HttpRequest, permission: str | None) -> User:
+    """The staff member asking, if they hold `permission`: checked before anything is looked up."""
+    user = request.user
+    if not isinstance(user, User) or not user.is_staff:
+        raise PermissionDenied
+    if permission is not None and not user.has_perm(permission):
+        raise PermissionDenied
+    return user
+
+
+class _DisputesAdmin(ReadOnlyAdmin):
+    """Readable by whoever may read, approve or file packets."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_view_permission(request, obj) or _can_review(request.user)

@@ -1,0 +1,227 @@
+"""The packet review page's context (what one version says, cites and proves, and the acts offered)
+and the dispute's timeline rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.urls import reverse
+from django.utils.safestring import SafeString
+
+from accounts.models import User
+from core.dashboard import stripe_link
+from disputes.admin.common import (
+    FILING_TONES,
+    PERM_EDIT,
+    PROVIDER_LABELS,
+    STATUS_TONES,
+    approval_label,
+    evidence_file_url,
+    filing_label,
+    receipt_url,
+    review_url,
+)
+from disputes.forms import ApproveForm, EditForm, FileForm
+from disputes.models import (
+    FILING_HOLDS,
+    ApprovalStatus,
+    Dispute,
+    Evidence,
+    FilingStatus,
+    Packet,
+    PacketStatus,
+)
+from disputes.packets import packet_budget
+from disputes.selectors import Ref, TimelineEntry, dispute_timeline, packet_current
+from disputes.services import (
+    PERM_APPROVE,
+    PERM_FILE,
+    filing_key_proposal,
+)
+from envelopes.admin import dollars, micro
+from verification.admin import VERDICT_TONES, pretty_json
+from verification.models import VerificationRun
+
+# --- the review page --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CitationRow:
+    citation: str
+    kind: str  # "receipt", "evidence", or "not admitted"
+    url: str  # the receipt's admin page
+    evidence: dict[str, Any] | None  # {ref, sha256, kind, summary} for an evidence ref
+
+
+def citation_rows(packet: Packet) -> list[CitationRow]:
+    evidence = {str(e.get("ref")): e for e in packet.evidence_refs if isinstance(e, dict)}
+    rows = []
+    for citation in packet.citations:
+        if citation.startswith("rcpt_"):
+            rows.append(CitationRow(citation, "receipt", receipt_url(citation), None))
+        elif citation in evidence:
+            rows.append(CitationRow(citation, "evidence", "", evidence[citation]))
+        else:
+            rows.append(CitationRow(citation, "not admitted", "", None))
+    return rows
+
+
+def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
+    """Everything the review page shows of one version, and which acts this person is offered."""
+    dispute = packet.dispute
+    current = packet_current(dispute)
+    versions = list(dispute.packets.order_by("-version"))
+    not_filing = not any(v.filing_status in FILING_HOLDS for v in versions)
+    approved = packet.approval_status == ApprovalStatus.APPROVED
+    drifted = approved and packet.approved_digest != packet.digest
+    live = packet.status != PacketStatus.SUPERSEDED and packet.filing_status == (
+        FilingStatus.NOT_FILED
+    )
+    contributors = list(packet.contributors.order_by("username"))
+    run = packet.filing_run
+    can_approve = live and (not approved or drifted) and user.has_perm(PERM_APPROVE)
+    can_file = live and approved and not_filing and user.has_perm(PERM_FILE)
+    can_edit = live and user.has_perm(PERM_EDIT)
+    proposed_key = filing_key_proposal(packet)
+    citations = set(packet.citations)
+    rows = {e.ref: e for e in dispute.evidence.all()}
+    budget = packet_budget(packet)
+    return {
+        "packet": packet,
+        "dispute": dispute,
+        "current": current,
+        "versions": [(v, review_url(v)) for v in versions],
+        "status_tone": STATUS_TONES.get(packet.status, "neutral"),
+        "amount": f"{micro(dispute.amount_micro)} micro ({dollars(dispute.amount_micro)})",
+        "citations": citation_rows(packet),
+        "evidence_refs": [
+            (e, e.get("ref") in citations, _held_file_url(e, rows.get(str(e.get("ref")))))
+            for e in packet.evidence_refs
+        ],
+        "budget": budget,
+        "budget_rows": _budget_rows(budget) if budget is not None else [],
+        "validation_ok": bool(packet.validation.get("ok")),
+        "validation_errors": list(packet.validation.get("errors") or []),
+        "contributors": contributors,
+        "user_contributed": any(c.pk == user.pk for c in contributors),
+        "approval_label": approval_label(
+            packet.approval_status, packet.digest, packet.approved_digest
+        ),
+        "approved": approved,
+        "drifted": drifted,
+        "filing_label": filing_label(packet.filing_status),
+        "filing_tone": FILING_TONES.get(packet.filing_status, "neutral"),
+        "provider_label": PROVIDER_LABELS.get(packet.provider_status, packet.provider_status),
+        "run": run,
+        "run_url": (
+            reverse("admin:verification_verificationrun_change", args=[run.pk]) if run else ""
+        ),
+        "run_tone": VERDICT_TONES.get(run.verdict, "neutral") if run else "neutral",
+        "handoff_request": pretty_json(packet.handoff.get("request", {})),
+        "handoff_options": (
+            pretty_json(packet.handoff["options"]) if packet.handoff.get("options") else ""
+        ),
+        "proposed_key": proposed_key,
+        "can_prepare": not_filing,
+        "approve_form": ApproveForm(packet=packet) if can_approve else None,
+        "file_form": FileForm(packet=packet, proposed_key=proposed_key) if can_file else None,
+        "edit_form": EditForm(packet=packet) if can_edit else None,
+    }
+
+
+def _held_file_url(item: dict[str, Any], row: Evidence | None) -> str:
+    """The file of a packet's evidence ref, when the admitted row holds that very file."""
+    if row is None or not item.get("file") or row.sha256 != item.get("sha256"):
+        return ""
+    return evidence_file_url(row)
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    what: str
+    used: int
+    limit: int
+    unit: str
+
+    @property
+    def over(self) -> bool:
+        return self.used > self.limit
+
+    @property
+    def used_text(self) -> str:
+        return f"{self.used:,}"
+
+    @property
+    def limit_text(self) -> str:
+        return f"{self.limit:,}"
+
+    @property
+    def percent(self) -> int:
+        return min(100, round(100 * self.used / self.limit)) if self.limit else 100
+
+
+def _budget_rows(budget: Any) -> list[BudgetRow]:
+    rows = [BudgetRow("All evidence text", budget.text_chars, budget.text_max, "characters")]
+    rows += [
+        BudgetRow(f"Field {name}", chars, limit, "characters")
+        for name, chars, limit in budget.fields
+    ]
+    rows.append(
+        BudgetRow(f"Files ({len(budget.files)})", budget.file_bytes, budget.files_max, "bytes")
+    )
+    return rows
+
+
+# --- the dispute's timeline ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimelineLink:
+    label: str
+    url: str
+    external: bool = False
+
+
+def _links(entry: TimelineEntry, runs: dict[str, int]) -> list[TimelineLink | SafeString | str]:
+    """Each of an entry's references as a link: the packet's review page, the run page, the
+    receipt page, the evidence file, the escalation, the stored event, the Stripe Dashboard."""
+    out: list[TimelineLink | SafeString | str] = []
+    for ref in entry.refs:
+        out.append(_link(ref, runs))
+    return [link for link in out if link]
+
+
+def _link(ref: Ref, runs: dict[str, int]) -> TimelineLink | SafeString | str:
+    if ref.kind == "stripe":
+        return stripe_link(ref.id) if ref.id else ""
+    if ref.kind == "packet" and ref.pk is not None:
+        return TimelineLink("review page", reverse("admin:disputes_packet_review", args=[ref.pk]))
+    if ref.kind == "run":
+        pk = ref.pk if ref.pk is not None else runs.get(ref.id)
+        if pk is None:
+            return ""
+        return TimelineLink(
+            f"run {ref.id}", reverse("admin:verification_verificationrun_change", args=[pk])
+        )
+    if ref.kind == "receipt":
+        url = receipt_url(ref.id)
+        return TimelineLink(f"receipt {ref.id[:18]}…", url) if url else ""
+    if ref.kind == "evidence" and ref.pk is not None:
+        return TimelineLink("evidence", reverse("admin:disputes_evidence_change", args=[ref.pk]))
+    if ref.kind == "escalation" and ref.pk is not None:
+        return TimelineLink(
+            f"escalation {ref.pk}", reverse("admin:verification_escalation_change", args=[ref.pk])
+        )
+    if ref.kind == "event" and ref.pk is not None:
+        return TimelineLink(
+            "stored event", reverse("admin:verification_providerevent_change", args=[ref.pk])
+        )
+    return ""
+
+
+def timeline_rows(dispute: Dispute) -> list[tuple[TimelineEntry, list[Any]]]:
+    entries = dispute_timeline(dispute)
+    wanted = {r.id for e in entries for r in e.refs if r.kind == "run" and r.pk is None}
+    runs = dict(VerificationRun.objects.filter(public_id__in=wanted).values_list("public_id", "pk"))
+    return [(entry, _links(entry, runs)) for entry in entries]
