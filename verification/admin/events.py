@@ -1,0 +1,99 @@
+"""The provider events received by webhook (read-only), with whether and how they were
+processed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.formats import date_format
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from core.admin_base import ReadOnlyAdmin
+from core.dashboard import stripe_link
+from verification.admin.shared import (
+    pretty_json,
+)
+from verification.models import (
+    ProviderEvent,
+)
+
+
+class ProcessedFilter(admin.SimpleListFilter):
+    title = "processed"
+    parameter_name = "processed"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Processed"), ("no", "Not processed")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "yes":
+            return queryset.filter(processed_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(processed_at__isnull=True)
+        return queryset
+
+
+EVENT_FIELDS = (
+    "provider",
+    "event_id",
+    "dashboard",
+    "type",
+    "provider_created_at",
+    "received_at",
+    "processed_at",
+    "duplicates",
+    "attempts",
+    "next_attempt_at",
+    "processing_error",
+    "payload_json",
+)
+
+
+@admin.register(ProviderEvent)
+class ProviderEventAdmin(ReadOnlyAdmin):
+    list_display = (
+        "event_id",
+        "dashboard",
+        "type",
+        "provider_created_at",
+        "received_at",
+        "processed_at",
+        "duplicates",
+        "attempts",
+    )
+    list_filter = ("type", ProcessedFilter)
+    search_fields = ("event_id",)
+    date_hierarchy = "received_at"
+    fieldsets = (
+        (
+            None,
+            {"fields": EVENT_FIELDS},
+        ),
+        ("The body exactly as received", {"classes": ("collapse",), "fields": ("raw",)}),
+    )
+    readonly_fields = (*EVENT_FIELDS, "raw")
+
+    @admin.display(description="Stripe")
+    def dashboard(self, obj: ProviderEvent) -> SafeString | str:
+        """The event, and the object it is about, in the Stripe Dashboard."""
+        data = obj.payload.get("data") if isinstance(obj.payload, dict) else None
+        inner = data.get("object") if isinstance(data, dict) else None
+        object_id = inner.get("id") if isinstance(inner, dict) else None
+        links = [stripe_link(obj.event_id)]
+        if isinstance(object_id, str) and object_id:
+            links.append(stripe_link(object_id))
+        return format_html_join(mark_safe("<br>"), "{}", ((link,) for link in links))
+
+    @admin.display(description="provider created", ordering="provider_created")
+    def provider_created_at(self, obj: ProviderEvent) -> str:
+        moment = datetime.fromtimestamp(obj.provider_created, UTC)
+        return f"{date_format(moment, 'DATETIME_FORMAT')} ({obj.provider_created})"
+
+    @admin.display(description="payload")
+    def payload_json(self, obj: ProviderEvent) -> SafeString:
+        return format_html('<pre class="vouch-json">{}</pre>', pretty_json(obj.payload))

@@ -1,0 +1,254 @@
+"""The run page: what was checked, what was decided and on what evidence, with the timeline of
+the attempts (read-only: the engine alone writes runs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, short_id, two_lines
+from core.dashboard import stripe_link
+from verification.admin.shared import (
+    KINDS,
+    LEVEL_MEANINGS,
+    SUPPORTS,
+    VERDICT_TONES,
+    compact_json,
+    duration,
+    pretty_json,
+)
+from verification.contracts import Contract, get_contract
+from verification.models import (
+    Attempt,
+    Observation,
+    VerificationRun,
+)
+
+
+@dataclass(frozen=True)
+class ConditionRow:
+    name: str
+    kind: str
+    meaning: str
+    result: str
+    tone: str  # good | bad | unknown
+    actual: str
+    expected: str
+
+
+@dataclass(frozen=True)
+class ObservationRow:
+    observation: Observation
+    level_meaning: str
+    channel_description: str
+    data: str
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    attempt: Attempt
+    label: str
+    tone: str
+    decided_run: bool
+    conditions: list[ConditionRow] = field(default_factory=list)
+    observations: list[ObservationRow] = field(default_factory=list)
+
+
+def _meanings(contract: Contract | None) -> dict[str, str]:
+    """What each of the contract's conditions means, by name, in the contract's own words."""
+    if contract is None:
+        return {}
+    meanings = {c.name: c.meaning for c in contract.verified}
+    meanings |= {c.name: f"{c.reason} (class: {c.class_})" for c in contract.contradicted}
+    meanings |= {r.name: f"{r.reason} (would be {r.verdict})" for r in contract.pre_completion}
+    return meanings
+
+
+def _condition_row(raw: Any, meanings: dict[str, str]) -> ConditionRow:
+    item = raw if isinstance(raw, dict) else {"name": str(raw)}
+    kind = str(item.get("kind", ""))
+    result = str(item.get("result", "unknown"))
+    if result not in ("true", "false"):
+        tone = "unknown"
+    else:
+        tone = "good" if SUPPORTS.get(kind) == result else "bad"
+    name = str(item.get("name", ""))
+    return ConditionRow(
+        name=name,
+        kind=KINDS.get(kind, kind),
+        meaning=meanings.get(name, ""),
+        result=result,
+        tone=tone,
+        actual=compact_json(item.get("actual")),
+        expected=compact_json(item.get("expected")),
+    )
+
+
+def _attempt_label(attempt: Attempt) -> str:
+    if attempt.number:
+        return f"Attempt #{attempt.number} ({attempt.trigger})"
+    return f"{attempt.trigger.capitalize()}-triggered attempt"
+
+
+def provider_objects(run: VerificationRun) -> list[tuple[str, str]]:
+    """The provider objects a run is about, as (label, id): the object the action returned and
+    the charge of its input."""
+    result = run.action_result if isinstance(run.action_result, dict) else {}
+    inputs = run.input if isinstance(run.input, dict) else {}
+    found: list[tuple[str, str]] = []
+    for label, value in (
+        ("object", result.get("id")),
+        ("charge", inputs.get("charge") or result.get("charge")),
+        ("PaymentIntent", result.get("payment_intent")),
+    ):
+        if isinstance(value, str) and value and all(value != seen for _, seen in found):
+            found.append((label, value))
+    return found
+
+
+def run_page_context(run: VerificationRun) -> dict[str, Any]:
+    try:
+        contract: Contract | None = get_contract(run.contract_id)
+    except LookupError:
+        contract = None
+    channels = {c.name: c.description for c in contract.channels} if contract else {}
+    meanings = _meanings(contract)
+    attempts = run.attempts.order_by("started_at", "id").prefetch_related("observations")
+    timeline = [
+        AttemptRow(
+            attempt=attempt,
+            label=_attempt_label(attempt),
+            tone=VERDICT_TONES.get(attempt.verdict, "neutral"),
+            decided_run=attempt.pk == run.decided_by_id,
+            conditions=[_condition_row(c, meanings) for c in attempt.conditions or []],
+            observations=[
+                ObservationRow(
+                    observation=o,
+                    level_meaning=LEVEL_MEANINGS.get(o.level, ""),
+                    channel_description=channels.get(o.channel, ""),
+                    data=pretty_json(o.data),
+                )
+                for o in attempt.observations.all()
+            ],
+        )
+        for attempt in attempts
+    ]
+    return {
+        "run": run,
+        "contract": contract,
+        "contract_outdated": contract is not None and contract.version != run.contract_version,
+        "max_attempts": contract.timing.max_attempts if contract else None,
+        "stale_read_window": duration(contract.timing.stale_read_window_ms) if contract else "",
+        "verdict_tone": VERDICT_TONES.get(run.verdict, "neutral"),
+        "input_json": pretty_json(run.input),
+        "provider_objects": provider_objects(run),
+        "action_result_json": pretty_json(run.action_result),
+        "correlation": [
+            (key, compact_json(value)) for key, value in sorted((run.correlation or {}).items())
+        ],
+        "timeline": timeline,
+        "decided_by_label": next((row.label for row in timeline if row.decided_run), ""),
+        "escalations": run.escalations.select_related("resolved_by").order_by("created_at", "id"),
+    }
+
+
+@admin.register(VerificationRun)
+class VerificationRunAdmin(AmountSearchAdmin, ReadOnlyAdmin):
+    """Verdict first: it is what a person decides by; then what the run is about (the provider
+    object, linked to the Stripe Dashboard) and its amount."""
+
+    list_display = (
+        "verdict_badge",
+        "run",
+        "about",
+        "tries",
+        "created",
+        "decided",
+    )
+    list_display_links = ("run",)
+    list_filter = ("verdict", "contract_id")
+    # Provider ids (refund, charge, PaymentIntent) match a resolved correlation key exactly, or
+    # the run's input charge or the provider object it verifies.
+    search_fields = ("public_id", "operation_id", "=keys__value")
+    search_help_text = (
+        "Run id, operation (idempotency key), refund (re_…), charge (ch_…) or PaymentIntent "
+        "(pi_…) id, or an amount in dollars (12.50)."
+    )
+    date_hierarchy = "created_at"
+    change_form_template = "admin/verification/verificationrun/change_form.html"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[VerificationRun], search_term: str
+    ) -> tuple[QuerySet[VerificationRun], bool]:
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if term and " " not in term:
+            results = results | queryset.filter(
+                Q(input__charge=term)
+                | Q(action_result__id=term)
+                | Q(action_result__payment_intent=term)
+                | Q(action_result__charge=term)
+            )
+            may_have_duplicates = True
+        return results, may_have_duplicates
+
+    def rows_with_amount(self, queryset: QuerySet[Any], amount_micro: int) -> QuerySet[Any]:
+        # Runs hold the amount as the provider took it: whole cents.
+        if amount_micro % 10_000:
+            return queryset.none()
+        return queryset.filter(input__amount=amount_micro // 10_000)
+
+    @admin.display(description="verdict", ordering="verdict")
+    def verdict_badge(self, obj: VerificationRun) -> SafeString:
+        return format_html(
+            '<span class="vouch-badge vouch-{}">{}</span>{}',
+            VERDICT_TONES.get(obj.verdict, "neutral"),
+            obj.verdict,
+            format_html('<br><span class="vouch-quiet">{}</span>', obj.verdict_class)
+            if obj.verdict_class
+            else "",
+        )
+
+    @admin.display(description="tries", ordering="attempts_made")
+    def tries(self, obj: VerificationRun) -> int:
+        """Scheduled attempts so far."""
+        return obj.attempts_made
+
+    @admin.display(description="run", ordering="public_id")
+    def run(self, obj: VerificationRun) -> SafeString:
+        return format_html(
+            '{}<span class="vouch-sub">{}</span>', short_id(obj.public_id), obj.contract_id
+        )
+
+    @admin.display(description="about")
+    def about(self, obj: VerificationRun) -> SafeString | str:
+        """The provider object (linked to the Dashboard) and the amount asked, in dollars."""
+        result = obj.action_result if isinstance(obj.action_result, dict) else {}
+        inputs = obj.input if isinstance(obj.input, dict) else {}
+        subject = str(result.get("id") or inputs.get("charge") or "")
+        cents = inputs.get("amount")
+        amount = (
+            f"${cents // 100:,}.{cents % 100:02d}"
+            if isinstance(cents, int) and not isinstance(cents, bool)
+            else ""
+        )
+        return format_html(
+            '{}<span class="vouch-sub">{}</span>', stripe_link(subject) if subject else "—", amount
+        )
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: VerificationRun) -> SafeString:
+        return two_lines(obj.created_at)
+
+    @admin.display(description="decided", ordering="decided_at")
+    def decided(self, obj: VerificationRun) -> SafeString | str:
+        return two_lines(obj.decided_at) if obj.decided_at else "—"
+
+    def page_context(self, request: HttpRequest, obj: VerificationRun | None) -> dict[str, Any]:
+        return run_page_context(obj) if obj is not None else {}
