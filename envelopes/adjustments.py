@@ -69,14 +69,9 @@ from envelopes.models import (
 )
 from envelopes.money import to_cents
 from envelopes.provider_reads import Answer, provider_read_store
-from envelopes.services import (
-    PROVIDER_KEY_TTL,
-    REFUND_CONTRACT,
-    _funding_move,
-    _move,
-    _provider,
-    charge_run_start,
-)
+from envelopes.services.funding import charge_run_start
+from envelopes.services.journal import PROVIDER_KEY_TTL, _funding_move, _move, _provider
+from envelopes.services.refunds import REFUND_CONTRACT
 from envelopes.signals import adjustment_applied
 from providers import Outcome, Page
 from providers import ProviderUnavailable as PageUnreadable

@@ -412,10 +412,10 @@ def test_a_confirmation_whose_refund_failed_after_reserving_is_finished_by_the_n
     def fails(**kwargs: Any) -> RefundOperation:
         raise RuntimeError("the process failed after reserving")
 
-    monkeypatch.setattr(envelopes_services, "refund_send", fails)
+    monkeypatch.setattr(envelopes_services.refunds, "refund_send", fails)
     with pytest.raises(RuntimeError):
         refund_request_confirm(user=alice.user, request_id=request_id, shown_digest=shown)
-    monkeypatch.setattr(envelopes_services, "refund_send", real_send)
+    monkeypatch.setattr(envelopes_services.refunds, "refund_send", real_send)
     operation = RefundOperation.objects.get()
     request.refresh_from_db()
     assert (request.status, request.confirm_lease_until) == (RefundRequest.Status.PENDING, None)

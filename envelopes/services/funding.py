@@ -1,0 +1,456 @@
+"""Funding: an envelope's creation and top-ups (one provider charge each), their recording, lookup
+after the provider forgot the key, and the provider's events about payments and refunded charges.
+The provider is never called inside a transaction: reserve and commit, call, then record."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.db.models import Max, Sum
+from django.utils import timezone
+
+from core.crash import crash_point
+from core.exceptions import VouchError
+from core.idempotency import (
+    idempotency_attach,
+    idempotency_renew,
+    idempotency_settle_error,
+)
+from core.services import audit_record
+from envelopes.exceptions import (
+    CardDeclined,
+    InvalidAmount,
+    InvalidPaymentMethod,
+    PaymentRefused,
+    ProviderUnavailable,
+    UnsupportedCurrency,
+)
+from envelopes.locks import lock_envelope
+from envelopes.models import (
+    MICRO_PER_CENT,
+    Envelope,
+    FundingLeg,
+    FundingStatus,
+    JournalEntry,
+    RefundLeg,
+)
+from envelopes.money import to_cents
+from envelopes.services.journal import PROVIDER_KEY_TTL, _move, _provider
+from envelopes.services.releases import foreign_refund_release, refund_leg_release
+from providers import Outcome, OutcomeKind
+from verification import clock
+from verification.services import (
+    escalation_open,
+    verification_start,
+)
+from verification.subjects import Subject
+
+if TYPE_CHECKING:
+    from accounts.models import User
+    from core.models import IdempotencyRecord
+
+logger = logging.getLogger("vouch.envelopes")
+
+MIN_FUNDING_MICRO = 1_000_000
+MAX_ENVELOPE_MICRO = 5_000_000_000
+CHARGE_CONTRACT = "stripe.charge.succeeded"
+
+
+def _check_funding(amount_micro: Any, currency: str | None) -> int:
+    if currency is not None and str(currency).lower() != "usd":
+        raise UnsupportedCurrency(f"Only USD is supported, not {currency!r}.")
+    if not isinstance(amount_micro, int) or isinstance(amount_micro, bool):
+        raise InvalidAmount("amount_micro must be an integer number of micro-dollars.")
+    if amount_micro % MICRO_PER_CENT:
+        raise InvalidAmount(
+            "A funding amount is a whole number of cents (a multiple of 10,000 micro)."
+        )
+    if amount_micro < MIN_FUNDING_MICRO:
+        raise InvalidAmount("Each funding charge is at least 1,000,000 micro ($1.00).")
+    if amount_micro > MAX_ENVELOPE_MICRO:
+        raise InvalidAmount(
+            "An envelope's total funding is at most 5,000,000,000 micro ($5,000.00)."
+        )
+    return amount_micro
+
+
+@dataclass
+class FundingResult:
+    envelope: Envelope
+    leg: FundingLeg
+
+    @property
+    def pending(self) -> bool:
+        return self.leg.status == FundingStatus.PENDING
+
+
+def _gone(what: str) -> PaymentRefused:
+    """A resumed request whose funding leg is gone: only a definite refusal deletes one, and that
+    refusal is stored as the request's answer in the same transaction, so this is never reached
+    unless rows were removed by hand. Nothing was charged."""
+    return PaymentRefused(
+        f"The provider refused this payment earlier; nothing was charged ({what} is gone).",
+        details={"resource": what},
+    )
+
+
+def envelope_create(
+    *,
+    owner: User,
+    amount_micro: Any,
+    payment_method: str,
+    currency: str | None = None,
+    idempotency: IdempotencyRecord | None = None,
+) -> FundingResult:
+    """Create an envelope funded by one charge. A declined card leaves no envelope and no leg
+    (CardDeclined, kept as the request's answer); an unknown outcome leaves a pending leg that a
+    scheduled job, a provider event or a retry resolves — never by a second payment."""
+    if idempotency is not None and idempotency.resource:  # a resumed request: continue it
+        envelope = Envelope.objects.filter(public_id=idempotency.resource).first()
+        if envelope is None:
+            raise _gone(idempotency.resource)
+        return funding_send(leg=envelope.funding_legs.get(sequence=1), idempotency=idempotency)
+    amount = _check_funding(amount_micro, currency)
+    with transaction.atomic():
+        envelope = Envelope.objects.create(owner=owner)
+        leg = FundingLeg(
+            envelope=envelope,
+            kind=FundingLeg.Kind.ORIGINAL,
+            sequence=1,
+            amount_micro=amount,
+            payment_method=payment_method,
+        )
+        leg.idempotency_key = f"{envelope.public_id}:{leg.public_id}"  # this leg's alone
+        leg.save()
+        idempotency_attach(idempotency, envelope.public_id)
+    crash_point("funding_after_reserve")
+    return funding_send(leg=leg, idempotency=idempotency)
+
+
+def envelope_top_up(
+    *,
+    envelope: Envelope,
+    amount_micro: Any,
+    payment_method: str,
+    currency: str | None = None,
+    idempotency: IdempotencyRecord | None = None,
+) -> FundingResult:
+    """Another funding charge on an envelope, under the same rules as its creation."""
+    if idempotency is not None and idempotency.resource:  # a resumed request: continue it
+        leg = FundingLeg.objects.filter(public_id=idempotency.resource).first()
+        if leg is None:
+            raise _gone(idempotency.resource)
+        return funding_send(leg=leg, idempotency=idempotency)
+    amount = _check_funding(amount_micro, currency)
+    with transaction.atomic():
+        locked = lock_envelope(envelope.pk)
+        legs = locked.funding_legs.exclude(status=FundingStatus.ABANDONED)
+        committed = legs.aggregate(total=Sum("amount_micro"))["total"] or 0  # pending ones too
+        if committed + amount > MAX_ENVELOPE_MICRO:
+            raise InvalidAmount(
+                "An envelope's total funding is at most 5,000,000,000 micro ($5,000.00)."
+            )
+        sequence = (locked.funding_legs.aggregate(last=Max("sequence"))["last"] or 0) + 1
+        leg = FundingLeg(
+            envelope=locked,
+            kind=FundingLeg.Kind.TOP_UP,
+            sequence=sequence,
+            amount_micro=amount,
+            payment_method=payment_method,
+        )
+        # The key names this leg alone. A declined top-up's leg is removed, so its sequence
+        # number comes again; a key built from it reached the provider with other parameters
+        # (idempotency_error, pending forever) or replayed the old decline to the new top-up.
+        leg.idempotency_key = f"{locked.public_id}:{leg.public_id}"
+        leg.save()
+        idempotency_attach(idempotency, leg.public_id)
+    crash_point("funding_after_reserve")
+    return funding_send(leg=leg, idempotency=idempotency)
+
+
+def _funding_metadata(leg: FundingLeg) -> dict[str, str]:
+    return {"vouch_envelope": leg.envelope.public_id, "vouch_funding": leg.public_id}
+
+
+def funding_send(*, leg: FundingLeg, idempotency: IdempotencyRecord | None = None) -> FundingResult:
+    """Call the provider for a pending funding leg (again: the key makes it safe) and record. Once
+    the provider may have forgotten the key (PROVIDER_KEY_TTL after the leg was made), sending it
+    again could charge the buyer a second time: the PaymentIntent is looked up instead."""
+    if leg.status == FundingStatus.SUCCEEDED:
+        return FundingResult(leg.envelope, leg)
+    if leg.status == FundingStatus.ABANDONED:
+        raise PaymentRefused(
+            "No payment was made for this funding charge: the provider holds none, as a person "
+            "confirmed.",
+            details={"funding_id": leg.public_id},
+        )
+    idempotency_renew(idempotency)
+    if clock.now() - leg.created_at > PROVIDER_KEY_TTL:
+        return funding_leg_find(leg=leg)
+    outcome = _provider().payment_create(
+        amount_cents=to_cents(leg.amount_micro),
+        currency="usd",
+        payment_method=leg.payment_method,
+        idempotency_key=leg.idempotency_key,
+        metadata=_funding_metadata(leg),
+    )
+    crash_point("funding_after_provider_call")
+    return funding_record(leg=leg, outcome=outcome)
+
+
+def _intent_is_the_legs(leg: FundingLeg, intent: dict[str, Any]) -> bool:
+    """A PaymentIntent found by a lookup or named by an event is this leg's only if it says so
+    (Vouch's metadata) and asks for the leg's amount and currency."""
+    metadata = intent.get("metadata") or {}
+    return (
+        metadata.get("vouch_funding") == leg.public_id
+        and intent.get("amount") == to_cents(leg.amount_micro)
+        and str(intent.get("currency") or "").lower() == "usd"
+    )
+
+
+def funding_leg_find(*, leg: FundingLeg) -> FundingResult:
+    """After the provider has forgotten the key: read the PaymentIntent (by its id if known, else
+    by Vouch's metadata) and record what it shows. Never creates one. Nothing found: one
+    escalation (with its notification) for a person; the leg stays pending (not funded money)."""
+    provider = _provider()
+    if leg.payment_intent_id:
+        read = provider.payment_intent_read(leg.payment_intent_id)
+        if read.refused:
+            intents: list[dict[str, Any]] = []
+        elif not read.accepted:
+            return FundingResult(leg.envelope, leg)  # unknown: look again on the next tick
+        else:
+            intents = [read.require()]
+    else:
+        found = provider.payment_intents_with_metadata("vouch_funding", leg.public_id)
+        if not found.accepted:
+            return FundingResult(leg.envelope, leg)
+        intents = list(found.require()["data"])
+    intents = [intent for intent in intents if _intent_is_the_legs(leg, intent)]
+    succeeded = [intent for intent in intents if intent.get("status") == "succeeded"]
+    if len(succeeded) > 1:  # charged more than once (by code older than this lookup)
+        escalation_open(
+            verdict="CONTRADICTED",
+            verdict_class="duplicate side effect",
+            reason=f"The provider holds {len(succeeded)} succeeded PaymentIntents for funding leg "
+            f"{leg.public_id}: {', '.join(str(i['id']) for i in succeeded)}. The oldest is "
+            "recorded; refund the others.",
+            subject=Subject("funding_leg", leg.public_id, money=True),
+        )
+    if intents:
+        chosen = min(succeeded or intents, key=lambda intent: int(intent.get("created") or 0))
+        return funding_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, chosen))
+    escalation_open(
+        verdict="UNVERIFIABLE",
+        verdict_class="not at the provider",
+        reason=f"Funding leg {leg.public_id} ({leg.amount_micro:,} micro) is pending, its "
+        "idempotency key has expired at the provider, and the provider holds no PaymentIntent "
+        "for it (looked up by "
+        + (f"id {leg.payment_intent_id}" if leg.payment_intent_id else "Vouch's metadata")
+        + "). Nothing is counted as funded. Check the Stripe Dashboard, then propose an "
+        "adjustment: abandon the leg, or accept it naming the PaymentIntent.",
+        subject=Subject("funding_leg", leg.public_id, money=True),
+    )
+    return FundingResult(leg.envelope, leg)
+
+
+def _refusal_of(intent: dict[str, Any]) -> Outcome | None:
+    """A PaymentIntent that shows its payment failed (a decline, or canceled) as the refusal it
+    is; None for one still on its way (processing, requires_action)."""
+    status = intent.get("status")
+    if status not in ("requires_payment_method", "canceled"):
+        return None
+    error = intent.get("last_payment_error") or {}
+    if status == "requires_payment_method" and not error:
+        return None  # never confirmed: not a refusal yet
+    card = error.get("type") == "card_error"
+    return Outcome(
+        OutcomeKind.REFUSED,
+        error_code=str(error.get("code") or ("card_declined" if card else status)),
+        error_message=str(error.get("message") or "The payment failed."),
+        http_status=402 if card else 400,
+        error_detail=dict(error),
+    )
+
+
+def _funding_refusal(outcome: Outcome) -> VouchError:
+    if outcome.http_status == 402:
+        return CardDeclined(
+            outcome.error_code or "card_declined",
+            outcome.error_message,
+            details={"decline_code": outcome.error_detail.get("decline_code")},
+        )
+    if outcome.error_detail.get("param") == "payment_method":
+        return InvalidPaymentMethod(details={"provider_code": outcome.error_code})
+    if outcome.http_status in (401, 403):  # our credentials: nothing could be attempted
+        return ProviderUnavailable()
+    return PaymentRefused(details={"provider_code": outcome.error_code})
+
+
+def funding_record(*, leg: FundingLeg, outcome: Outcome) -> FundingResult:
+    """Record a funding charge's answer, once, whoever brings it (the request, the resumption
+    job, a provider event). Succeeded: the leg becomes funded money (one journal entry) and, in
+    the same transaction, a `stripe.charge.succeeded` verification run starts, so the charge is
+    proven by a readback rather than believed from the PaymentIntent's answer. A definite
+    refusal (or a PaymentIntent that shows one) removes the pending leg — and the envelope of a
+    declined creation — and is kept as the answer of the request that made it. Anything else
+    stays pending, with the PaymentIntent's id when known (for the lookup by id)."""
+    if outcome.accepted:
+        intent = outcome.require()
+        if intent.get("status") == "succeeded":
+            return _funding_succeeded(leg, intent)
+        refusal = _refusal_of(intent)
+        if refusal is None:
+            FundingLeg.objects.filter(pk=leg.pk, status=FundingStatus.PENDING).update(
+                payment_intent_id=str(intent.get("id") or "")[:100]
+            )
+            leg.refresh_from_db()
+            return FundingResult(leg.envelope, leg)
+        outcome = refusal
+    if outcome.refused:
+        error = _funding_refusal(outcome)
+        with transaction.atomic():
+            envelope = (
+                Envelope.objects.select_for_update(of=("self",)).filter(pk=leg.envelope_id).first()
+            )
+            if envelope is not None:  # else a provider event recorded this refusal first
+                FundingLeg.objects.filter(pk=leg.pk, status=FundingStatus.PENDING).delete()
+                idempotency_settle_error(resource=leg.public_id, error=error)
+                if leg.sequence == 1 and not envelope.funding_legs.exists():
+                    idempotency_settle_error(resource=envelope.public_id, error=error)
+                    envelope.delete()  # a declined creation leaves nothing behind
+        crash_point("funding_after_record")
+        raise error
+    # Unknown: a pending leg, not funded money.
+    fresh = FundingLeg.objects.select_related("envelope").filter(pk=leg.pk).first()
+    if fresh is None:  # a provider event recorded a refusal meanwhile
+        raise _gone(leg.public_id)
+    return FundingResult(fresh.envelope, fresh)
+
+
+def _funding_succeeded(leg: FundingLeg, intent: dict[str, Any]) -> FundingResult:
+    latest = intent.get("latest_charge")
+    charge_id = str((latest.get("id") if isinstance(latest, dict) else latest) or "")
+    with transaction.atomic():
+        envelope = lock_envelope(leg.envelope_id)
+        fresh = FundingLeg.objects.select_for_update(of=("self",)).get(pk=leg.pk)
+        if fresh.status == FundingStatus.PENDING:
+            fresh.status = FundingStatus.SUCCEEDED
+            fresh.payment_intent_id = intent["id"]
+            fresh.charge_id = charge_id
+            fresh.funded_at = timezone.now()
+            fresh.save(update_fields=["status", "payment_intent_id", "charge_id", "funded_at"])
+            _move(
+                envelope,
+                JournalEntry.Kind.FUND,
+                funded=fresh.amount_micro,
+                unspent=fresh.amount_micro,
+                funding_leg=fresh,
+            )
+            charge_run_start(leg=fresh, intent=intent)
+    crash_point("funding_after_record")
+    return FundingResult(envelope, fresh)
+
+
+def charge_run_start(*, leg: FundingLeg, intent: dict[str, Any]) -> None:
+    """Start the `stripe.charge.succeeded` run of a funding leg just counted as funded, in the
+    caller's transaction: the charge is proven by a readback, not believed."""
+    if not leg.charge_id:  # without a charge id there is nothing to read back
+        logger.warning("funding leg %s succeeded without a charge id", leg.public_id)
+        return
+    verification_start(
+        contract_id=CHARGE_CONTRACT,
+        operation_id=leg.idempotency_key,
+        operation_created_at=leg.created_at,
+        input={"charge": leg.charge_id, "amount": to_cents(leg.amount_micro)},
+        # The action's own claim (E1): the charge as the PaymentIntent names it.
+        action_result={
+            "id": leg.charge_id,
+            "object": "charge",
+            "payment_intent": intent["id"],
+            "amount": intent.get("amount"),
+            "currency": intent.get("currency"),
+        },
+    )
+
+
+FUNDING_REFUSALS = (CardDeclined, InvalidPaymentMethod, PaymentRefused, ProviderUnavailable)
+
+
+def funding_on_provider_event(*, event: dict[str, Any]) -> None:
+    """`payment_intent.succeeded` / `payment_intent.payment_failed`: a pending leg settles without
+    waiting for the job. The PaymentIntent is read again (events may be stale or out of order)
+    and recorded as the request would have; a PaymentIntent Vouch did not make changes nothing."""
+    obj = (event.get("data") or {}).get("object") or {}
+    if not isinstance(obj, dict) or obj.get("object") != "payment_intent":
+        return
+    funding_id = str((obj.get("metadata") or {}).get("vouch_funding") or "")
+    leg = FundingLeg.objects.select_related("envelope").filter(public_id=funding_id).first()
+    if leg is None or leg.status != FundingStatus.PENDING:
+        return
+    read = _provider().payment_intent_read(str(obj.get("id") or ""))
+    if not read.accepted:
+        if read.refused:
+            return  # no such PaymentIntent: the event lied or was forged; the job looks later
+        raise RuntimeError(
+            f"PaymentIntent {obj.get('id')} could not be read: {read.error_code} "
+            f"({read.error_message})"
+        )
+    if not _intent_is_the_legs(leg, read.require()):
+        return
+    with contextlib.suppress(*FUNDING_REFUSALS):
+        funding_record(leg=leg, outcome=read)
+
+
+def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
+    """`charge.refunded`: read the charge again (events may be stale) and compare what the
+    provider has refunded on it with what Vouch's refund legs hold. A refund Vouch has not seen
+    go back (failed or canceled) is released through the one release service; more refunded at
+    the provider than Vouch holds or has in flight is a refund made elsewhere (the Dashboard):
+    recorded as an audit event — no money moves by itself (a person, or reconciliation, acts)."""
+    obj = (event.get("data") or {}).get("object") or {}
+    charge_id = str(obj.get("id") or "") if isinstance(obj, dict) else ""
+    funding = FundingLeg.objects.filter(charge_id=charge_id).first() if charge_id else None
+    if funding is None:
+        return
+    read = _provider().charge_read(charge_id)
+    if not read.accepted:
+        if read.refused:
+            return
+        raise RuntimeError(
+            f"charge {charge_id} could not be read: {read.error_code} ({read.error_message})"
+        )
+    charge = read.require()
+    embedded = (charge.get("refunds") or {}).get("data") or []
+    for refund in embedded:
+        if refund.get("status") in ("failed", "canceled"):
+            leg = RefundLeg.objects.filter(provider_refund_id=str(refund.get("id"))).first()
+            if leg is not None:
+                refund_leg_release(
+                    leg=leg, reason=f"provider reports {refund['status']}", provider_refund=refund
+                )
+            else:  # a refund made outside Vouch, recorded by an adjustment
+                foreign_refund_release(
+                    provider_refund=refund, source=f"charge.refunded {event.get('id')}"
+                )
+    funding.refresh_from_db()
+    provider_micro = int(charge.get("amount_refunded") or 0) * MICRO_PER_CENT
+    if provider_micro > funding.refunded_micro + funding.reserved_micro:
+        audit_record(
+            actor=None,
+            action="charge.refunded_elsewhere",
+            target_type="funding_leg",
+            target_id=funding.public_id,
+            details={
+                "charge": charge_id,
+                "provider_amount_refunded": charge.get("amount_refunded"),
+                "vouch_refunded_micro": funding.refunded_micro,
+                "vouch_reserved_micro": funding.reserved_micro,
+                "event": event.get("id"),
+            },
+        )
