@@ -1,9 +1,10 @@
-"""The README's demo walkthrough runs as written: every ```sh block between `<!-- demo:start -->`
-and `<!-- demo:end -->` is run in order, in one bash, against a fresh `make run` (its addresses in
-BASE and SANDBOX), and each answer the blocks keep in a variable is checked. The approval and the
-filing, which the README has a person do in the admin as `ops` and `lead`, are done here by the
-same services the admin's review page calls, as those users; then the README's readback block must
-show the packet filed and the submission at the provider."""
+"""The demo walkthrough (docs/getting-started.md, which the README points to) runs as written:
+every ```sh block between `<!-- demo:start -->` and `<!-- demo:end -->` is run in order, in one
+bash, against a fresh `make run` (its addresses in BASE and SANDBOX), and each answer the blocks
+keep in a variable is checked. The approval and the filing, which the page has a person do in the
+admin as `ops` and `lead`, are done here by the same services the admin's review page calls, as
+those users; then the page's readback block must show the packet filed and the submission at the
+provider."""
 
 import json
 import re
@@ -16,13 +17,13 @@ from typing import Any
 
 from tests.test_smoke_run import ROOT, make_run
 
-README = ROOT / "README.md"
+WALKTHROUGH = ROOT / "docs" / "getting-started.md"
 VARIABLES = (
     "ME", "CREATED", "TOPPED", "ENVELOPE", "CHARGE", "LISTED", "ENVELOPE_READ", "REFUSED",
     "REFUNDED", "REFUND", "REFUNDS", "REFUND_READ", "VERIFICATION", "SECOND", "SECOND_CHARGE",
     "OUTSIDE", "DISPUTE", "RECORDED", "VOUCH_DISPUTE", "PACKET", "OPS_TOKEN",
 )  # fmt: skip
-# As the review page does (disputes/admin.py): `ops` approves the digest shown, `lead` files it.
+# As the packet's review page in the admin does: `ops` approves the digest shown, `lead` files it.
 APPROVE_AND_FILE = """
 from accounts.models import User
 from disputes.models import Packet
@@ -40,7 +41,7 @@ packet = packet_file(
 )
 print("filing:", packet.filing_status)
 """
-MARK = "__README_DEMO_VARIABLES__"
+MARK = "__DEMO_VARIABLES__"
 
 
 def demo_blocks(text: str) -> list[str]:
@@ -73,9 +74,9 @@ def _approve_and_file(env: dict[str, str], packet_id: str) -> None:
 
 
 def _readback(env: dict[str, str], found: dict[str, str]) -> list[Any]:
-    """Run the README's readback block (its helpers and variables set) until the packet is
+    """Run the walkthrough's readback block (its helpers and variables set) until the packet is
     filed; its two answers."""
-    text = README.read_text()
+    text = WALKTHROUGH.read_text()
     script = "\n".join(
         [
             "set -euo pipefail",
@@ -104,7 +105,7 @@ def _run_demo(env: dict[str, str]) -> tuple[dict[str, str], str]:
         [
             "set -euo pipefail",
             "set -a",  # every variable the blocks set is exported, for the dump below
-            *demo_blocks(README.read_text()),
+            *demo_blocks(WALKTHROUGH.read_text()),
             "python3 -c 'import json, os, sys; print(sys.argv[1] + json.dumps({k: os.environ.get(k) for k in sys.argv[2:]}))' "  # noqa: E501
             + MARK
             + " "
@@ -131,7 +132,7 @@ def _ok(raw: str | None) -> Any:
     return body["data"]
 
 
-def test_the_readme_demo_runs_against_make_run(tmp_path: Path) -> None:
+def test_the_demo_walkthrough_runs_against_make_run(tmp_path: Path) -> None:
     with make_run(tmp_path / "var", noreload=True) as run:
         env = {**run.env, "BASE": run.base, "SANDBOX": run.sandbox_url}
         found, output = _run_demo(env)
