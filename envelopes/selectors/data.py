@@ -1,0 +1,234 @@
+"""What the API (and the MCP tools) show of envelopes and refunds: the caller's own rows, their
+figures, and a refund's preview."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db.models import QuerySet
+
+from core import db
+from core.exceptions import NotFound
+from envelopes.models import (
+    BALANCES,
+    Debit,
+    Envelope,
+    FundingLeg,
+    LegOutcome,
+    RefundLeg,
+    RefundOperation,
+)
+from envelopes.money import with_usd
+
+# The allocation rule is one function, shared with the refund that reserves it (a pure function:
+# no write happens through this import).
+from envelopes.services.allocation import refund_allocate
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+
+def envelope_get_owned(*, user: User, envelope_id: str) -> Envelope:
+    """The caller's envelope, or the very same NotFound as a missing one (SPEC §5)."""
+    envelope = Envelope.objects.filter(public_id=envelope_id, owner=user).first()
+    if envelope is None:
+        raise NotFound()
+    return envelope
+
+
+def envelopes_of(*, user: User) -> QuerySet[Envelope]:
+    return Envelope.objects.filter(owner=user).order_by("-created_at", "-id")
+
+
+def refund_get_owned(*, user: User, refund_id: str) -> RefundOperation:
+    operation = (
+        RefundOperation.objects.select_related("envelope")
+        .filter(public_id=refund_id, envelope__owner=user)
+        .first()
+    )
+    if operation is None:
+        raise NotFound()
+    return operation
+
+
+def balances(envelope: Envelope) -> dict[str, Any]:
+    return {name: getattr(envelope, name) for name in BALANCES}
+
+
+def _funding(leg: FundingLeg) -> dict[str, Any]:
+    return {
+        "funding_id": leg.public_id,
+        "kind": leg.kind,
+        "sequence": leg.sequence,
+        "status": leg.status,
+        "amount_micro": leg.amount_micro,
+        "refunded_micro": leg.refunded_micro,
+        "reserved_micro": leg.reserved_micro,
+        "charge": leg.charge_id or None,
+        "payment_intent": leg.payment_intent_id or None,
+        "created_at": leg.created_at.isoformat(),
+    }
+
+
+def _debit(debit: Debit) -> dict[str, Any]:
+    return {
+        "debit_id": debit.public_id,
+        "amount_micro": debit.amount_micro,
+        "reference": debit.reference,
+        "created_at": debit.created_at.isoformat(),
+    }
+
+
+def envelope_data(envelope: Envelope, *, detail: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "envelope_id": envelope.public_id,
+        "currency": envelope.currency,
+        **balances(envelope),
+        "created_at": envelope.created_at.isoformat(),
+    }
+    if detail:
+        data["funding_legs"] = [_funding(leg) for leg in envelope.funding_legs.order_by("sequence")]
+        data["debits"] = [_debit(d) for d in envelope.debits.order_by("created_at", "id")]
+        data["refunds"] = [
+            refund_summary(op)
+            for op in envelope.refunds.order_by("-created_at", "-id").prefetch_related("legs")
+        ]
+    return with_usd(data)
+
+
+def _leg(leg: RefundLeg) -> dict[str, Any]:
+    run = leg.verification_run
+    return {
+        "leg_id": leg.public_id,
+        "charge": leg.funding_leg.charge_id,
+        "amount_micro": leg.amount_micro,
+        "provider_refund_id": leg.provider_refund_id or None,
+        "outcome": leg.outcome,
+        "error_code": leg.error_code or None,
+        "released": leg.released,
+        "verification_verdict": run.verdict if run is not None else None,
+        "verification_run": run.public_id if run is not None else None,
+    }
+
+
+def refund_status(legs: list[RefundLeg]) -> str:
+    """The provider's answers: a void leg (never made, released by an approved correction) counts
+    as refused — its money is back."""
+    outcomes = {
+        LegOutcome.REFUSED if leg.outcome == LegOutcome.VOID else leg.outcome for leg in legs
+    }
+    if outcomes & {LegOutcome.RESERVED, LegOutcome.UNKNOWN}:
+        return "pending"
+    if outcomes == {LegOutcome.ACCEPTED}:
+        return "refunded"
+    if outcomes == {LegOutcome.REFUSED}:
+        return "failed"
+    return "partially_refunded"
+
+
+def verification_status(legs: list[RefundLeg]) -> str:
+    """pending until every accepted leg is decided; then verified, or attention; not_applicable
+    when no leg was accepted (nothing reached the provider to be proven)."""
+    accepted = [leg for leg in legs if leg.outcome == LegOutcome.ACCEPTED]
+    verdicts = [
+        leg.verification_run.verdict if leg.verification_run else "PENDING" for leg in accepted
+    ]
+    if (
+        any(leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN) for leg in legs)
+        or "PENDING" in verdicts
+    ):
+        return "pending"
+    if not accepted:
+        return "not_applicable"
+    return "verified" if all(v == "VERIFIED" for v in verdicts) else "attention"
+
+
+def refund_summary(operation: RefundOperation) -> dict[str, Any]:
+    legs = list(operation.legs.all())
+    return {
+        "refund_id": operation.public_id,
+        "status": refund_status(legs),
+        "requested_micro": operation.requested_micro,
+    }
+
+
+def refund_data(operation: RefundOperation) -> dict[str, Any]:
+    """The refund resource. Right after `envelope_refund` the legs are the ones it recorded (in
+    memory), and the balances those its last record read back (or read now, if that record moved
+    no money); otherwise everything is read in one query."""
+    if operation.recorded_legs is not None:
+        legs = sorted(operation.recorded_legs, key=lambda leg: leg.sequence)
+        envelope = operation.recorded_envelope  # as the last record left it
+        if envelope is None:  # plain SQL (core.db): the ORM spent more CPU building it than PG
+            rows = db.execute([db.select(Envelope, "id = %s", [operation.envelope_id])])[0]
+            envelope = db.instances(Envelope, rows)[0]
+        return _refund_body(operation, legs, envelope)
+    legs = list(
+        operation.legs.select_related("funding_leg", "verification_run", "operation__envelope")
+        # What the page shows of a run is its id and verdict, not its recorded evidence.
+        .defer(
+            "verification_run__input",
+            "verification_run__action_result",
+            "verification_run__correlation",
+        )
+        .order_by("sequence")
+    )
+    envelope = (
+        legs[0].operation.envelope if legs else Envelope.objects.get(pk=operation.envelope_id)
+    )
+    return _refund_body(operation, legs, envelope)
+
+
+def _refund_body(
+    operation: RefundOperation, legs: list[RefundLeg], envelope: Envelope
+) -> dict[str, Any]:
+    refunded = sum(
+        leg.amount_micro for leg in legs if leg.outcome == LegOutcome.ACCEPTED and not leg.released
+    )
+    failed = sum(leg.amount_micro for leg in legs if leg.released)
+    pending = sum(
+        leg.amount_micro for leg in legs if leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN)
+    )
+    return with_usd(
+        {
+            "refund_id": operation.public_id,
+            "envelope_id": envelope.public_id,
+            "status": refund_status(legs),
+            "requested_micro": operation.requested_micro,
+            "refunded_micro": refunded,
+            "failed_micro": failed,
+            "pending_micro": pending,
+            "remainder_micro": operation.remainder_micro,
+            "legs": [_leg(leg) for leg in legs],
+            "verification_status": verification_status(legs),
+            "balances": balances(envelope),
+            "created_at": operation.created_at.isoformat(),
+        }
+    )
+
+
+def refund_preview(*, envelope: Envelope, amount_micro: int | None) -> dict[str, Any]:
+    """The refund `envelope_refund` would make now (SPEC §3): the same last-in-first-out
+    allocation, each leg rounded down to a cent, read without locks and reserving nothing: what a
+    person is shown before confirming (SPEC §16). `amount_micro` None: the whole unspent balance.
+    Refuses as the refund would: `amount_exceeds_unspent`, `nothing_to_refund`. Pass an envelope
+    read just now: the preview is of the figures it holds."""
+    allocation = refund_allocate(envelope, amount_micro)
+    return with_usd(
+        {
+            "requested_micro": allocation.requested,
+            "legs": [
+                {
+                    "funding_id": leg.public_id,
+                    "kind": leg.kind,
+                    "sequence": leg.sequence,
+                    "charge": leg.charge_id or None,
+                    "amount_micro": amount,
+                }
+                for leg, amount in allocation.legs
+            ],
+            "total_micro": allocation.total,
+            "remainder_micro": allocation.requested - allocation.total,
+            "unspent_micro": envelope.unspent_micro,
+        }
+    )
