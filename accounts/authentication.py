@@ -60,6 +60,7 @@ class BearerTokenAuthentication(BaseAuthentication):
             raise exceptions.AuthenticationFailed("The token is not valid.") from exc
         token = api_token_authenticate(raw=raw)
         if token is None:
+            # OAuth tokens are for /mcp only (docs/decisions/0005-no-bearer-token-moves-money.md).
             if _is_oauth_access_token(raw):
                 raise OAuthTokenRefused()
             raise exceptions.AuthenticationFailed("The token is not valid.")

@@ -7,6 +7,7 @@ class User(AbstractUser):
     """Vouch's user: buyers and operations staff alike (staff by `is_staff` and permissions)."""
 
 
+# Tokens read; moving money needs a session: docs/decisions/0005-no-bearer-token-moves-money.md
 class ApiToken(models.Model):
     """A personal API token. Only its SHA-256 digest is stored; the token itself is shown once,
     when issued. Tokens may read; they never move money (SPEC §5)."""

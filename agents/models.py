@@ -12,6 +12,7 @@ def _refund_request_id() -> str:
     return public_id("rrq")
 
 
+# A proposal, not a refund: docs/decisions/0005-no-bearer-token-moves-money.md
 class RefundRequest(models.Model):
     class Status(models.TextChoices):
         # `expired` is not stored: a pending request whose `expires_at` has passed is expired.

@@ -238,6 +238,8 @@ def _lock(request: RefundRequest) -> RefundRequest:
     )
 
 
+# Money moves here only, for the owner, in a browser session:
+# docs/decisions/0005-no-bearer-token-moves-money.md
 def refund_request_confirm(*, user: User, request_id: str, shown_digest: str) -> Confirmation:
     """The owner confirms their request with the digest of the preview they were shown. Nothing
     moves unless the preview computed now is that one (else `changed`), the request is pending

@@ -11,6 +11,8 @@ def usd(micro: int) -> float:
     return float(Decimal(micro).scaleb(-6))
 
 
+# Integer micro-dollars everywhere, cents only here, rounded down:
+# docs/decisions/0001-micro-dollars.md
 def to_cents(micro: int) -> int:
     """The provider boundary: round down."""
     return micro // MICRO_PER_CENT

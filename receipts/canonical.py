@@ -15,6 +15,7 @@ RECEIPT_ID_PREFIX = "rcpt_"
 RECEIPT_ID_PATTERN = re.compile(r"^rcpt_[0-9a-f]{64}$")
 
 
+# Every digest and signature over JSON is over these bytes: docs/decisions/0004-rfc8785-digests.md
 def canonical_bytes(body: Mapping[str, Any]) -> bytes:
     """RFC 8785: keys sorted by UTF-16 code units, no insignificant whitespace, ECMAScript number
     formatting, UTF-8. Raises rfc8785.CanonicalizationError on a value JSON cannot carry exactly
