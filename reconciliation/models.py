@@ -19,6 +19,12 @@ from django.db.models import Q
 from envelopes.models import Adjustment as EnvelopeAdjustment
 from envelopes.models import public_id
 
+# The classes, their severities and what each compares: one registry entry per class
+# (reconciliation/classes.py, importable before the apps are ready).
+from reconciliation.classes import SEVERITY as SEVERITY
+from reconciliation.classes import DiscrepancyClass as DiscrepancyClass
+from reconciliation.classes import Severity as Severity
+
 
 class Adjustment(EnvelopeAdjustment):
     """The adjustments queue, and the permission `reconciliation.approve_adjustment`: whoever
@@ -196,50 +202,6 @@ class Observation(models.Model):
         return None if raw is None else hashlib.sha256(raw).hexdigest() == self.sha256
 
 
-class Severity(models.TextChoices):
-    MONEY = "money"
-    EVIDENCE = "evidence"
-    HYGIENE = "hygiene"
-
-
-class DiscrepancyClass(models.TextChoices):
-    CHARGE_MISSING = "charge_missing"
-    CHARGE_MISMATCH = "charge_mismatch"
-    CHARGE_REFUNDED_MISMATCH = "charge_refunded_mismatch"
-    REFUND_MISSING = "refund_missing"
-    REFUND_MISMATCH = "refund_mismatch"
-    REFUND_STATUS_DRIFT = "refund_status_drift"
-    REFUND_FOREIGN = "refund_foreign"
-    REFUND_DUPLICATE = "refund_duplicate"
-    DISPUTE_UNRECORDED = "dispute_unrecorded"
-    DISPUTE_STATUS_DRIFT = "dispute_status_drift"
-    FILING_UNCONFIRMED = "filing_unconfirmed"
-    LEG_STUCK = "leg_stuck"
-    FUNDING_STUCK = "funding_stuck"
-    # A charge carrying Vouch's funding metadata that no funding leg records.
-    FUNDING_UNRECORDED = "funding_unrecorded"
-    RUN_OVERDUE = "run_overdue"
-    LEDGER_BREACH = "ledger_breach"
-
-
-SEVERITY: dict[str, str] = {
-    "charge_missing": Severity.MONEY,
-    "charge_refunded_mismatch": Severity.MONEY,
-    "refund_missing": Severity.MONEY,
-    "refund_mismatch": Severity.MONEY,
-    "refund_status_drift": Severity.MONEY,
-    "refund_foreign": Severity.MONEY,
-    "refund_duplicate": Severity.MONEY,
-    "ledger_breach": Severity.MONEY,
-    "funding_unrecorded": Severity.MONEY,
-    "dispute_unrecorded": Severity.EVIDENCE,
-    "dispute_status_drift": Severity.EVIDENCE,
-    "filing_unconfirmed": Severity.EVIDENCE,
-    "run_overdue": Severity.EVIDENCE,
-    "charge_mismatch": Severity.EVIDENCE,
-    "leg_stuck": Severity.HYGIENE,
-    "funding_stuck": Severity.HYGIENE,
-}
 # Time to resolve, by severity (SPEC §15.4).
 TARGET = {
     Severity.MONEY: timedelta(hours=24),

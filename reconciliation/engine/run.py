@@ -36,8 +36,6 @@ WINDOWS = {
     RunKind.FULL: timedelta(days=90),
     RunKind.MANUAL: timedelta(days=7),
 }
-
-
 PHASES = (*LISTED, "vouch_side", "stuck", "ledger", "clear")
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -20,26 +19,13 @@ from envelopes.models import MICRO_PER_CENT
 from providers import ProviderUnavailable
 from providers.outcomes import Outcome
 from providers.stripe_provider import StripeProvider
-from reconciliation.models import DiscrepancyClass, Observation, Run
+from reconciliation.classes import REFUND_MONEY
+from reconciliation.models import Observation, Run
 from reconciliation.services import Finding, discrepancy_record
 from verification import clock
 
-logger = logging.getLogger("vouch.reconciliation")
-
-
 LIVE = ("pending", "requires_action", "succeeded")
-
-
 GONE = ("failed", "canceled")
-
-
-_REFUND_MONEY = {
-    DiscrepancyClass.REFUND_MISSING,
-    DiscrepancyClass.REFUND_MISMATCH,
-    DiscrepancyClass.REFUND_STATUS_DRIFT,
-    DiscrepancyClass.REFUND_FOREIGN,
-    DiscrepancyClass.REFUND_DUPLICATE,
-}
 
 
 @dataclass
@@ -105,7 +91,7 @@ def _count(ctx: _Context, kind: str, n: int = 1) -> None:
 
 
 def _found(ctx: _Context, finding: Finding) -> None:
-    if finding.code in _REFUND_MONEY and finding.charge_id:
+    if finding.code in REFUND_MONEY and finding.charge_id:
         ctx.explained.add(finding.charge_id)
     if ctx.run.dry_run:
         ctx.dry_findings.add(finding.key)

@@ -1,0 +1,112 @@
+"""The discrepancy classes' registry (reconciliation/classes.py): one entry per class, checked at
+import, and the tables built from it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import models
+
+from reconciliation import classes
+from reconciliation.classes import (
+    CLASSES,
+    REFUND_MONEY,
+    SEVERITY,
+    SPECS,
+    WHOLE_LEDGER,
+    ClassSpec,
+    DiscrepancyClass,
+    LookAgain,
+    Severity,
+    registry_check,
+)
+from reconciliation.engine.clearing import LOOK_AGAIN
+from reconciliation.models import TARGET
+
+
+def test_every_class_has_exactly_one_entry() -> None:
+    codes = [str(spec.code) for spec in SPECS]
+    assert sorted(codes) == sorted(DiscrepancyClass.values)
+    assert len(set(codes)) == len(codes)
+    assert set(CLASSES) == set(DiscrepancyClass.values)
+
+
+def test_the_check_refuses_a_class_without_an_entry() -> None:
+    without = tuple(spec for spec in SPECS if spec.code != DiscrepancyClass.LEDGER_BREACH)
+    with pytest.raises(ImproperlyConfigured, match="no entry for ledger_breach"):
+        registry_check(without)
+
+
+def test_the_check_refuses_a_class_added_to_the_enum_and_forgotten_in_the_registry() -> None:
+    class Extended(models.TextChoices):
+        # every class of today, and one more
+        CHARGE_MISSING = "charge_missing"
+        CHARGE_MISMATCH = "charge_mismatch"
+        CHARGE_REFUNDED_MISMATCH = "charge_refunded_mismatch"
+        REFUND_MISSING = "refund_missing"
+        REFUND_MISMATCH = "refund_mismatch"
+        REFUND_STATUS_DRIFT = "refund_status_drift"
+        REFUND_FOREIGN = "refund_foreign"
+        REFUND_DUPLICATE = "refund_duplicate"
+        DISPUTE_UNRECORDED = "dispute_unrecorded"
+        DISPUTE_STATUS_DRIFT = "dispute_status_drift"
+        FILING_UNCONFIRMED = "filing_unconfirmed"
+        LEG_STUCK = "leg_stuck"
+        FUNDING_STUCK = "funding_stuck"
+        FUNDING_UNRECORDED = "funding_unrecorded"
+        RUN_OVERDUE = "run_overdue"
+        LEDGER_BREACH = "ledger_breach"
+        PAYOUT_MISSING = "payout_missing"
+
+    assert set(Extended.values) - set(DiscrepancyClass.values) == {"payout_missing"}
+    with pytest.raises(ImproperlyConfigured, match="no entry for payout_missing"):
+        registry_check(SPECS, Extended)
+
+
+def test_the_check_refuses_a_class_entered_twice() -> None:
+    twice = (*SPECS, dataclasses.replace(SPECS[0], severity=Severity.HYGIENE))
+    with pytest.raises(ImproperlyConfigured, match=f"more than one entry for {SPECS[0].code}"):
+        registry_check(twice)
+
+
+def test_the_check_refuses_an_entry_for_a_class_the_enum_does_not_have() -> None:
+    class Fewer(models.TextChoices):
+        LEDGER_BREACH = "ledger_breach"
+
+    only = tuple(spec for spec in SPECS if spec.code == DiscrepancyClass.LEDGER_BREACH)
+    assert registry_check(only, Fewer) == {"ledger_breach": only[0]}
+    with pytest.raises(ImproperlyConfigured, match="charge_missing"):
+        registry_check(SPECS, Fewer)
+
+
+def test_the_tables_are_built_from_the_registry() -> None:
+    assert {str(spec.code): spec.severity for spec in SPECS} == SEVERITY
+    assert all(severity in TARGET for severity in SEVERITY.values())
+    assert {
+        DiscrepancyClass.LEG_STUCK,
+        DiscrepancyClass.FUNDING_STUCK,
+        DiscrepancyClass.RUN_OVERDUE,
+        DiscrepancyClass.LEDGER_BREACH,
+    } == WHOLE_LEDGER
+    assert {
+        DiscrepancyClass.REFUND_MISSING,
+        DiscrepancyClass.REFUND_MISMATCH,
+        DiscrepancyClass.REFUND_STATUS_DRIFT,
+        DiscrepancyClass.REFUND_FOREIGN,
+        DiscrepancyClass.REFUND_DUPLICATE,
+    } == REFUND_MONEY
+    money = {code for code, spec in CLASSES.items() if spec.money}
+    assert money == {code for code, severity in SEVERITY.items() if severity == Severity.MONEY}
+
+
+def test_every_way_of_looking_again_has_its_function() -> None:
+    assert set(LOOK_AGAIN) == set(LookAgain)
+    assert {spec.look_again for spec in SPECS} <= set(LOOK_AGAIN)
+
+
+def test_an_entry_is_frozen() -> None:
+    spec: ClassSpec = classes.CLASSES["refund_missing"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.severity = Severity.HYGIENE  # type: ignore[misc]
