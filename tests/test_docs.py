@@ -1,0 +1,172 @@
+"""The docs hold what the code points to (STYLE "Docs" and rule 17): every `SPEC §N` the code cites
+has its page in docs/spec/ (and every `SPEC §N.M` its heading there), the README stays a front
+door, every decision record has its three parts and is named by the code it governs, and the
+settings and commands the docs name exist. No database: these read files."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+SPEC_DOCS = DOCS / "spec"
+DECISIONS = DOCS / "decisions"
+CITATION = re.compile(r"SPEC §(\d+(?:\.\d+)*)")
+SKIP_DIRS = {".git", ".venv", "node_modules", "var", "docs", ".mypy_cache", ".ruff_cache"}
+
+
+def _tracked(*suffixes: str) -> list[Path]:
+    """The repository's files with one of `suffixes`, outside docs/ and the tool folders."""
+    return sorted(
+        path
+        for path in ROOT.rglob("*")
+        if path.suffix in suffixes
+        and path.is_file()
+        and not SKIP_DIRS.intersection(path.relative_to(ROOT).parts)
+    )
+
+
+def _citations() -> dict[str, list[str]]:
+    """Each section cited as `SPEC §N[.M]` in the code (Python, templates, contracts): where."""
+    found: dict[str, list[str]] = {}
+    for path in _tracked(".py", ".html", ".yaml"):
+        for number in CITATION.findall(path.read_text(errors="replace")):
+            found.setdefault(number, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def _spec_headings() -> dict[str, Path]:
+    """The sections docs/spec/ has a heading for (`# §15. …`, `## §15.4 …`), and their page."""
+    headings: dict[str, Path] = {}
+    for page in sorted(SPEC_DOCS.glob("*.md")):
+        for match in re.finditer(r"^#{1,3} §(\d+(?:\.\d+)*)\.? ", page.read_text(), flags=re.M):
+            headings[match.group(1)] = page
+    return headings
+
+
+def test_the_code_cites_the_spec() -> None:
+    # Guards the test below against passing vacuously (a moved folder, a changed citation style).
+    assert len(_citations()) >= 15
+
+
+def test_every_spec_citation_has_its_page_and_heading() -> None:
+    headings = _spec_headings()
+    missing = {
+        number: places[:3]
+        for number, places in _citations().items()
+        if number not in headings  # §15.4 needs its own heading, §3 its page's title
+        or not headings[number].name.startswith(f"{int(number.split('.')[0]):02d}-")
+    }
+    assert not missing, (
+        f"SPEC sections cited in the code with no page or heading in docs/spec/: {missing}"
+    )
+
+
+def test_each_spec_page_is_one_top_level_section() -> None:
+    for page in sorted(SPEC_DOCS.glob("[0-9]*.md")):
+        (title,) = re.findall(r"^# §(\d+)\. ", page.read_text(), flags=re.M)
+        assert page.name.startswith(f"{int(title):02d}-"), page.name
+
+
+def test_the_readme_is_a_front_door() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 250
+    for command in ("make run", "make test"):
+        assert command in text
+    assert "docs/getting-started.md" in text
+
+
+def _records() -> list[Path]:
+    return sorted(DECISIONS.glob("[0-9][0-9][0-9][0-9]-*.md"))
+
+
+def test_the_decision_records_are_numbered_without_gaps() -> None:
+    numbers = [int(record.name[:4]) for record in _records()]
+    assert numbers == list(range(1, len(numbers) + 1)), numbers
+    assert len(numbers) >= 7
+
+
+@pytest.mark.parametrize("record", _records(), ids=lambda record: record.name)
+def test_a_decision_record_has_status_date_context_decision_consequences(record: Path) -> None:
+    text = record.read_text()
+    assert re.match(rf"# {record.name[:4]}\. \S", text), "the title names its number"
+    assert re.search(r"^- Status: \w", text, flags=re.M)
+    assert re.search(r"^- Date: \d{4}-\d{2}-\d{2}$", text, flags=re.M)
+    sections = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert sections[:3] == ["Context", "Decision", "Consequences"], sections
+
+
+def test_the_decisions_index_lists_every_record() -> None:
+    index = (DECISIONS / "index.md").read_text()
+    for record in _records():
+        assert f"]({record.name})" in index, record.name
+
+
+@pytest.mark.parametrize("record", _records(), ids=lambda record: record.name)
+def test_a_decision_record_is_named_by_the_code_it_governs(record: Path) -> None:
+    """STYLE rule 17: the code a record governs names it in a comment, so whoever changes that
+    code finds the reasons first."""
+    name = f"docs/decisions/{record.name}"
+    naming = [
+        path
+        for path in _tracked(".py", ".toml", ".yaml", ".html")
+        if "tests" not in path.relative_to(ROOT).parts and name in path.read_text(errors="replace")
+    ]
+    assert naming, f"no code names {name} in a comment"
+
+
+def _settings_source() -> str:
+    return "\n".join(
+        path.read_text() for path in sorted((ROOT / "config" / "settings").glob("*.py"))
+    )
+
+
+def test_the_settings_the_docs_name_exist() -> None:
+    """Every variable in the settings table is read somewhere in the code (config/settings,
+    gunicorn.conf.py, or an app that reads the environment itself)."""
+    table = (DOCS / "operations" / "settings.md").read_text()
+    names = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)`", table, flags=re.M))
+    names |= set(re.findall(r"`([A-Z][A-Z0-9_]{3,})`", table.split("| variable |")[1]))
+    assert len(names) > 40
+    code = _settings_source() + "\n".join(
+        path.read_text(errors="replace") for path in _tracked(".py") if "tests" not in path.parts
+    )
+    missing = sorted(name for name in names if not re.search(rf"[\"']{name}[\"']", code))
+    assert not missing, missing
+
+
+def test_the_commands_the_docs_name_exist() -> None:
+    commands = {
+        path.stem
+        for path in ROOT.glob("*/management/commands/*.py")
+        if not path.name.startswith("_")
+    }
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), flags=re.M))
+    text = (
+        "\n".join(page.read_text() for page in DOCS.rglob("*.md"))
+        + (ROOT / "README.md").read_text()
+    )
+    named = set(re.findall(r"manage\.py ([a-z_]+)", text))
+    builtin = {"shell", "migrate", "check", "createsuperuser", "makemigrations"}
+    assert named - builtin <= commands, named - builtin - commands
+    made = set(re.findall(r"`make ([a-z-]+)", text))
+    assert made <= targets, made - targets
+
+
+def test_the_docs_build_strict(tmp_path: Path) -> None:
+    """mkdocs --strict: no broken link, no missing snippet (bench/README.md, bench/MUTATION.md,
+    stripe_sandbox/README.md are included from outside docs/), no page out of the nav."""
+    mkdocs = ROOT / ".venv" / "bin" / "mkdocs"
+    if not mkdocs.exists():
+        pytest.skip("mkdocs is not installed in .venv (make docs installs it)")
+    done = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
