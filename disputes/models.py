@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.transitions import StateMachine
+
 
 def _dispute_public_id() -> str:
     return f"dsp_{secrets.token_hex(12)}"
@@ -170,8 +172,65 @@ class ProviderStatus(models.TextChoices):
     UNKNOWN = "unknown"
 
 
+# A version's content status (STYLE rule 6). Preparing or editing sets it from the finalization
+# (ready, incomplete, invalid); an edit may leave it as it was. A newer version supersedes it; only
+# a ready version is filed, and only its readback VERIFIED makes it `filed`. Superseded and filed
+# are final: a version with a filing that holds the dispute is never superseded (nothing else is
+# prepared meanwhile), and a filed one is never edited.
+_EDITABLE = (PacketStatus.READY_FOR_REVIEW, PacketStatus.INCOMPLETE, PacketStatus.INVALID)
+PACKET_STATUS = StateMachine.of(
+    "packet",
+    field="status",
+    choices=PacketStatus,
+    allowed={
+        PacketStatus.READY_FOR_REVIEW: {*_EDITABLE, PacketStatus.SUPERSEDED, PacketStatus.FILED},
+        PacketStatus.INCOMPLETE: {*_EDITABLE, PacketStatus.SUPERSEDED},
+        PacketStatus.INVALID: {*_EDITABLE, PacketStatus.SUPERSEDED},
+        PacketStatus.SUPERSEDED: set(),
+        PacketStatus.FILED: set(),
+    },
+)
+
+# Four eyes: an approval binds the digest shown. An edit after it does not take it back (the digest
+# no longer matches: `packet_drifted`), and a person may approve the edited content again.
+PACKET_APPROVAL = StateMachine.of(
+    "packet",
+    field="approval_status",
+    choices=ApprovalStatus,
+    allowed={
+        ApprovalStatus.NOT_REQUESTED: {ApprovalStatus.APPROVED},
+        ApprovalStatus.APPROVED: {ApprovalStatus.APPROVED},
+    },
+)
+
+# A version's filing: reserved (`submitting`, the recovery point) and sent once per key; an upload
+# without an answer is recorded and stays `submitting` (the resume job sends again with the same
+# keys); the provider's answer, a refusal or none at all — or a re-filing past the key's life,
+# which sends nothing — starts the readback run, and only its verdict ends the filing. A version
+# whose filing ended is never filed again: after `not_submitted` a new version is prepared,
+# approved and filed.
+PACKET_FILING = StateMachine.of(
+    "packet",
+    field="filing_status",
+    choices=FilingStatus,
+    allowed={
+        FilingStatus.NOT_FILED: {FilingStatus.SUBMITTING},
+        FilingStatus.SUBMITTING: {FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK},
+        FilingStatus.AWAITING_READBACK: {
+            FilingStatus.FILED,
+            FilingStatus.NOT_SUBMITTED,
+            FilingStatus.READBACK_FAILED,
+        },
+        FilingStatus.FILED: set(),
+        FilingStatus.READBACK_FAILED: set(),
+        FilingStatus.NOT_SUBMITTED: set(),
+    },
+)
+
+
 class Packet(models.Model):
-    """One version of a dispute's response packet."""
+    """One version of a dispute's response packet. Its `status`, `approval_status` and
+    `filing_status` change only through `core.transitions.transition` with the machines above."""
 
     public_id = models.CharField(max_length=40, unique=True, default=_packet_public_id)
     dispute = models.ForeignKey(Dispute, on_delete=models.CASCADE, related_name="packets")

@@ -8,9 +8,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.exceptions import PermissionDenied
-from core.services import audit_record
+from core.transitions import transition
 from disputes import exceptions as errors
 from disputes.models import (
+    PACKET_APPROVAL,
     ApprovalStatus,
     FilingStatus,
     Packet,
@@ -46,24 +47,19 @@ def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Pac
         _check_budget(locked)
         if locked.contributors.filter(pk=actor.pk).exists():
             raise errors.ApproverIsContributor()
-        locked.approval_status = ApprovalStatus.APPROVED
-        locked.approved_by = actor
-        locked.approved_at = timezone.now()
-        locked.approved_digest = locked.digest
-        locked.save(
-            update_fields=[
-                "approval_status",
-                "approved_by",
-                "approved_at",
-                "approved_digest",
-                "updated_at",
-            ]
-        )
-        audit_record(
+        now = timezone.now()
+        transition(
+            locked,
+            machine=PACKET_APPROVAL,
+            to=ApprovalStatus.APPROVED,
             actor=actor,
             action="packet.approve",
-            target_type="packet",
-            target_id=locked.public_id,
+            also={
+                "approved_by": actor,
+                "approved_at": now,
+                "approved_digest": locked.digest,
+                "updated_at": now,
+            },
             details={"digest": locked.digest, "version": locked.version},
         )
     return locked

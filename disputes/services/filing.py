@@ -15,10 +15,11 @@ from django.utils import timezone
 
 from core.crash import crash_point
 from core.exceptions import InvalidInput, PermissionDenied
-from core.services import audit_record
+from core.transitions import transition
 from disputes import exceptions as errors
 from disputes.models import (
     FILEABLE_POSTURES,
+    PACKET_FILING,
     ApprovalStatus,
     Evidence,
     FilingStatus,
@@ -45,6 +46,7 @@ from disputes.services.checks import (
 from disputes.services.evidence import evidence_file_bytes
 from disputes.services.verdicts import packet_on_verdict
 from providers import IDEMPOTENCY_KEY_TTL, Outcome, OutcomeKind, provider_from_settings
+from verification.models import Verdict
 from verification.services import verification_start
 
 if TYPE_CHECKING:
@@ -119,24 +121,27 @@ def _reserve(
             )
         _refuse_if_filing(locked.dispute)
         request = _request_of(locked)
-        locked.filing_status = FilingStatus.SUBMITTING
-        locked.filing_key = key
-        locked.filing_request_digest = canonical_digest(request)
-        locked.filed_by = actor
-        locked.filing_started_at = timezone.now()
-        locked.filing_files = {}
+        now = timezone.now()
         try:
             with transaction.atomic():
-                locked.save()
+                transition(
+                    locked,
+                    machine=PACKET_FILING,
+                    to=FilingStatus.SUBMITTING,
+                    actor=actor,
+                    action="packet.file",
+                    also={
+                        "filing_key": key,
+                        "filing_request_digest": canonical_digest(request),
+                        "filed_by": actor,
+                        "filing_started_at": now,
+                        "filing_files": {},
+                        "updated_at": now,
+                    },
+                    details={"digest": locked.approved_digest, "filing_key": key},
+                )
         except IntegrityError as exc:  # the key, or the dispute, is bound to another filing
             raise errors.FilingKeyConflict(details={"filing_key": key}) from exc
-        audit_record(
-            actor=actor,
-            action="packet.file",
-            target_type="packet",
-            target_id=locked.public_id,
-            details={"digest": locked.approved_digest, "filing_key": key},
-        )
     return locked, False
 
 
@@ -275,15 +280,18 @@ def _record_upload_unknown(*, packet: Packet, outcome: Outcome) -> Packet:
         locked = _lock_packet(packet)
         if locked.filing_status != FilingStatus.SUBMITTING:
             return locked
-        locked.provider_status = ProviderStatus.UNKNOWN
-        locked.filing_error = f"file_upload:{outcome.error_code or 'unknown'}"[:100]
-        locked.save(update_fields=["provider_status", "filing_error", "updated_at"])
-        audit_record(
-            actor=None,
+        code = f"file_upload:{outcome.error_code or 'unknown'}"[:100]
+        transition(
+            locked,
+            machine=PACKET_FILING,
+            to=FilingStatus.SUBMITTING,
             action="packet.file_upload_unknown",
-            target_type="packet",
-            target_id=locked.public_id,
-            details={"filing_key": locked.filing_key, "code": locked.filing_error},
+            also={
+                "provider_status": ProviderStatus.UNKNOWN,
+                "filing_error": code,
+                "updated_at": timezone.now(),
+            },
+            details={"filing_key": locked.filing_key, "code": code},
         )
     return locked
 
@@ -296,19 +304,8 @@ def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
     (`_send_again`), until the readback shows what the provider holds (`packet_on_verdict`)."""
     with transaction.atomic():
         locked = _lock_packet(packet)
-        if locked.filing_status != FilingStatus.SUBMITTING and locked.filing_run_id:
+        if locked.filing_status != FilingStatus.SUBMITTING:
             return locked  # recorded already (a retry answered after the first)
-        if outcome.refused:
-            audit_record(
-                actor=None,
-                action="packet.file_refused",
-                target_type="packet",
-                target_id=locked.public_id,
-                details={
-                    "filing_key": locked.filing_key,
-                    "code": str(outcome.error_code or "refused")[:100],
-                },
-            )
         answer = outcome.value if outcome.accepted else {}
         projection = {
             "id": str((answer or {}).get("id") or locked.dispute.provider_dispute_id),
@@ -324,39 +321,45 @@ def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
             },
             action_result=projection,
         )
-        locked.provider_status = (
+        provider_status = (
             ProviderStatus.ANSWERED
             if outcome.accepted
             else ProviderStatus.REFUSED
             if outcome.refused
             else ProviderStatus.UNKNOWN
         )
-        locked.filing_error = (
+        error = (
             ""
             if outcome.accepted
             else str(outcome.error_code or ("refused" if outcome.refused else "unknown"))[:100]
         )
-        locked.filing_reference = str(outcome.request_id or "")[:255]
-        locked.filing_provider_state = projection["status"][:40]
-        locked.filing_run = run
-        if locked.filing_status == FilingStatus.SUBMITTING:
-            locked.filing_status = FilingStatus.AWAITING_READBACK
-        locked.save()
-        audit_record(
-            actor=None,
-            action="packet.file_answer",
-            target_type="packet",
-            target_id=locked.public_id,
-            details={
-                "provider_status": locked.provider_status,
-                "filing_reference": locked.filing_reference,
-                "dispute_status": locked.filing_provider_state,
-                "error_code": locked.filing_error,
-                "files": dict(locked.filing_files or {}),
-                "run": run.public_id,
+        reference = str(outcome.request_id or "")[:255]
+        details: dict[str, Any] = {
+            "provider_status": provider_status,
+            "filing_reference": reference,
+            "dispute_status": projection["status"][:40],
+            "error_code": error,
+            "files": dict(locked.filing_files or {}),
+            "run": run.public_id,
+        }
+        if outcome.refused:  # one row says both: refused, with its code, and what was recorded
+            details |= {"filing_key": locked.filing_key, "code": error}
+        transition(
+            locked,
+            machine=PACKET_FILING,
+            to=FilingStatus.AWAITING_READBACK,
+            action="packet.file_refused" if outcome.refused else "packet.file_answer",
+            also={
+                "provider_status": provider_status,
+                "filing_error": error,
+                "filing_reference": reference,
+                "filing_provider_state": projection["status"][:40],
+                "filing_run": run,
+                "updated_at": timezone.now(),
             },
+            details=details,
         )
-    if run.verdict != "PENDING":
+    if run.verdict != Verdict.PENDING:
         packet_on_verdict(run=run)
     return Packet.objects.select_related("dispute").get(pk=packet.pk)
 

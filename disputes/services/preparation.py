@@ -10,10 +10,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from core.exceptions import InvalidInput, PermissionDenied
 from core.idempotency import idempotency_attach
 from core.services import audit_record
+from core.transitions import transition
 from disputes.drafting import Draft, DraftMaterial, ReceiptFact, drafter_from_settings
 from disputes.evidence import (
     AdmittedEvidence,
@@ -21,6 +23,7 @@ from disputes.evidence import (
 from disputes.finalization import finalize
 from disputes.models import (
     FILING_HOLDS,
+    PACKET_STATUS,
     ApprovalStatus,
     Dispute,
     Evidence,
@@ -93,18 +96,34 @@ def _status_for(posture: str, ok: bool) -> str:
     return PacketStatus.READY_FOR_REVIEW
 
 
-def _apply(packet: Packet, draft: Draft | Mapping[str, Any], material: DraftMaterial) -> None:
-    """Step 6 on a draft, then the derived fields: validation, status, digest, handoff."""
+# What an edit rewrites besides the status (`_apply`, the evidence refs, the editor).
+_EDITED = (
+    "posture",
+    "summary",
+    "citations",
+    "open_questions",
+    "validation",
+    "receipt_ids",
+    "digest",
+    "handoff",
+    "evidence_refs",
+    "last_edited_by",
+)
+
+
+def _apply(packet: Packet, draft: Draft | Mapping[str, Any], material: DraftMaterial) -> str:
+    """Step 6 on a draft, then the derived fields: validation, digest, handoff. Returns the status
+    the content gives the version, which the caller sets (a new row) or moves to (an edit)."""
     final = finalize(draft, material)
     packet.posture = final.draft.posture
     packet.summary = final.draft.summary
     packet.citations = list(final.draft.citations)
     packet.open_questions = list(final.draft.open_questions)
     packet.validation = final.validation()
-    packet.status = _status_for(packet.posture, final.ok)
     packet.receipt_ids = list(material.receipt_ids)
     packet.digest = packet_digest(packet)
     packet.handoff = handoff(packet, digest=packet.digest, options=final.draft.filing_options)
+    return _status_for(packet.posture, final.ok)
 
 
 def packet_prepare(
@@ -141,7 +160,7 @@ def _version_draft(locked: Dispute, *, requested_by: User | None) -> Packet:
         evidence_refs=[e.as_dict() for e in material.evidence],
         requested_by=requested_by,
     )
-    _apply(packet, draft, material)
+    packet.status = _apply(packet, draft, material)  # a new row: its first status
     return packet
 
 
@@ -149,7 +168,17 @@ def _version_save(packet: Packet, trigger: str) -> Packet:
     """Keep a drafted version (in the caller's transaction, under the dispute's lock): earlier
     versions are superseded, its contributors recorded, the preparation audited."""
     dispute = packet.dispute
-    dispute.packets.exclude(status=PacketStatus.SUPERSEDED).update(status=PacketStatus.SUPERSEDED)
+    older = dispute.packets.select_for_update(of=("self",)).exclude(status=PacketStatus.SUPERSEDED)
+    for version in older:
+        transition(
+            version,
+            machine=PACKET_STATUS,
+            to=PacketStatus.SUPERSEDED,
+            actor=packet.requested_by,
+            action="packet.supersede",
+            also={"updated_at": timezone.now()},
+            details={"by": packet.public_id, "by_version": packet.version, "trigger": trigger},
+        )
     packet.save()
     contributors = {e.admitted_by_id for e in dispute.evidence.all() if e.admitted_by_id}
     if packet.requested_by_id is not None:
@@ -258,10 +287,8 @@ def packet_edit(
         }
         material, joined = _edit_material(locked, draft["citations"])
         locked.evidence_refs = [e.as_dict() for e in material.evidence]
-        _apply(locked, draft, material)
+        status = _apply(locked, draft, material)
         locked.last_edited_by = actor
-        locked.save()
-        locked.contributors.add(actor, *{e.admitted_by_id for e in joined if e.admitted_by_id})
         details: dict[str, Any] = {
             "fields": sorted(changes),
             "digest_before": before,
@@ -269,11 +296,14 @@ def packet_edit(
         }
         if joined:
             details["evidence_joined"] = [e.ref for e in joined]
-        audit_record(
+        transition(
+            locked,
+            machine=PACKET_STATUS,
+            to=status,
             actor=actor,
             action="packet.edit",
-            target_type="packet",
-            target_id=locked.public_id,
+            also={name: getattr(locked, name) for name in _EDITED} | {"updated_at": timezone.now()},
             details=details,
         )
+        locked.contributors.add(actor, *{e.admitted_by_id for e in joined if e.admitted_by_id})
     return locked

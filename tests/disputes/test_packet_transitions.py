@@ -1,0 +1,132 @@
+"""A packet's three states (content `status`, `approval_status`, `filing_status`) change only by
+the moves their machines list (`disputes.models`): any other is refused and changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import models
+from django.forms.models import model_to_dict
+
+from core.models import AuditEvent
+from core.transitions import StateMachine, TransitionRefused, transition
+from disputes.models import (
+    PACKET_APPROVAL,
+    PACKET_FILING,
+    PACKET_STATUS,
+    ApprovalStatus,
+    Dispute,
+    DisputeSource,
+    FilingStatus,
+    Packet,
+    PacketStatus,
+    Posture,
+)
+
+MACHINES: list[tuple[StateMachine, type[models.TextChoices]]] = [
+    (PACKET_STATUS, PacketStatus),
+    (PACKET_APPROVAL, ApprovalStatus),
+    (PACKET_FILING, FilingStatus),
+]
+
+
+def _refused_moves() -> list[tuple[StateMachine, str, str]]:
+    return [
+        (machine, current, to)
+        for machine, choices in MACHINES
+        for current in choices.values
+        for to in choices.values
+        if not machine.can(current, to)
+    ]
+
+
+def _packet(**state: str) -> Packet:
+    dispute = Dispute.objects.create(
+        provider_dispute_id="dp_transitions",
+        charge_id="ch_transitions",
+        amount_micro=10_000_000,
+        reason="fraudulent",
+        source=DisputeSource.STAFF,
+    )
+    fields: dict[str, str] = {"status": PacketStatus.READY_FOR_REVIEW, **state}
+    if fields.get("filing_status", FilingStatus.NOT_FILED) != FilingStatus.NOT_FILED:
+        fields["filing_key"] = "pkt:key"
+    return Packet.objects.create(
+        dispute=dispute,
+        version=1,
+        drafter="test",
+        posture=Posture.CONTEST,
+        summary="The buyer received the goods.",
+        digest="0" * 64,
+        **fields,
+    )
+
+
+@pytest.mark.parametrize(("machine", "choices"), MACHINES, ids=lambda m: getattr(m, "field", ""))
+def test_every_state_has_an_entry(machine: StateMachine, choices: type[models.TextChoices]) -> None:
+    assert set(machine.allowed) == set(choices.values)
+    assert machine.states == frozenset(choices.values)
+    for targets in machine.allowed.values():
+        assert targets <= set(choices.values)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("machine", "current", "to"),
+    _refused_moves(),
+    ids=[f"{m.field}:{a}->{b}" for m, a, b in _refused_moves()],
+)
+def test_a_move_outside_the_table_is_refused_and_changes_nothing(
+    machine: StateMachine, current: str, to: str
+) -> None:
+    packet = _packet(**{machine.field: current})
+    before = model_to_dict(Packet.objects.get(pk=packet.pk))
+    audit_rows = AuditEvent.objects.count()
+
+    with pytest.raises(TransitionRefused) as refused:
+        transition(
+            packet,
+            machine=machine,
+            to=to,
+            action="packet.test",
+            also={"filing_error": "must not be written"},
+        )
+
+    assert refused.value.code == "transition_not_allowed"
+    assert refused.value.details == {"machine": "packet", "from": current, "to": to}
+    assert model_to_dict(Packet.objects.get(pk=packet.pk)) == before
+    assert getattr(packet, machine.field) == current  # not even the object in memory
+    assert AuditEvent.objects.count() == audit_rows
+
+
+@pytest.mark.django_db
+def test_an_allowed_move_saves_the_state_and_writes_one_audit_row() -> None:
+    packet = _packet()
+    transition(
+        packet,
+        machine=PACKET_FILING,
+        to=FilingStatus.SUBMITTING,
+        action="packet.file",
+        also={"filing_key": "pkt:one"},
+        details={"filing_key": "pkt:one"},
+    )
+    stored = Packet.objects.get(pk=packet.pk)
+    assert (stored.filing_status, stored.filing_key) == (FilingStatus.SUBMITTING, "pkt:one")
+    event = AuditEvent.objects.get()
+    assert (event.action, event.target_type, event.target_id) == (
+        "packet.file",
+        "packet",
+        packet.public_id,
+    )
+    assert event.details == {"from": "not_filed", "to": "submitting", "filing_key": "pkt:one"}
+
+
+def test_what_ends_a_packet_ends_it() -> None:
+    """Superseded and filed versions, and every filing the readback ended, take no further move."""
+    for machine, state in [
+        (PACKET_STATUS, PacketStatus.SUPERSEDED),
+        (PACKET_STATUS, PacketStatus.FILED),
+        (PACKET_FILING, FilingStatus.FILED),
+        (PACKET_FILING, FilingStatus.NOT_SUBMITTED),
+        (PACKET_FILING, FilingStatus.READBACK_FAILED),
+    ]:
+        assert machine.allowed[state] == frozenset(), state
