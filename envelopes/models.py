@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from core.transitions import StateMachine
+
 MICRO_PER_CENT = 10_000
 
 
@@ -432,6 +434,22 @@ class Adjustment(models.Model):
     def reads(self) -> list[ProviderRead]:
         """The provider as read when it was proposed, then when it was approved (those made)."""
         return [read for read in (self.proposal_read, self.approval_read) if read is not None]
+
+
+# An adjustment's status (STYLE rule 6): a proposal is applied once a second person approves it
+# (envelopes.adjustments.deciding writes its journal entry in the same transaction), or rejected
+# (turned down, or withdrawn by its proposer). Both are final: a recorded foreign refund the
+# provider later shows failed is released (`released_at`), its status stays `applied`.
+ADJUSTMENT_STATUS = StateMachine.of(
+    "adjustment",
+    field="status",
+    choices=AdjustmentStatus,
+    allowed={
+        AdjustmentStatus.PROPOSED: {AdjustmentStatus.APPLIED, AdjustmentStatus.REJECTED},
+        AdjustmentStatus.APPLIED: set(),
+        AdjustmentStatus.REJECTED: set(),
+    },
+)
 
 
 def _read_id() -> str:

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.exceptions import InvalidInput, PermissionDenied
-from core.services import audit_record
+from core.transitions import transition
 from envelopes.adjustments.evidence import _Evidence, _mismatch, _provider_evidence
 from envelopes.adjustments.subjects import (
     Subject,
@@ -26,6 +26,7 @@ from envelopes.exceptions import (
 )
 from envelopes.locks import lock_envelope
 from envelopes.models import (
+    ADJUSTMENT_STATUS,
     Adjustment,
     AdjustmentKind,
     AdjustmentStatus,
@@ -92,14 +93,27 @@ def adjustment_approve(
         fresh = _refresh(subject, envelope)
         _check_applicable(locked.kind, fresh)
         _apply(locked, fresh, evidence)
-        locked.status = AdjustmentStatus.APPLIED
-        locked.decided_by = actor
-        locked.decided_at = timezone.now()
-        locked.decision_note = note.strip()
+        decided: dict[str, Any] = {
+            "decided_by": actor,
+            "decided_at": timezone.now(),
+            "decision_note": note.strip(),
+            "approval_read": evidence.read,
+        }
         if evidence.provider_object:
-            locked.provider_object = evidence.provider_object
-        locked.approval_read = evidence.read
-        locked.save()
+            decided["provider_object"] = evidence.provider_object
+        transition(
+            locked,
+            machine=ADJUSTMENT_STATUS,
+            to=AdjustmentStatus.APPLIED,
+            actor=actor,
+            action="adjustment.approve",
+            also=decided,
+            details={
+                "envelope": envelope.public_id,
+                **_audit_details(locked),
+                "confirmed_amount_micro": confirmed_amount_micro,
+            },
+        )
         if locked.escalation is not None and locked.escalation.status == EscalationStatus.OPEN:
             said = (
                 f"Adjusted by {locked.public_id} ({locked.kind}, {locked.amount_micro:,} micro), "
@@ -111,13 +125,6 @@ def adjustment_approve(
                 escalation=locked.escalation, actor=actor, note=said, adjustment=locked.public_id
             )
         adjustment_applied.send(sender=Adjustment, adjustment=locked)
-        audit_record(
-            actor=actor,
-            action="adjustment.approve",
-            target_type="envelope",
-            target_id=envelope.public_id,
-            details={**_audit_details(locked), "confirmed_amount_micro": confirmed_amount_micro},
-        )
     return locked
 
 
@@ -133,17 +140,14 @@ def adjustment_reject(*, adjustment: Adjustment, actor: User, note: str) -> Adju
         locked = Adjustment.objects.select_for_update(of=("self",)).get(pk=adjustment.pk)
         if locked.status != AdjustmentStatus.PROPOSED:
             raise AdjustmentAlreadyDecided(details={"status": locked.status})
-        locked.status = AdjustmentStatus.REJECTED
-        locked.decided_by = actor
-        locked.decided_at = timezone.now()
-        locked.decision_note = note
-        locked.save(update_fields=["status", "decided_by", "decided_at", "decision_note"])
-        audit_record(
+        transition(
+            locked,
+            machine=ADJUSTMENT_STATUS,
+            to=AdjustmentStatus.REJECTED,
             actor=actor,
             action="adjustment.reject",
-            target_type="envelope",
-            target_id=locked.envelope.public_id,
-            details={**_audit_details(locked), "note": note},
+            also={"decided_by": actor, "decided_at": timezone.now(), "decision_note": note},
+            details={"envelope": locked.envelope.public_id, **_audit_details(locked), "note": note},
         )
     return locked
 

@@ -730,7 +730,10 @@ def test_rejecting_needs_a_note_and_the_permission_and_moves_nothing(
         assert (withdrawn.status, withdrawn.decided_by) == (AdjustmentStatus.REJECTED, proposer)
     event = AuditEvent.objects.filter(action="adjustment.reject").order_by("id").first()
     assert event is not None
-    assert (event.target_type, event.target_id) == ("envelope", leg.operation.envelope.public_id)
+    # A change of status (core.transitions): the row names the adjustment, the move, its envelope.
+    assert (event.target_type, event.target_id) == ("adjustment", first.public_id)
+    assert (event.details["from"], event.details["to"]) == ("proposed", "rejected")
+    assert event.details["envelope"] == leg.operation.envelope.public_id
     assert event.details["note"] == "The refund exists."
     assert event.details["adjustment"] == first.public_id
     assert _balances(leg.operation.envelope.public_id) == (5_000_000, 0, 2_000_000, 3_000_000)
@@ -762,11 +765,14 @@ def test_the_audit_trail_names_the_adjustment_its_legs_and_what_was_confirmed(
         leg.operation.envelope.public_id,
     )
     assert propose.details == expected
-    assert approve.details == {**expected, "confirmed_amount_micro": 2_000_000}
-    assert (approve.target_type, approve.target_id) == (
-        "envelope",
-        leg.operation.envelope.public_id,
-    )
+    assert approve.details == {
+        "from": "proposed",
+        "to": "applied",
+        "envelope": leg.operation.envelope.public_id,
+        **expected,
+        "confirmed_amount_micro": 2_000_000,
+    }
+    assert (approve.target_type, approve.target_id) == ("adjustment", adjustment.public_id)
 
 
 def test_a_funding_adjustment_is_audited_with_its_funding_leg_and_provider_object(

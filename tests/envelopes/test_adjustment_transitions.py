@@ -1,0 +1,92 @@
+"""An adjustment's status moves only as its table allows (core.transitions, STYLE rule 6): a move
+outside it is refused with `transition_not_allowed` and changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.models import AuditEvent
+from core.transitions import TransitionRefused, transition
+from envelopes.models import (
+    ADJUSTMENT_STATUS,
+    Adjustment,
+    AdjustmentKind,
+    AdjustmentStatus,
+    Envelope,
+)
+from tests.envelopes.people import person
+
+pytestmark = pytest.mark.django_db
+
+
+def _adjustment(status: AdjustmentStatus) -> Adjustment:
+    proposer = person("pia", "envelopes.add_adjustment")
+    envelope = Envelope.objects.create(owner=proposer)
+    return Adjustment.objects.create(
+        envelope=envelope,
+        kind=AdjustmentKind.CONFIRM,
+        amount_micro=0,
+        reason="a test",
+        proposed_by=proposer,
+        status=status,
+    )
+
+
+def test_the_table_names_every_status_and_only_a_proposal_is_decided() -> None:
+    assert set(ADJUSTMENT_STATUS.allowed) == set(AdjustmentStatus.values)
+    assert ADJUSTMENT_STATUS.allowed == {
+        "proposed": frozenset({"applied", "rejected"}),
+        "applied": frozenset(),
+        "rejected": frozenset(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("current", "to"),
+    [
+        (AdjustmentStatus.APPLIED, AdjustmentStatus.REJECTED),
+        (AdjustmentStatus.APPLIED, AdjustmentStatus.PROPOSED),
+        (AdjustmentStatus.REJECTED, AdjustmentStatus.APPLIED),
+        (AdjustmentStatus.REJECTED, AdjustmentStatus.PROPOSED),
+        (AdjustmentStatus.PROPOSED, AdjustmentStatus.PROPOSED),
+        (AdjustmentStatus.APPLIED, AdjustmentStatus.APPLIED),
+    ],
+)
+def test_a_move_outside_the_table_is_refused_and_changes_nothing(
+    current: AdjustmentStatus, to: AdjustmentStatus
+) -> None:
+    adjustment = _adjustment(current)
+    audits = AuditEvent.objects.count()
+
+    with pytest.raises(TransitionRefused) as refused:
+        transition(
+            adjustment,
+            machine=ADJUSTMENT_STATUS,
+            to=to,
+            action="adjustment.approve",
+            also={"decision_note": "never written"},
+        )
+
+    assert refused.value.code == "transition_not_allowed"
+    assert refused.value.details == {"machine": "adjustment", "from": current, "to": to}
+    row = Adjustment.objects.get(pk=adjustment.pk)
+    assert (row.status, row.decision_note, row.decided_at) == (current, "", None)
+    assert AuditEvent.objects.count() == audits
+
+
+def test_a_move_in_the_table_saves_it_and_writes_its_audit_row() -> None:
+    adjustment = _adjustment(AdjustmentStatus.PROPOSED)
+
+    transition(
+        adjustment,
+        machine=ADJUSTMENT_STATUS,
+        to=AdjustmentStatus.REJECTED,
+        action="adjustment.reject",
+        also={"decision_note": "withdrawn"},
+    )
+
+    row = Adjustment.objects.get(pk=adjustment.pk)
+    assert (row.status, row.decision_note) == ("rejected", "withdrawn")
+    event = AuditEvent.objects.get(action="adjustment.reject")
+    assert (event.target_type, event.target_id) == ("adjustment", adjustment.public_id)
+    assert event.details == {"from": "proposed", "to": "rejected"}
