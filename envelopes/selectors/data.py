@@ -23,6 +23,7 @@ from envelopes.money import with_usd
 # The allocation rule is one function, shared with the refund that reserves it (a pure function:
 # no write happens through this import).
 from envelopes.services.allocation import refund_allocate
+from verification.models import Verdict
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -131,16 +132,17 @@ def verification_status(legs: list[RefundLeg]) -> str:
     when no leg was accepted (nothing reached the provider to be proven)."""
     accepted = [leg for leg in legs if leg.outcome == LegOutcome.ACCEPTED]
     verdicts = [
-        leg.verification_run.verdict if leg.verification_run else "PENDING" for leg in accepted
+        leg.verification_run.verdict if leg.verification_run else Verdict.PENDING
+        for leg in accepted
     ]
     if (
         any(leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN) for leg in legs)
-        or "PENDING" in verdicts
+        or Verdict.PENDING in verdicts
     ):
         return "pending"
     if not accepted:
         return "not_applicable"
-    return "verified" if all(v == "VERIFIED" for v in verdicts) else "attention"
+    return "verified" if all(v == Verdict.VERIFIED for v in verdicts) else "attention"
 
 
 def refund_summary(operation: RefundOperation) -> dict[str, Any]:

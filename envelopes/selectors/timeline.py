@@ -18,7 +18,7 @@ from envelopes.models import (
     LegOutcome,
     RefundLeg,
 )
-from verification.models import Attempt, Escalation, ProviderEvent, VerificationRun
+from verification.models import Attempt, Escalation, ProviderEvent, Verdict, VerificationRun
 
 if TYPE_CHECKING:
     pass
@@ -329,10 +329,10 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
     return sorted(items, key=lambda item: (item.at, item.rank))
 
 
-_VERDICT_TONES = {
-    "VERIFIED": "good",
-    "CONTRADICTED": "bad",
-    "FAILED": "bad",
-    "UNVERIFIABLE": "bad",
-    "PENDING": "warn",
+_VERDICT_TONES: dict[str, str] = {  # a StrEnum member hashes as its value
+    Verdict.VERIFIED: "good",
+    Verdict.CONTRADICTED: "bad",
+    Verdict.FAILED: "bad",
+    Verdict.UNVERIFIABLE: "bad",
+    Verdict.PENDING: "warn",
 }

@@ -43,6 +43,7 @@ from envelopes.services.journal import PROVIDER_KEY_TTL, _move, _provider
 from envelopes.services.releases import foreign_refund_release, refund_leg_release
 from providers import Outcome, OutcomeKind
 from verification import clock
+from verification.models import Verdict
 from verification.services import (
     escalation_open,
     verification_start,
@@ -235,7 +236,7 @@ def funding_leg_find(*, leg: FundingLeg) -> FundingResult:
     succeeded = [intent for intent in intents if intent.get("status") == "succeeded"]
     if len(succeeded) > 1:  # charged more than once (by code older than this lookup)
         escalation_open(
-            verdict="CONTRADICTED",
+            verdict=Verdict.CONTRADICTED,
             verdict_class="duplicate side effect",
             reason=f"The provider holds {len(succeeded)} succeeded PaymentIntents for funding leg "
             f"{leg.public_id}: {', '.join(str(i['id']) for i in succeeded)}. The oldest is "
@@ -246,7 +247,7 @@ def funding_leg_find(*, leg: FundingLeg) -> FundingResult:
         chosen = min(succeeded or intents, key=lambda intent: int(intent.get("created") or 0))
         return funding_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, chosen))
     escalation_open(
-        verdict="UNVERIFIABLE",
+        verdict=Verdict.UNVERIFIABLE,
         verdict_class="not at the provider",
         reason=f"Funding leg {leg.public_id} ({leg.amount_micro:,} micro) is pending, its "
         "idempotency key has expired at the provider, and the provider holds no PaymentIntent "

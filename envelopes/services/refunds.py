@@ -40,7 +40,7 @@ from envelopes.services.journal import (
 from envelopes.services.releases import refund_leg_release
 from providers import Outcome, OutcomeKind
 from verification import clock
-from verification.models import VerificationRun
+from verification.models import Verdict, VerificationRun
 from verification.services import (
     PreparedRun,
     escalation_open,
@@ -303,7 +303,7 @@ def refund_leg_find(*, leg: RefundLeg) -> RefundLeg:
         if (refund.get("metadata") or {}).get("vouch_leg") == leg.public_id:
             return refund_leg_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, refund))
     escalation_open(
-        verdict="UNVERIFIABLE",
+        verdict=Verdict.UNVERIFIABLE,
         verdict_class="not at the provider",
         reason=f"Refund leg {leg.public_id} ({leg.amount_micro:,} micro on charge "
         f"{leg.funding_leg.charge_id}) has no answer, its idempotency key has expired at the "

@@ -24,7 +24,7 @@ from envelopes.models import (
 from envelopes.provider_reads import Answer, provider_read_store
 from envelopes.services.journal import _funding_move, _move, _provider
 from envelopes.signals import refund_leg_released
-from verification.models import VerificationRun
+from verification.models import Verdict, VerificationRun
 
 if TYPE_CHECKING:
     pass
@@ -84,8 +84,8 @@ def refund_leg_release(
 def refund_leg_on_verdict(*, run: VerificationRun) -> None:
     """A refund leg's verification decided: FAILED or the `reversed` contradiction (canceled) gives
     the money back; other bad verdicts move no money (a person resolves them)."""
-    if run.verdict == "FAILED" or (
-        run.verdict == "CONTRADICTED" and run.verdict_class == "reversed"
+    if run.verdict == Verdict.FAILED or (
+        run.verdict == Verdict.CONTRADICTED and run.verdict_class == "reversed"
     ):
         leg = RefundLeg.objects.filter(verification_run=run).first()
         if leg is not None:
