@@ -9,6 +9,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from ops.console import ChartData
+from verification.models import Verdict
 
 WIDTH = 620
 HEIGHT = 150
@@ -16,10 +17,10 @@ LEFT = 34  # room for the axis labels
 BOTTOM = 18
 TOP = 8
 COLOURS = {
-    "VERIFIED": "#2e7d32",
-    "CONTRADICTED": "#c62828",
-    "FAILED": "#ef6c00",
-    "UNVERIFIABLE": "#6a1b9a",
+    Verdict.VERIFIED: "#2e7d32",
+    Verdict.CONTRADICTED: "#c62828",
+    Verdict.FAILED: "#ef6c00",
+    Verdict.UNVERIFIABLE: "#6a1b9a",
     "opened": "#c62828",
     "resolved": "#2e7d32",
 }

@@ -26,18 +26,15 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from envelopes.models import LegOutcome, RefundLeg
-from reconciliation.models import Discrepancy, DiscrepancyStatus
+from reconciliation.models import Discrepancy
 from verification.models import (
     Escalation,
-    EscalationStatus,
     ProviderEvent,
     Verdict,
     VerificationRun,
 )
 
 logger = logging.getLogger("vouch.ops")
-
-OPEN_DISCREPANCY = (DiscrepancyStatus.OPEN, DiscrepancyStatus.ACKNOWLEDGED)
 
 
 def metrics_exposition() -> tuple[bytes, str]:
@@ -163,10 +160,7 @@ def _verdicts() -> Iterator[Metric]:
 def _escalations() -> Iterator[Metric]:
     rows = {
         row["money"]: row["n"]
-        for row in Escalation.objects.filter(status=EscalationStatus.OPEN)
-        .order_by()
-        .values("money")
-        .annotate(n=Count("id"))
+        for row in Escalation.objects.open().order_by().values("money").annotate(n=Count("id"))
     }
     family = GaugeMetricFamily(
         "vouch_escalations_open",
@@ -217,7 +211,7 @@ def _webhook_events() -> Metric:
 
 def _discrepancies() -> Metric:
     rows = (
-        Discrepancy.objects.filter(status__in=OPEN_DISCREPANCY)
+        Discrepancy.objects.unresolved()
         .order_by()
         .values("code", "severity", "status")
         .annotate(n=Count("id"))

@@ -23,7 +23,7 @@ from django.utils import timezone
 from disputes.models import ApprovalStatus, Dispute, FilingStatus, Packet, PacketStatus
 from envelopes.models import Envelope, RefundOperation
 from envelopes.selectors import funding_legs_stuck, refund_legs_stuck
-from reconciliation.models import Discrepancy, DiscrepancyStatus, Severity
+from reconciliation.models import UNRESOLVED, Discrepancy, Severity
 from verification.models import Escalation, EscalationStatus, Verdict, VerificationRun
 
 CHART_DAYS = 30
@@ -31,7 +31,6 @@ NEXT_DISPUTES = 5
 # A dispute waits for our answer while Stripe says it needs one (or, entered by staff, says
 # nothing); `under_review`, `won`, `lost` and the `warning_closed` family need nothing from us.
 DISPUTE_STATUSES_AWAITING = ("", "needs_response", "warning_needs_response")
-UNRESOLVED_DISCREPANCY = (DiscrepancyStatus.OPEN, DiscrepancyStatus.ACKNOWLEDGED)
 DECIDED_VERDICTS = (
     Verdict.VERIFIED,
     Verdict.CONTRADICTED,
@@ -128,7 +127,7 @@ def _changelist(name: str, **query: str) -> str:
 
 
 def escalations_open() -> QuerySet[Escalation]:
-    return Escalation.objects.filter(status=EscalationStatus.OPEN)
+    return Escalation.objects.open()
 
 
 def disputes_awaiting_response() -> QuerySet[Dispute]:
@@ -166,7 +165,7 @@ def refunds_with_stuck_legs(*, now: datetime) -> QuerySet[RefundOperation]:
 
 
 def discrepancies_unresolved(severity: str) -> QuerySet[Discrepancy]:
-    return Discrepancy.objects.filter(severity=severity, status__in=UNRESOLVED_DISCREPANCY)
+    return Discrepancy.objects.unresolved().filter(severity=severity)
 
 
 # --- the charts ---------------------------------------------------------------------------------
@@ -328,7 +327,7 @@ def ops_console(*, now: datetime | None = None) -> Console:
             url=_changelist(
                 "reconciliation_discrepancy",
                 severity__exact=severity,
-                status__in=",".join(UNRESOLVED_DISCREPANCY),
+                status__in=",".join(UNRESOLVED),
             ),
             help="Open or acknowledged.",
             urgent=severity == Severity.MONEY,

@@ -17,20 +17,19 @@ from envelopes.models import AdjustmentKind, FundingLeg, RefundLeg
 from reconciliation.models import (
     SEVERITY,
     SEVERITY_ORDER,
+    UNRESOLVED,
     Discrepancy,
-    DiscrepancyStatus,
     Observation,
     Run,
 )
 from reconciliation.services import discrepancy_legs
 
-OPEN_STATES = (DiscrepancyStatus.OPEN, DiscrepancyStatus.ACKNOWLEDGED)
 # The queue's order: annotations made by `discrepancy_queue`, then the oldest first.
 QUEUE_ORDER = ("queue_rank", "severity_rank", "first_seen_at", "id")
 
 
 def _overdue(now: datetime) -> Q:
-    return Q(status__in=OPEN_STATES, due_at__lt=now)
+    return Q(status__in=UNRESOLVED, due_at__lt=now)
 
 
 def discrepancy_queue(
@@ -41,7 +40,7 @@ def discrepancy_queue(
     rows = Discrepancy.objects.all() if queryset is None else queryset
     return rows.annotate(
         queue_rank=Case(
-            When(status__in=OPEN_STATES, then=Value(0)),
+            When(status__in=UNRESOLVED, then=Value(0)),
             default=Value(1),
             output_field=IntegerField(),
         ),
@@ -69,7 +68,7 @@ def discrepancies_within_target(
 ) -> QuerySet[Discrepancy]:
     """Those still open (or acknowledged) with time left."""
     rows = Discrepancy.objects.all() if queryset is None else queryset
-    return rows.filter(status__in=OPEN_STATES, due_at__gte=now)
+    return rows.filter(status__in=UNRESOLVED, due_at__gte=now)
 
 
 # --- the queue as CSV ---------------------------------------------------------------------------
@@ -114,7 +113,7 @@ def discrepancy_export_rows(
     memory stays flat however long the queue is)."""
     yield list(EXPORT_COLUMNS)
     for d in queryset.iterator(chunk_size=500):
-        overdue = d.status in OPEN_STATES and d.due_at < now
+        overdue = d.status in UNRESOLVED and d.due_at < now
         yield [
             d.public_id,
             d.code,

@@ -29,11 +29,11 @@ from reconciliation.models import (
     Severity,
 )
 from verification import clock
+from verification.models import EscalationStatus
 from verification.services import escalation_clear, escalation_open
 from verification.subjects import Subject
 
 WORK_PERMISSION = "reconciliation.work_discrepancy"
-OPEN_STATES = (DiscrepancyStatus.OPEN, DiscrepancyStatus.ACKNOWLEDGED)
 
 
 @dataclass
@@ -70,11 +70,11 @@ def discrepancy_record(*, run: Run, finding: Finding) -> tuple[Discrepancy, bool
     A new money discrepancy opens an escalation and notifies ops. Counts go to the run."""
     now = clock.now()
     existing = (
-        Discrepancy.objects.filter(
+        Discrepancy.objects.unresolved()
+        .filter(
             code=finding.code,
             subject_type=finding.subject_type,
             subject_id=finding.subject_id,
-            status__in=OPEN_STATES,
         )
         .order_by("id")
         .first()
@@ -108,11 +108,10 @@ def discrepancy_record(*, run: Run, finding: Finding) -> tuple[Discrepancy, bool
                 observation=finding.observation,
             )
     except IntegrityError:  # opened at the same moment by another run: it is seen again
-        existing = Discrepancy.objects.get(
+        existing = Discrepancy.objects.unresolved().get(
             code=finding.code,
             subject_type=finding.subject_type,
             subject_id=finding.subject_id,
-            status__in=OPEN_STATES,
         )
         _seen_again(existing, run=run, finding=finding, now=now)
         _bump(run.seen, finding.code)
@@ -201,8 +200,8 @@ def _escalation_clear(
     escalation = discrepancy.escalation
     if escalation is None:
         return
-    others = Discrepancy.objects.filter(escalation=escalation, status__in=OPEN_STATES).exclude(
-        pk=discrepancy.pk
+    others = (
+        Discrepancy.objects.unresolved().filter(escalation=escalation).exclude(pk=discrepancy.pk)
     )
     if others.exists():
         return
@@ -316,7 +315,9 @@ def discrepancy_adjustment_propose(
         actor=actor,
         kind=kind,
         reason=reason,
-        escalation=escalation if escalation is not None and escalation.status == "open" else None,
+        escalation=escalation
+        if escalation is not None and escalation.status == EscalationStatus.OPEN
+        else None,
         refund_leg=refund_leg,
         funding_leg=funding_leg,
         provider_object_id=provider_object_id,
@@ -336,9 +337,7 @@ def discrepancy_adjustment_propose(
 def discrepancies_on_adjustment_applied(*, adjustment: EnvelopeAdjustment) -> int:
     """The adjustment-applied listener's service: the discrepancies it answers are resolved as
     `adjusted` by its approver (inside the approval's transaction)."""
-    found = Discrepancy.objects.select_for_update().filter(
-        adjustment=adjustment, status__in=OPEN_STATES
-    )
+    found = Discrepancy.objects.unresolved().select_for_update().filter(adjustment=adjustment)
     count = 0
     for discrepancy in found:
         discrepancy.status = DiscrepancyStatus.RESOLVED

@@ -26,7 +26,7 @@ from envelopes import selectors as envelopes
 from envelopes.models import RefundOperation
 from envelopes.money import with_usd
 from reconciliation.models import Discrepancy, DiscrepancyStatus
-from reconciliation.selectors import OPEN_STATES, QUEUE_ORDER, discrepancy_queue
+from reconciliation.selectors import QUEUE_ORDER, discrepancy_queue
 from verification.models import Escalation
 
 ESCROW_READ = "escrow:read"
@@ -234,7 +234,7 @@ def discrepancies_list(call: Call, args: s.DiscrepanciesListInput) -> dict[str, 
     _need_permission(call, "reconciliation.view_discrepancy", "discrepancies")
     rows = Discrepancy.objects.all()
     if args.status == "open":
-        rows = rows.filter(status__in=OPEN_STATES)
+        rows = rows.unresolved()
     elif args.status == "resolved":
         rows = rows.filter(status=DiscrepancyStatus.RESOLVED)
     result = page(

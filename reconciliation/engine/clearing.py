@@ -14,7 +14,7 @@ from reconciliation.engine.disputes import _disputes
 from reconciliation.engine.refunds import _refund_leg_alone, _refunds
 from reconciliation.engine.shared import _Context, _ledger_observation, _read
 from reconciliation.models import Discrepancy, Observation
-from reconciliation.services import OPEN_STATES, discrepancy_clear
+from reconciliation.services import discrepancy_clear
 
 PROVIDER_OBJECTS = ("refund", "dispute", "charge")  # subject types read from the provider as is
 
@@ -22,9 +22,7 @@ PROVIDER_OBJECTS = ("refund", "dispute", "charge")  # subject types read from th
 def _clear(ctx: _Context) -> None:
     """Every open discrepancy this run did not see: looked at once more, alone. Gone → cleared,
     citing the read that shows it gone; still there → seen again."""
-    unseen = (
-        Discrepancy.objects.filter(status__in=OPEN_STATES).exclude(last_run=ctx.run).order_by("id")
-    )
+    unseen = Discrepancy.objects.unresolved().exclude(last_run=ctx.run).order_by("id")
     for discrepancy in unseen.iterator(chunk_size=200):
         observation = _look_again(ctx, discrepancy)
         discrepancy.refresh_from_db()

@@ -20,7 +20,7 @@ from reconciliation.engine.refunds import _refund_leg_alone
 from reconciliation.engine.shared import _chunks, _Context, _found, _ledger_observation
 from reconciliation.models import DiscrepancyClass, Seen
 from reconciliation.services import Finding
-from verification.models import VerificationRun
+from verification.models import Verdict, VerificationRun
 
 
 def _vouch_side(ctx: _Context) -> None:
@@ -119,7 +119,7 @@ def _stuck(ctx: _Context) -> None:
                 observation=_ledger_observation(ctx, "funding leg", side),
             ),
         )
-    overdue = VerificationRun.objects.filter(verdict="PENDING", deadline_at__lt=ctx.now)
+    overdue = VerificationRun.objects.filter(verdict=Verdict.PENDING, deadline_at__lt=ctx.now)
     for vrun in overdue.order_by("id").iterator(chunk_size=500):
         side = {
             "run": vrun.public_id,
