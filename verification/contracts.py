@@ -24,6 +24,7 @@ PATH_PATTERN = re.compile(
 )
 
 
+# docs/decisions/0003-verdicts-and-contracts.md: what each verdict means, and the contract format.
 class Verdict(TextChoices):
     """The one definition of a verdict: the engine decides it (evaluation), a contract names the
     bad ones its rules give, and the models store it (`verification.models.Verdict` is this one).
@@ -178,15 +179,12 @@ class ContradictedCondition(Condition):
     reason: str
 
 
-def _one_of(*allowed: Verdict) -> Any:
-    """A validator keeping a verdict field to `allowed` (the YAML holds the verdict's name)."""
-
-    def check(cls: Any, value: Verdict) -> Verdict:
-        if value not in allowed:
-            raise ValueError(f"the verdict must be {' or '.join(allowed)}, not {value}")
-        return value
-
-    return check
+def _verdict_in(value: Verdict, allowed: tuple[Verdict, ...]) -> Verdict:
+    """`value` if it is one of `allowed` (the YAML holds the verdict's name), else a clear error.
+    Called at each validation (not only when the class is made), so what it decides is tested."""
+    if value not in allowed:
+        raise ValueError(f"the verdict must be {' or '.join(allowed)}, not {value}")
+    return value
 
 
 class Rule(_Strict):
@@ -196,7 +194,10 @@ class Rule(_Strict):
     reason: str
     class_: str | None = Field(default=None, alias="class")
 
-    _verdict = field_validator("verdict")(_one_of(Verdict.FAILED, Verdict.CONTRADICTED))
+    @field_validator("verdict")
+    @classmethod
+    def _verdict(cls, value: Verdict) -> Verdict:
+        return _verdict_in(value, (Verdict.FAILED, Verdict.CONTRADICTED))
 
 
 class Backoff(_Strict):
@@ -209,7 +210,10 @@ class OnTimeout(_Strict):
     reason: str
     escalate: bool
 
-    _verdict = field_validator("verdict")(_one_of(Verdict.UNVERIFIABLE))
+    @field_validator("verdict")
+    @classmethod
+    def _verdict(cls, value: Verdict) -> Verdict:
+        return _verdict_in(value, (Verdict.UNVERIFIABLE,))
 
 
 class Timing(_Strict):

@@ -7,6 +7,7 @@ from core import exceptions
 from core.api.auth import auth_method_of
 
 
+# docs/decisions/0005-no-bearer-token-moves-money.md
 class SessionRequired(BasePermission):
     """Moving money to a card needs a logged-in session: a bearer token is refused (SPEC §5)."""
 

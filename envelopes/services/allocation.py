@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     pass
 
 
+# docs/decisions/0002-lifo-round-down.md: newest funding first, amounts rounded down.
 def allocate_lifo(legs: list[tuple[int, int]], requested: int) -> list[tuple[int, int]]:
     """Last in, first out across funding legs given as (leg id, capacity) oldest first: the newest
     top-up first, the original last. Each leg rounds down to a whole cent; a leg that rounds to
