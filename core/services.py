@@ -22,7 +22,7 @@ def audit_record(
     """Append one audit event. Call it inside the transaction of the change it records, so the
     event exists exactly when the change does. `actor` None means the system itself."""
     return AuditEvent.objects.create(
-        actor=actor,
+        actor=actor,  # type: ignore[misc]  # any user model: core knows no app (decision 0008)
         actor_label=actor.get_username() if actor is not None else "system",
         action=action,
         target_type=target_type,

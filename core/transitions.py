@@ -11,8 +11,9 @@ table says so (some resolutions are recorded twice on purpose, e.g. a re-filing)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import models
@@ -34,7 +35,7 @@ class StateMachine:
     name: str  # what the audit rows call the thing, e.g. "packet" or "dispute.filing"
     field: str
     allowed: Mapping[str, frozenset[str]]
-    states: frozenset[str] = field(default=frozenset())
+    states: frozenset[str] = dataclasses.field(default=frozenset())
 
     def __post_init__(self) -> None:
         named = set(self.allowed)
@@ -57,7 +58,7 @@ class StateMachine:
         a key of `allowed` (a terminal state maps to nothing), so a state added to the enum and
         forgotten here fails at import."""
         values = (
-            frozenset(str(c) for c in choices.values)  # type: ignore[union-attr]
+            frozenset(str(c) for c in choices.values)
             if isinstance(choices, type)
             else frozenset(str(c) for c in choices)
         )

@@ -156,6 +156,7 @@ class TimelineEntry:
 _FROM_ROWS = {"dispute.evidence_admit", "dispute.deadline_reminder", "dispute.enter"}
 _ACTION_KINDS = {
     "packet.prepare": "packet",
+    "packet.supersede": "packet",
     "packet.edit": "edit",
     "packet.approve": "approval",
     "packet.file": "filing",
@@ -191,9 +192,18 @@ def _audit_entry(event: AuditEvent, packets: dict[str, Packet]) -> TimelineEntry
     elif action == "packet.file":
         title = f"Packet {version} filing started"
         detail = f"key {details.get('filing_key')}"
+    elif action == "packet.supersede":
+        title = f"Packet {version} superseded by version {details.get('by_version', '?')}"
+        detail = f"trigger {details.get('trigger', '?')}"
     elif action == "packet.file_refused":
         title = f"Packet {version}: the provider refused the filing"
-        detail = f"code {details.get('code')}; its readback decides what was filed"
+        detail = (
+            f"code {details.get('code')}, request {details.get('filing_reference') or '—'}; "
+            "its readback decides what was filed"
+        )
+        refs += [Ref("stripe", str(f)) for f in (details.get("files") or {}).values()]
+        if details.get("run"):
+            refs.append(Ref("run", str(details["run"])))
     elif action == "packet.file_upload_unknown":
         title = f"Packet {version}: an evidence file's upload got no answer"
         detail = f"{details.get('code')}; the filing resumes with the same keys"

@@ -115,6 +115,7 @@ def test_the_dispute_page_shows_everything_in_time_order_with_links(
         "packet Packet version 1 prepared: operator_review",
         "evidence Evidence pod:1 admitted",
         "packet Packet version 2 prepared: contest",
+        "packet Packet version 1 superseded by version 2",
         "edit Packet version 2 edited (summary)",
         "approval Packet version 2 approved",
         "filing Packet version 2 filing started",
