@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.transitions import StateMachine
 from envelopes.models import Adjustment as EnvelopeAdjustment
 from envelopes.models import public_id
 
@@ -216,6 +217,21 @@ class DiscrepancyStatus(models.TextChoices):
     ACKNOWLEDGED = "acknowledged"
     RESOLVED = "resolved"
 
+
+# A discrepancy's status (STYLE rule 6): a person takes an open one (acknowledged); an open or
+# acknowledged one is resolved — cleared by a run that no longer sees it, accepted by a person with
+# a note, or adjusted by an approved adjustment. Resolved is final: nothing re-opens one (a run that
+# sees the difference again opens a new discrepancy; one unresolved per class and subject).
+DISCREPANCY_STATUS = StateMachine.of(
+    "discrepancy",
+    field="status",
+    choices=DiscrepancyStatus,
+    allowed={
+        DiscrepancyStatus.OPEN: {DiscrepancyStatus.ACKNOWLEDGED, DiscrepancyStatus.RESOLVED},
+        DiscrepancyStatus.ACKNOWLEDGED: {DiscrepancyStatus.RESOLVED},
+        DiscrepancyStatus.RESOLVED: set(),
+    },
+)
 
 # The one definition of an unresolved discrepancy: open, or acknowledged by a person but not
 # yet resolved. Whatever counts, lists or re-checks unresolved findings uses it (`.unresolved()`).

@@ -2,7 +2,9 @@
 per class and subject, seen counts), clearing what a run no longer sees (citing the observation
 that shows it gone), a person's acknowledgement or acceptance with a note, and the adjustment path
 (proposed on the discrepancy by one person, approved by another through the one adjustment
-service of `envelopes`). Every transition is an audit event with its actor."""
+service of `envelopes`). Every change of status goes through `core.transitions.transition`
+against `models.DISCREPANCY_STATUS` (open -> acknowledged -> resolved; resolved is final), which
+writes its audit event with its actor."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from django.db.models import F
 from accounts.models import User
 from core.exceptions import InvalidInput
 from core.services import audit_record
+from core.transitions import transition
 from envelopes.adjustments import adjustment_propose
 from envelopes.models import Adjustment as EnvelopeAdjustment
 from envelopes.models import FundingLeg, RefundLeg
 from reconciliation.models import (
+    DISCREPANCY_STATUS,
     SEVERITY,
     TARGET,
     Discrepancy,
@@ -166,18 +170,19 @@ def discrepancy_clear(
         locked = Discrepancy.objects.select_for_update().get(pk=discrepancy.pk)
         if locked.status == DiscrepancyStatus.RESOLVED:
             return locked
-        locked.status = DiscrepancyStatus.RESOLVED
-        locked.resolution = DiscrepancyResolution.CLEARED
-        locked.resolved_at = clock.now()
-        locked.cleared_by = observation
-        locked.note = why
-        locked.last_run = run
-        locked.save()
-        audit_record(
+        transition(
+            locked,
+            machine=DISCREPANCY_STATUS,
+            to=DiscrepancyStatus.RESOLVED,
             actor=None,
             action="discrepancy.clear",
-            target_type="discrepancy",
-            target_id=locked.public_id,
+            also={
+                "resolution": DiscrepancyResolution.CLEARED,
+                "resolved_at": clock.now(),
+                "cleared_by": observation,
+                "note": why,
+                "last_run": run,
+            },
             details={
                 "class": locked.code,
                 "run": run.public_id,
@@ -234,17 +239,15 @@ def discrepancy_acknowledge(*, discrepancy: Discrepancy, actor: User) -> Discrep
     _require_work_permission(actor)
     with transaction.atomic():
         locked = Discrepancy.objects.select_for_update().get(pk=discrepancy.pk)
-        if locked.status != DiscrepancyStatus.OPEN:
+        if not DISCREPANCY_STATUS.can(locked.status, DiscrepancyStatus.ACKNOWLEDGED):
             raise InvalidInput(f"This discrepancy is {locked.status}: only an open one is taken.")
-        locked.status = DiscrepancyStatus.ACKNOWLEDGED
-        locked.acknowledged_at = clock.now()
-        locked.acknowledged_by = actor
-        locked.save(update_fields=["status", "acknowledged_at", "acknowledged_by"])
-        audit_record(
+        transition(
+            locked,
+            machine=DISCREPANCY_STATUS,
+            to=DiscrepancyStatus.ACKNOWLEDGED,
             actor=actor,
             action="discrepancy.acknowledge",
-            target_type="discrepancy",
-            target_id=locked.public_id,
+            also={"acknowledged_at": clock.now(), "acknowledged_by": actor},
             details={"class": locked.code},
         )
     return locked
@@ -266,17 +269,18 @@ def discrepancy_accept(*, discrepancy: Discrepancy, actor: User, note: str) -> D
                 "This discrepancy concerns money: propose an adjustment, which a second person "
                 "with reconciliation.approve_adjustment approves."
             )
-        locked.status = DiscrepancyStatus.RESOLVED
-        locked.resolution = DiscrepancyResolution.ACCEPTED
-        locked.resolved_at = clock.now()
-        locked.resolved_by = actor
-        locked.note = note
-        locked.save()
-        audit_record(
+        transition(
+            locked,
+            machine=DISCREPANCY_STATUS,
+            to=DiscrepancyStatus.RESOLVED,
             actor=actor,
             action="discrepancy.accept",
-            target_type="discrepancy",
-            target_id=locked.public_id,
+            also={
+                "resolution": DiscrepancyResolution.ACCEPTED,
+                "resolved_at": clock.now(),
+                "resolved_by": actor,
+                "note": note,
+            },
             details={"class": locked.code, "note": note},
         )
     return locked
@@ -340,17 +344,18 @@ def discrepancies_on_adjustment_applied(*, adjustment: EnvelopeAdjustment) -> in
     found = Discrepancy.objects.unresolved().select_for_update().filter(adjustment=adjustment)
     count = 0
     for discrepancy in found:
-        discrepancy.status = DiscrepancyStatus.RESOLVED
-        discrepancy.resolution = DiscrepancyResolution.ADJUSTED
-        discrepancy.resolved_at = clock.now()
-        discrepancy.resolved_by = adjustment.decided_by
-        discrepancy.note = f"Adjusted by {adjustment.public_id} ({adjustment.kind})."
-        discrepancy.save()
-        audit_record(
+        transition(
+            discrepancy,
+            machine=DISCREPANCY_STATUS,
+            to=DiscrepancyStatus.RESOLVED,
             actor=adjustment.decided_by,
             action="discrepancy.adjusted",
-            target_type="discrepancy",
-            target_id=discrepancy.public_id,
+            also={
+                "resolution": DiscrepancyResolution.ADJUSTED,
+                "resolved_at": clock.now(),
+                "resolved_by": adjustment.decided_by,
+                "note": f"Adjusted by {adjustment.public_id} ({adjustment.kind}).",
+            },
             details={"class": discrepancy.code, "adjustment": adjustment.public_id},
         )
         count += 1
