@@ -20,6 +20,11 @@ from stripe_sandbox import SandboxServer
 from stripe_sandbox.client import SandboxControl
 from tests.helpers import Receiver
 
+# The shared drivers' fixtures (tests/drivers/), for every test: a test imports their classes and
+# helpers from there, never from another directory's conftest.py.
+pytest_plugins = ["tests.drivers.api", "tests.drivers.disputes", "tests.drivers.mcp"]
+
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -16,12 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import User
 from accounts.selectors import EMAIL_VERIFIED_ATTR, user_with_email_verified
-from tests.envelopes import conftest as envelopes_fixtures
-from tests.envelopes.conftest import Api
-
-alice = envelopes_fixtures.alice
-bob = envelopes_fixtures.bob
-stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -33,14 +33,8 @@ from envelopes.models import Envelope, RefundLeg, RefundOperation
 from envelopes.selectors import ledger_breaches, refund_data
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import ROOT, database_url
-from tests.envelopes import conftest as envelopes_fixtures
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from tests.helpers import wait_until
-
-alice = envelopes_fixtures.alice
-bob = envelopes_fixtures.bob
-staff_api = envelopes_fixtures.staff_api
-stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
 
 pytestmark = pytest.mark.django_db
 

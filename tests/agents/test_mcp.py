@@ -23,18 +23,11 @@ from envelopes.models import Envelope
 from reconciliation.models import Run
 from reconciliation.services import Finding, discrepancy_record
 from stripe_sandbox.client import SandboxControl
-from tests.agents.conftest import mcp_session, post_mcp, run, tool_call
 from tests.agents.oauth import issue_token
-from tests.disputes.conftest import Ops, World, contest_ready, ops, staff_user, world
-from tests.envelopes import conftest as envelopes_fixtures
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
+from tests.drivers.disputes import Ops, World, contest_ready, staff_user
+from tests.drivers.mcp import mcp_session, post_mcp, run, tool_call
 from verification.models import Escalation, EscalationStatus, Verdict, VerificationRun
-
-ops = ops
-world = world
-alice = envelopes_fixtures.alice
-bob = envelopes_fixtures.bob
-stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,14 +21,9 @@ from accounts.services import api_token_issue
 from agents.mcp.limits import SCOPE as RATE_SCOPE
 from core.api.throttling import throttle_cache_key
 from stripe_sandbox.client import SandboxControl
-from tests.agents.conftest import mcp_session, post_mcp, run, tool_call
 from tests.agents.oauth import issue_token
-from tests.envelopes import conftest as envelopes_fixtures
-from tests.envelopes.conftest import Api
-
-alice = envelopes_fixtures.alice
-bob = envelopes_fixtures.bob
-stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
+from tests.drivers.api import Api
+from tests.drivers.mcp import mcp_session, post_mcp, run, tool_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,16 +19,10 @@ from agents.selectors import preview_digest
 from envelopes.models import Envelope, JournalEntry, RefundOperation
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
-from tests.agents.conftest import mcp_session, run
 from tests.agents.oauth import issue_token
-from tests.disputes.conftest import World, world
-from tests.envelopes import conftest as envelopes_fixtures
-from tests.envelopes.conftest import Api
-
-world = world
-alice = envelopes_fixtures.alice
-bob = envelopes_fixtures.bob
-stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
+from tests.drivers.api import Api
+from tests.drivers.disputes import World
+from tests.drivers.mcp import mcp_session, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

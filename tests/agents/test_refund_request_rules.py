@@ -26,13 +26,7 @@ from envelopes import services as envelopes_services
 from envelopes.models import RefundOperation
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes import conftest as envelopes_fixtures
-from tests.envelopes.conftest import Api
-
-alice = envelopes_fixtures.alice
-bob = envelopes_fixtures.bob
-staff_api = envelopes_fixtures.staff_api
-stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

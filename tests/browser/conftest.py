@@ -15,9 +15,6 @@ import pytest
 from django.db import connections
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.disputes.conftest import Ops, World, ops, world  # noqa: F401
-from tests.envelopes.conftest import alice, stripe_at_sandbox  # noqa: F401
-
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 

@@ -20,7 +20,7 @@ from envelopes import services
 from envelopes.models import Envelope, LegOutcome, RefundLeg
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from verification.models import Escalation
 
 PASSWORD = "pw-browser-123"

@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from accounts.services import demo_users_ensure
 from envelopes.models import Envelope
-from tests.browser.conftest import Ops, World
+from tests.drivers.disputes import Ops, World
 from tests.ops.console_seed import seed_console
 
 PASSWORD = "pw-console-123"

@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 
 from accounts.services import ops_permissions
 from disputes.models import Evidence
-from tests.disputes.conftest import World, current, media, pdf, staff_user  # noqa: F401
+from tests.drivers.disputes import World, current, pdf, staff_user
 
 from .test_packet_review import log_in
 
@@ -26,7 +26,7 @@ def test_an_ops_user_admits_a_file_and_opens_it_from_the_review_page(
     live_server: Any,
     world: World,
     artifacts: Path,
-    media: Path,  # noqa: F811
+    media: Path,
     tmp_path: Path,
 ) -> None:
     ops_group, _ = Group.objects.get_or_create(name="ops")

@@ -50,10 +50,9 @@ from disputes.models import Dispute
 from envelopes.models import RefundOperation
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
-from tests.agents.conftest import asgi_server  # noqa: F401
 from tests.agents.oauth import REDIRECT_URI, client_register
 from tests.browser.conftest import CHROMIUM
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 PASSWORDS = {"alice": "pw-alice-123", "olga": "pw-olga-123"}  # alice: tests/envelopes/conftest.py
 BUYER_TOOLS = {
@@ -241,7 +240,7 @@ async def staff_session(base: str, person: Person, client_id: str, dispute_id: s
 @pytest.mark.django_db(transaction=True)
 def test_an_assistant_connects_reads_proposes_and_the_buyer_confirms_to_verified(
     worker_with_beat: None,
-    asgi_server: str,  # noqa: F811
+    asgi_server: str,
     alice: Api,
     sandbox: SandboxControl,
     artifacts: Path,

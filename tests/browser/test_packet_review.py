@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 
 from disputes.models import Packet
 from disputes.services import filing_key_proposal
-from tests.disputes.conftest import Ops, World, contest_ready
+from tests.drivers.disputes import Ops, World, contest_ready
 from tests.helpers import settle_runs
 
 PASSWORD = "pw-{}-123"  # as tests/disputes/conftest.py's staff_user sets it

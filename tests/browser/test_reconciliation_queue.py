@@ -26,7 +26,7 @@ from envelopes.models import Adjustment, Envelope, FundingLeg
 from envelopes.selectors import ledger_breaches
 from reconciliation.models import Discrepancy, Observation, Run
 from reconciliation.services import Finding, discrepancy_record
-from tests.envelopes.conftest import Api, sdk  # noqa: F401
+from tests.drivers.api import Api
 
 PASSWORD = "pw-browser-123"
 
@@ -71,7 +71,7 @@ def test_a_foreign_refund_is_recorded_under_four_eyes_from_the_queue(
     page: Page,
     live_server: Any,
     alice: Api,
-    sdk: stripe.StripeClient,  # noqa: F811
+    sdk: stripe.StripeClient,
     artifacts: Path,
 ) -> None:
     person(

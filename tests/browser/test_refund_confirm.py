@@ -17,7 +17,7 @@ from agents.services import refund_request_create
 from envelopes.models import RefundOperation
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 PASSWORD = "pw-alice-123"  # tests/envelopes/conftest.py's alice
 

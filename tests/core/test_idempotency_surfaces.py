@@ -39,13 +39,8 @@ from envelopes.models import RefundOperation
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import ROOT, assert_died, database_url, past_the_lease
-from tests.envelopes import conftest as envelopes_fixtures
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from tests.helpers import wait_until
-
-alice = envelopes_fixtures.alice
-bob = envelopes_fixtures.bob
-stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
 
 pytestmark = pytest.mark.django_db
 

@@ -20,18 +20,17 @@ from typing import Any
 
 import pytest
 
-from ops.management.commands.run_local import local_settings_prepare
 from envelopes.models import FundingLeg
+from ops.management.commands.run_local import local_settings_prepare
 from receipts import keys
 from reconciliation.engine import reconcile
 from reconciliation.models import Run
 from reconciliation.runs import report_verify
 from stripe_sandbox.client import SandboxControl
 from tests.conftest import ROOT, _database_url
-from tests.envelopes.conftest import Api, alice, stripe_at_sandbox
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db(transaction=True)
-__all__ = ["alice", "stripe_at_sandbox"]  # the fixtures, from the envelopes' tests
 
 # What a shell next to `make run` does not have: `make run`'s own processes get these from it.
 _MAKE_RUN_ONLY = ("STRIPE_", "RECEIPT_", "VOUCH_ENVIRONMENT", "DJANGO_SETTINGS_MODULE")

@@ -21,14 +21,7 @@ from core.api.throttling import MoneyThrottle, parse_rate, throttle_cache_key, w
 from core.cache import RedisCache
 from core.models import IdempotencyRecord
 from envelopes.models import Envelope
-from tests.envelopes import conftest as envelopes_fixtures
-from tests.envelopes.conftest import Api
-
-# The buyers' fixtures of tests/envelopes (a logged-in session each, the sandbox behind).
-alice = envelopes_fixtures.alice
-bob = envelopes_fixtures.bob
-sdk = envelopes_fixtures.sdk
-stripe_at_sandbox = envelopes_fixtures.stripe_at_sandbox
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

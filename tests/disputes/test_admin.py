@@ -18,9 +18,8 @@ from accounts.models import User
 from core.models import AuditEvent
 from disputes import services
 from disputes.models import Dispute, Packet
+from tests.drivers.disputes import Ops, World, contest_ready, staff_user
 from tests.helpers import settle_runs
-
-from .conftest import Ops, World, contest_ready, staff_user
 
 
 def client_for(user: User) -> Client:

@@ -16,8 +16,8 @@ from django.urls import reverse
 from accounts.models import User
 from core.models import AuditEvent
 from disputes.models import Dispute, Evidence
+from tests.drivers.disputes import Ops, World, current, pdf, staff_user
 
-from .conftest import Ops, World, current, pdf, staff_user
 from .test_admin import messages_of, page, section
 
 pytestmark = pytest.mark.usefixtures("media")

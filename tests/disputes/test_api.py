@@ -13,9 +13,8 @@ from accounts.models import User
 from accounts.services import api_token_issue
 from disputes.models import Dispute, Evidence, Packet
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
-
-from .conftest import Ops, World, evidence, staff_user
+from tests.drivers.api import Api
+from tests.drivers.disputes import Ops, World, evidence, staff_user
 
 SHA = hashlib.sha256(b"doc").hexdigest()
 

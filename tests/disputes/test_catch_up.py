@@ -12,9 +12,8 @@ import pytest
 from disputes import services
 from disputes.models import Packet
 from receipts.models import Receipt
+from tests.drivers.disputes import Ops, World, current, evidence
 from tests.helpers import settle_runs
-
-from .conftest import Ops, World, current, evidence
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,9 +15,8 @@ from core.models import AuditEvent, IdempotencyRecord
 from disputes.models import Dispute, Evidence, Packet
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import assert_died, past_the_lease, request_in_a_fresh_process
-from tests.envelopes.conftest import Api
-
-from .conftest import World, evidence, staff_user
+from tests.drivers.api import Api
+from tests.drivers.disputes import World, evidence, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

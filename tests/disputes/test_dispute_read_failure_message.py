@@ -9,8 +9,7 @@ import pytest
 from disputes import services
 from providers import provider_from_settings
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import World
+from tests.drivers.disputes import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ import pytest
 from disputes.models import Dispute
 from receipts.models import Receipt
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from tests.helpers import wait_until
 
 

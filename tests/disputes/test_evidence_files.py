@@ -26,9 +26,9 @@ from disputes.exceptions import (
 from disputes.models import Evidence, Packet
 from disputes.packets import evidence_mapping, filing_request, packet_digest
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.disputes import Ops, World, admit_file, current, pdf
 from tests.helpers import settle_runs
 
-from .conftest import Ops, World, admit_file, current, pdf
 from .test_filing import approve, file, read_dispute, submissions
 
 pytestmark = pytest.mark.usefixtures("media")

@@ -26,10 +26,9 @@ from disputes.exceptions import (
 )
 from disputes.models import Packet
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.disputes import Ops, World, contest_ready, current
 from tests.helpers import settle_runs
 from verification.models import VerificationRun
-
-from .conftest import Ops, World, contest_ready, current
 
 
 def approve(packet: Packet, ops: Ops) -> Packet:
@@ -231,7 +230,7 @@ def test_credentials_never_appear_in_packets_receipts_logs_or_responses(
     world: World, ops: Ops, settings: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     from receipts.models import Receipt
-    from tests.envelopes.conftest import Api
+    from tests.drivers.api import Api
 
     caplog.set_level(logging.DEBUG)
     packet = approve(contest_ready(world, ops), ops)
@@ -298,7 +297,7 @@ def test_a_packet_whose_readback_is_verified_says_filed_everywhere(
     from django.test import Client
     from django.urls import reverse
 
-    from tests.envelopes.conftest import Api
+    from tests.drivers.api import Api
 
     packet = approve(contest_ready(world, ops), ops)
     file(packet, ops)
@@ -332,7 +331,7 @@ def test_an_edit_citing_evidence_outside_the_version_brings_it_into_the_version(
     that version, joins it: the version's evidence refs hold it, the digest covers its SHA-256,
     filing sends it, and whoever admitted it is a contributor who cannot approve."""
     from disputes.packets import filing_request, packet_content
-    from tests.disputes.conftest import evidence, staff_user
+    from tests.drivers.disputes import evidence, staff_user
 
     packet = approve(contest_ready(world, ops), ops)  # approved: no new version on admission
     late = evidence("doc:2", "communication", "Emails with the customer about the parcel")

@@ -18,8 +18,8 @@ from disputes.exceptions import PacketOverLimit
 from disputes.models import Packet
 from disputes.packets import packet_budget
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.disputes import Ops, World, admit_file, contest_ready, current, pdf
 
-from .conftest import Ops, World, admit_file, contest_ready, current, pdf
 from .test_admin import approve_via_page, messages_of, page, section
 from .test_filing import approve, submissions
 

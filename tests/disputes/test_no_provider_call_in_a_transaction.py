@@ -12,10 +12,9 @@ from disputes import services
 from disputes.services import filings_resume
 from disputes.services.filing import _reserve_filing
 from providers.stripe_provider import StripeProvider
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
+from tests.drivers.disputes import Ops, World, admit_file, contest_ready, current, pdf, staff_user
 from tests.helpers import settle_runs
-
-from .conftest import Ops, World, admit_file, contest_ready, current, pdf, staff_user
 
 
 @pytest.mark.django_db(transaction=True)

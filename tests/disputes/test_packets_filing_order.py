@@ -8,9 +8,9 @@ import pytest
 
 from disputes import services
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.disputes import Ops, World, admit_file, current, evidence, pdf
 from tests.helpers import settle_runs
 
-from .conftest import Ops, World, admit_file, current, evidence, pdf
 from .test_evidence_files import sandbox_client
 from .test_filing import approve, file, read_dispute
 

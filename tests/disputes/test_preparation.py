@@ -13,8 +13,7 @@ from disputes.drafting import DraftMaterial
 from disputes.exceptions import EvidenceCredential, ReceiptDetailRefused
 from disputes.models import Evidence
 from receipts.models import Receipt
-
-from .conftest import Ops, World, current, evidence
+from tests.drivers.disputes import Ops, World, current, evidence
 
 
 def test_unrecognized_charge_without_consent_evidence_needs_an_operator(world: World) -> None:

@@ -34,9 +34,9 @@ from disputes.exceptions import FilingKeyConflict, PacketFilingUnderway, PacketN
 from disputes.models import Packet
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import database_url
+from tests.drivers.disputes import Ops, World, admit_file, contest_ready, current, pdf
 from tests.helpers import settle_runs
 
-from .conftest import Ops, World, admit_file, contest_ready, current, pdf
 from .test_filing import approve, read_dispute, submissions
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,10 +19,10 @@ from accounts.models import User
 from disputes import tasks
 from disputes.models import DeadlineReminder, Dispute, Packet
 from disputes.reminders import deadline_reminders_send
+from tests.drivers.disputes import Ops, World, contest_ready
 from tests.helpers import settle_runs
 from verification.models import Escalation
 
-from .conftest import Ops, World, contest_ready
 from .test_filing import approve, file
 
 

@@ -16,14 +16,13 @@ from disputes import services
 from disputes.exceptions import PacketReadbackFailed
 from disputes.models import Dispute, Packet
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
+from tests.drivers.disputes import Ops, World, contest_ready, staff_user
 from tests.helpers import settle_runs
 from verification.contracts import Verdict, get_contract
 from verification.evaluation import decide
 from verification.expressions import Context
 from verification.models import VerificationRun
-
-from .conftest import Ops, World, contest_ready, staff_user
 
 
 def at_provider(sandbox: SandboxControl, dispute_id: str) -> Any:

@@ -14,9 +14,8 @@ from disputes import tasks
 from disputes.models import Dispute
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import assert_died, past_the_lease, request_in_a_fresh_process
-from tests.envelopes.conftest import Api
-
-from .conftest import World, staff_user
+from tests.drivers.api import Api
+from tests.drivers.disputes import World, staff_user
 
 
 def at_provider(sandbox: SandboxControl, dispute_id: str) -> Any:

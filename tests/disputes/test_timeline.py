@@ -23,11 +23,11 @@ from disputes import services
 from disputes.models import Dispute, Packet
 from disputes.reminders import deadline_reminders_send
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.disputes import Ops, World, admit_file, current, pdf
 from tests.helpers import settle_runs
 from verification.models import Escalation, VerificationRun
 from verification.services import provider_event_store
 
-from .conftest import Ops, World, admit_file, current, pdf
 from .test_filing import approve, file
 
 pytestmark = pytest.mark.usefixtures("media")

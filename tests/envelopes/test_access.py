@@ -14,8 +14,7 @@ from accounts.services import api_token_issue
 from core.models import AuditEvent, IdempotencyRecord
 from envelopes.models import Debit, Envelope, FundingLeg, RefundOperation
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

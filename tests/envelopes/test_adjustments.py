@@ -40,6 +40,7 @@ from envelopes.models import (
 )
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from tests.envelopes.people import LATER, later, person
 from tests.helpers import settle_runs
 from verification.models import Escalation, EscalationStatus, VerificationRun
@@ -50,8 +51,6 @@ from verification.services import (
     provider_event_store,
     run_attempt,
 )
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -34,11 +34,10 @@ from envelopes.models import (
 )
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from tests.envelopes.people import later, person
 from verification.models import VerificationRun
 from verification.services import provider_event_process, provider_event_store
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -43,12 +43,11 @@ from envelopes.models import (
 from envelopes.selectors import ledger_breaches
 from envelopes.services import PROVIDER_KEY_TTL
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from tests.envelopes.people import LATER, later, person
 from verification.models import EscalationStatus
 from verification.services import escalation_open, escalation_resolve
 from verification.subjects import Subject as EscalationSubject
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

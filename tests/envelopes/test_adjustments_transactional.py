@@ -17,9 +17,9 @@ from django.utils import timezone
 from accounts.models import User
 from envelopes import services
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from tests.envelopes.people import person
 
-from .conftest import Api
 from .test_adjustments_provider_reads import (
     _assert_given_back_once,
     _recorded_foreign_refund,

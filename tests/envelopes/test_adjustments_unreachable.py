@@ -13,9 +13,9 @@ from envelopes.adjustments import adjustment_propose
 from envelopes.exceptions import AdjustmentProviderUnreadable
 from envelopes.models import Adjustment, LegOutcome, RefundLeg
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from tests.helpers import free_port
 
-from .conftest import Api
 from .test_adjustments_provider_reads import _never_made_refund, later, proposer
 
 pytestmark = pytest.mark.django_db

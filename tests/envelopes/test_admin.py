@@ -12,9 +12,8 @@ from django.urls import reverse
 from accounts.models import User
 from envelopes.models import Envelope, FundingLeg, JournalEntry, RefundLeg, RefundOperation
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from verification.models import VerificationRun
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

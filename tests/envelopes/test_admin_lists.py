@@ -16,10 +16,9 @@ from django.urls import reverse
 
 from accounts.models import User
 from envelopes.models import Envelope, FundingLeg, RefundLeg, RefundOperation
+from tests.drivers.api import Api
 from tests.helpers import settle_runs
 from verification.models import VerificationRun
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

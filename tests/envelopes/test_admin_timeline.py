@@ -19,11 +19,10 @@ from django.utils import timezone
 from accounts.models import User
 from envelopes.models import Envelope, RefundLeg
 from envelopes.selectors import envelope_timeline
+from tests.drivers.api import Api
 from tests.helpers import settle_runs
 from verification.models import Escalation, ProviderEvent
 from verification.services import provider_event_store
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,7 @@ from envelopes.models import Debit, Envelope, FundingLeg, JournalEntry, RefundLe
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import assert_died, past_the_lease, request_in_a_fresh_process
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,8 +5,7 @@ import pytest
 
 from envelopes.models import Debit, Envelope
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from accounts.models import User
 from accounts.services import api_token_issue
 from envelopes.models import Envelope, RefundOperation
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 ENVELOPES = "/api/v1/escrow/envelopes"
 FUNDING = {"amount_micro": 2_000_000, "payment_method": "pm_card_visa"}

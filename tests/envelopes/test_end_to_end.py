@@ -6,8 +6,7 @@ import time
 import pytest
 
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 
 @pytest.mark.django_db(transaction=True)

@@ -12,9 +12,9 @@ from core.models import AuditEvent
 from envelopes import services
 from envelopes.models import Adjustment, FundingLeg, JournalEntry
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from tests.envelopes.people import person
 
-from .conftest import Api
 from .test_adjustments_provider_reads import _balances, _recorded_foreign_refund
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,7 @@ from typing import Any
 from envelopes.models import FundingLeg
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 DECLINED = "pm_card_chargeDeclinedInsufficientFunds"
 

@@ -21,10 +21,9 @@ from envelopes import services
 from envelopes.models import Envelope, FundingLeg, FundingStatus
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from verification.models import Escalation, ProviderEvent
 from verification.services import provider_event_process, provider_event_store
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -23,9 +23,8 @@ from core.models import IdempotencyRecord
 from envelopes import services
 from envelopes.models import Envelope, FundingLeg, RefundOperation
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from tests.helpers import wait_until
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,7 @@ import pytest
 from core.models import IdempotencyRecord
 from envelopes.models import Debit, Envelope, FundingLeg, RefundOperation
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -11,6 +11,7 @@ from envelopes import services
 from envelopes.models import Envelope, FundingLeg, JournalEntry, LegOutcome, RefundLeg
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from verification.models import ProviderEvent
 from verification.services import (
     provider_event_process,
@@ -18,8 +19,6 @@ from verification.services import (
     run_attempt,
     runs_claim_due,
 )
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

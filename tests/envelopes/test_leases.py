@@ -17,8 +17,7 @@ from envelopes import selectors, services
 from envelopes.models import RefundOperation
 from providers import provider_from_settings
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -25,8 +25,7 @@ from envelopes.exceptions import (
 from envelopes.models import Envelope, FundingLeg, LegOutcome, RefundLeg, RefundOperation
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 ROOT = Path(__file__).resolve().parents[2]
 

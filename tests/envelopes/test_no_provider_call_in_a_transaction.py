@@ -15,14 +15,13 @@ from envelopes import services
 from envelopes.models import LegOutcome, RefundLeg
 from providers.stripe_provider import StripeProvider
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from verification.services import (
     provider_event_process,
     provider_event_store,
     run_attempt,
     runs_claim_due,
 )
-
-from .conftest import Api
 
 
 @pytest.mark.django_db(transaction=True)

@@ -8,8 +8,7 @@ from django.core.management import call_command
 
 from envelopes.models import Envelope, JournalEntry
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from envelopes.models import Envelope
+from tests.drivers.api import Api
 from tests.helpers import atomic_blocks_entered
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

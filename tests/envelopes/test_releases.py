@@ -14,10 +14,9 @@ from envelopes.models import Envelope, JournalEntry, LegOutcome, RefundLeg
 from envelopes.selectors import ledger_breaches
 from envelopes.signals import refund_leg_released
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.api import Api
 from tests.helpers import settle_runs
 from verification.services import provider_event_process, provider_event_store
-
-from .conftest import Api
 
 pytestmark = pytest.mark.django_db
 

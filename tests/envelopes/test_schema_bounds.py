@@ -10,7 +10,7 @@ from django.test import Client
 
 from envelopes.models import MICRO_PER_CENT
 from envelopes.services import MAX_ENVELOPE_MICRO, MIN_FUNDING_MICRO
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 MONEY_OPERATIONS = {
     "envelopes_create": ("post", "/api/v1/escrow/envelopes"),

@@ -10,8 +10,7 @@ from django.utils import timezone
 from envelopes import services
 from envelopes.models import LegOutcome, RefundLeg
 from stripe_sandbox.client import SandboxControl
-
-from .conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

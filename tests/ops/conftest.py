@@ -21,7 +21,6 @@ import requests
 from config.celery_app import app
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import database_url
-from tests.envelopes.conftest import alice, stripe_at_sandbox  # noqa: F401
 from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

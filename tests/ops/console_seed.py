@@ -17,7 +17,7 @@ from disputes.models import Dispute, Packet
 from envelopes.models import FundingLeg, RefundLeg, RefundOperation
 from reconciliation.models import Discrepancy, Run
 from reconciliation.services import Finding, discrepancy_record
-from tests.disputes.conftest import Ops, World, contest_ready, current
+from tests.drivers.disputes import Ops, World, contest_ready, current
 from verification.models import Escalation, EscalationStatus, Verdict, VerificationRun
 
 FUNDING = {"amount_micro": 2_000_000, "payment_method": "pm_card_visa"}

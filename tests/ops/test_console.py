@@ -18,8 +18,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from ops.console import ops_console
-from tests.disputes.conftest import Ops, World, ops, world  # noqa: F401
-from tests.envelopes.conftest import alice, sdk, stripe_at_sandbox  # noqa: F401
+from tests.drivers.disputes import Ops, World
 from tests.ops.console_seed import Seeded, seed_console
 from verification.models import Escalation, Verdict, VerificationRun
 
@@ -53,8 +52,8 @@ def listed(client: Client, url: str) -> set[int]:
 
 def test_every_count_links_to_a_list_of_exactly_those_rows(
     superuser: Client,
-    world: World,  # noqa: F811
-    ops: Ops,  # noqa: F811
+    world: World,
+    ops: Ops,
 ) -> None:
     seeded: Seeded = seed_console(world, ops)
     response = superuser.get(reverse("admin:index"))

@@ -16,7 +16,7 @@ from accounts.models import User
 from envelopes.models import RefundLeg
 from receipts.models import Receipt
 from reconciliation.admin import provider_id
-from tests.envelopes.conftest import Api, alice, sdk, stripe_at_sandbox  # noqa: F401
+from tests.drivers.api import Api
 from tests.helpers import settle_runs
 from verification.models import ProviderEvent
 from verification.services import provider_event_store
@@ -34,8 +34,8 @@ def superuser(db: None) -> Client:
 
 def test_provider_ids_link_to_the_stripe_dashboard(
     superuser: Client,
-    alice: Api,  # noqa: F811
-    sdk: stripe.StripeClient,  # noqa: F811
+    alice: Api,
+    sdk: stripe.StripeClient,
 ) -> None:
     envelope_id = alice.create(5_000_000)["envelope_id"]
     refund = alice.post(

@@ -12,7 +12,7 @@ import time_machine
 from django.core.cache import cache
 
 from ops.logs import job_run_idle
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from tests.helpers import wait_until
 from verification import tasks
 from verification.models import VerificationRun

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from stripe_sandbox.webhooks import sign
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from tests.helpers import wait_until
 from verification.models import ProviderEvent
 

@@ -12,7 +12,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 TOKEN = "metrics-test-token-0123456789"
 

@@ -11,7 +11,7 @@ from envelopes.models import RefundLeg
 from receipts import keys
 from receipts.models import Receipt
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api, alice, sdk, stripe_at_sandbox  # noqa: F401
+from tests.drivers.api import Api
 from tests.helpers import settle_runs
 
 
@@ -48,7 +48,7 @@ class Shop:
 
 
 @pytest.fixture
-def shop(alice: Api, stripe_at_sandbox: SandboxControl) -> Shop:  # noqa: F811
+def shop(alice: Api, stripe_at_sandbox: SandboxControl) -> Shop:
     return Shop(alice, stripe_at_sandbox)
 
 

@@ -8,7 +8,7 @@ import pytest
 from receipts.models import Receipt
 from receipts.selectors import receipt_tree
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 
 @pytest.mark.django_db(transaction=True)

@@ -27,7 +27,7 @@ from envelopes.selectors import ledger_breaches
 from reconciliation.models import Discrepancy, Observation, Run
 from reconciliation.services import Finding, discrepancy_clear, discrepancy_record
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

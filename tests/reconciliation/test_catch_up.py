@@ -21,7 +21,7 @@ from reconciliation.models import Cursor, Observation, Run
 from reconciliation.runs import RunInProgress, run_start
 from stripe_sandbox.client import SandboxControl
 from stripe_sandbox.webhooks import sign
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from tests.helpers import wait_until
 from verification.models import ProviderEvent
 from verification.services import provider_event_process, provider_event_store

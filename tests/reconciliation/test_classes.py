@@ -20,8 +20,8 @@ from envelopes.selectors import ledger_breaches
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy, Observation, Run
 from stripe_sandbox.client import SandboxControl
-from tests.disputes.conftest import World, contest_ready, ops, world  # noqa: F401
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
+from tests.drivers.disputes import World, contest_ready
 from verification.models import Escalation, VerificationRun
 
 pytestmark = pytest.mark.django_db
@@ -186,7 +186,7 @@ def test_a_dispute_inside_the_grace_period_is_expected(
     assert result.expected == 1
 
 
-def test_dispute_status_drift(world: World, stripe_at_sandbox: SandboxControl) -> None:  # noqa: F811
+def test_dispute_status_drift(world: World, stripe_at_sandbox: SandboxControl) -> None:
     world.fund()
     dispute = world.dispute()
     assert run().opened == {}
@@ -195,7 +195,7 @@ def test_dispute_status_drift(world: World, stripe_at_sandbox: SandboxControl) -
     assert open_classes() == [("dispute_status_drift", dispute.provider_dispute_id)]
 
 
-def test_filing_unconfirmed(world: World, ops: Any) -> None:  # noqa: F811
+def test_filing_unconfirmed(world: World, ops: Any) -> None:
     packet = contest_ready(world, ops)
     Packet.objects.filter(pk=packet.pk).update(filing_status=FilingStatus.FILED)
     run()

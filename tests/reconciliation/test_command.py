@@ -29,7 +29,7 @@ from receipts import keys
 from reconciliation.models import Discrepancy, Observation, Run
 from stripe_sandbox.client import SandboxControl
 from tests.conftest import ROOT, _database_url
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from verification.models import Escalation
 
 # The command runs in a process of its own: it must see what the test wrote (committed).

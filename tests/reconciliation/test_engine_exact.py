@@ -31,8 +31,7 @@ from envelopes.services import refund_leg_on_provider_event
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy, Run
 from stripe_sandbox.client import SandboxControl
-from tests.disputes.conftest import ops  # noqa: F401
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 
@@ -613,7 +612,7 @@ def read_of(discrepancy: Discrepancy) -> tuple[str, dict[str, Any], Any]:
 def test_each_discrepancy_clears_citing_the_read_that_shows_it_gone(
     alice: Api, sdk: stripe.StripeClient, stripe_at_sandbox: SandboxControl, settings: Any
 ) -> None:
-    from tests.disputes.conftest import World
+    from tests.drivers.disputes import World
 
     sandbox = stripe_at_sandbox
     mismatched = funded(alice)
@@ -885,12 +884,12 @@ def test_a_dry_run_clears_nothing(alice: Api, stripe_at_sandbox: SandboxControl)
 def test_each_stuck_thing_is_recorded_with_exactly_its_side(
     alice: Api,
     stripe_at_sandbox: SandboxControl,
-    ops: Any,  # noqa: F811
+    ops: Any,
 ) -> None:
     from django.utils import timezone
 
     from disputes.models import FilingStatus, Packet
-    from tests.disputes.conftest import World, contest_ready
+    from tests.drivers.disputes import World, contest_ready
     from verification.models import VerificationRun
 
     sandbox = stripe_at_sandbox
@@ -1100,10 +1099,10 @@ def test_a_refunded_total_that_is_not_a_number_of_cents_is_a_mismatch(
 def test_each_dispute_is_compared_with_exactly_its_row(
     alice: Api,
     stripe_at_sandbox: SandboxControl,
-    ops: Any,  # noqa: F811
+    ops: Any,
 ) -> None:
     from disputes.models import Dispute, FilingStatus, Packet
-    from tests.disputes.conftest import World, contest_ready
+    from tests.drivers.disputes import World, contest_ready
 
     sandbox = stripe_at_sandbox
     drifting = World(alice, sandbox)
@@ -1260,12 +1259,12 @@ def test_a_missing_refund_and_charge_that_come_back_clear_citing_their_reads_alo
 def test_a_run_records_every_object_of_vouch_its_pages_showed(
     alice: Api,
     stripe_at_sandbox: SandboxControl,
-    ops: Any,  # noqa: F811
+    ops: Any,
 ) -> None:
     """What a run listed is kept (Seen: what the ledger side is checked against, and what a
     resumed run does not list again): Vouch's charges, refunds and disputes, not a stranger's."""
     from reconciliation.models import Seen
-    from tests.disputes.conftest import World
+    from tests.drivers.disputes import World
 
     world = World(alice, stripe_at_sandbox)
     world.fund()
@@ -1290,12 +1289,12 @@ def test_a_filing_in_flight_is_not_stuck_until_its_time(
     alice: Api,
     stripe_at_sandbox: SandboxControl,
     settings: Any,
-    ops: Any,  # noqa: F811
+    ops: Any,
 ) -> None:
     from django.utils import timezone
 
     from disputes.models import FilingStatus, Packet
-    from tests.disputes.conftest import World, contest_ready
+    from tests.drivers.disputes import World, contest_ready
 
     packet = contest_ready(World(alice, stripe_at_sandbox), ops)
     just_in_time = timezone.now() - timedelta(

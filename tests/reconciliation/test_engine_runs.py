@@ -26,7 +26,7 @@ from reconciliation.engine import (
 )
 from reconciliation.models import Discrepancy, DueRun, Run, Seen
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from envelopes.models import FundingLeg, FundingStatus
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy, Run
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from verification.models import Escalation
 
 pytestmark = pytest.mark.django_db

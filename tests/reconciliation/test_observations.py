@@ -20,7 +20,7 @@ from django.utils import timezone
 from reconciliation.engine import ReconciliationIncomplete, reconcile
 from reconciliation.models import Discrepancy, Observation, Run
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from tests.reconciliation.test_classes import funded, refunded
 
 LISTED = ("refunds", "charges", "disputes")

@@ -18,7 +18,7 @@ from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy
 from reconciliation.services import discrepancy_adjustment_propose
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from reconciliation import tasks
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy, Run
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from tests.reconciliation.test_command import funded, reconcile_command, refunded
 from verification.models import Escalation
 

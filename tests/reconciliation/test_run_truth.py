@@ -15,7 +15,7 @@ from envelopes.models import FundingLeg
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy, Observation, Run
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
 from verification.models import Escalation
 
 pytestmark = pytest.mark.django_db

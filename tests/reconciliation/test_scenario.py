@@ -29,8 +29,8 @@ from envelopes.services import refund_leg_on_provider_event
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy, Run
 from stripe_sandbox.client import SandboxControl
-from tests.disputes.conftest import Ops, World, contest_ready, ops  # noqa: F401
-from tests.envelopes.conftest import Api
+from tests.drivers.api import Api
+from tests.drivers.disputes import Ops, World, contest_ready
 from verification.models import VerificationRun
 
 # The buyers act at the same time, each on a connection of its own: their work is committed.
@@ -359,7 +359,7 @@ def test_every_drift_is_found_and_nothing_else_among_a_thousand_clean_objects(
     buyers: list[Api],
     stripe_at_sandbox: SandboxControl,
     sdk: stripe.StripeClient,
-    ops: Ops,  # noqa: F811
+    ops: Ops,
 ) -> None:
     rng = random.Random(SEED)
     started = time.monotonic()

@@ -13,7 +13,7 @@ from accounts.models import User
 from disputes import services
 from disputes.models import Dispute, Packet
 from stripe_sandbox.client import SandboxControl
-from tests.envelopes.conftest import Api, alice, sdk, stripe_at_sandbox  # noqa: F401
+from tests.drivers.api import Api
 from tests.helpers import settle_runs
 
 
@@ -75,7 +75,7 @@ class World:
 
 
 @pytest.fixture
-def world(alice: Api, stripe_at_sandbox: SandboxControl) -> World:  # noqa: F811
+def world(alice: Api, stripe_at_sandbox: SandboxControl) -> World:
     return World(alice, stripe_at_sandbox)
 
 
