@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,10 @@ from playwright.sync_api import Page, expect
 from accounts.models import User
 from envelopes.models import Adjustment, Envelope, FundingLeg
 from envelopes.selectors import ledger_breaches
-from reconciliation.models import Discrepancy, Observation, Run
+from reconciliation.models import Discrepancy, Observation
 from reconciliation.services import Finding, discrepancy_record
 from tests.drivers.api import Api
+from tests.drivers.reconciliation import a_run
 
 PASSWORD = "pw-browser-123"
 
@@ -51,19 +51,6 @@ def log_in(page: Page, base: str, username: str, next_url: str) -> None:
     page.get_by_label("Login").fill(username)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign In").click()
-
-
-def a_run() -> Run:
-    now = timezone.now()
-    return Run.objects.create(
-        kind="manual",
-        lane="objects",
-        window_start=now - timedelta(days=7),
-        window_end=now,
-        started_at=now,
-        heartbeat_at=now,
-        status="completed",
-    )
 
 
 @pytest.mark.django_db(transaction=True)

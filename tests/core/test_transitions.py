@@ -6,7 +6,8 @@ import pytest
 from django.db import models
 
 from core.models import AuditEvent
-from core.transitions import StateMachine, TransitionRefused, transition
+from core.transitions import StateMachine, transition
+from tests.drivers.transitions import assert_refused
 from verification.models import Escalation, EscalationStatus, Verdict
 
 pytestmark = pytest.mark.django_db
@@ -85,14 +86,5 @@ def test_a_move_in_the_table_saves_only_its_fields_and_writes_one_audit_row() ->
 def test_a_move_outside_the_table_is_refused_and_changes_nothing() -> None:
     escalation = _escalation()
     transition(escalation, machine=ESCALATION, to=EscalationStatus.RESOLVED)
-    audits = AuditEvent.objects.count()
-
-    with pytest.raises(TransitionRefused) as refused:
-        transition(escalation, machine=ESCALATION, to=EscalationStatus.OPEN, also={"reason": "x"})
-
-    assert refused.value.code == "transition_not_allowed"
-    assert refused.value.details == {"machine": "escalation", "from": "resolved", "to": "open"}
-    row = Escalation.objects.get(pk=escalation.pk)
-    assert (row.status, row.reason) == ("resolved", "a test")
-    assert escalation.reason == "a test"  # not even the instance in memory
-    assert AuditEvent.objects.count() == audits
+    assert_refused(escalation, machine=ESCALATION, to=EscalationStatus.OPEN, also={"reason": "x"})
+    assert Escalation.objects.get(pk=escalation.pk).status == "resolved"

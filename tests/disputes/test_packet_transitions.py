@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 from django.db import models
-from django.forms.models import model_to_dict
 
 from core.models import AuditEvent
-from core.transitions import StateMachine, TransitionRefused, transition
+from core.transitions import StateMachine, transition
 from disputes.models import (
     PACKET_APPROVAL,
     PACKET_FILING,
@@ -21,6 +20,7 @@ from disputes.models import (
     PacketStatus,
     Posture,
 )
+from tests.drivers.transitions import assert_refused
 
 MACHINES: list[tuple[StateMachine, type[models.TextChoices]]] = [
     (PACKET_STATUS, PacketStatus),
@@ -79,23 +79,7 @@ def test_a_move_outside_the_table_is_refused_and_changes_nothing(
     machine: StateMachine, current: str, to: str
 ) -> None:
     packet = _packet(**{machine.field: current})
-    before = model_to_dict(Packet.objects.get(pk=packet.pk))
-    audit_rows = AuditEvent.objects.count()
-
-    with pytest.raises(TransitionRefused) as refused:
-        transition(
-            packet,
-            machine=machine,
-            to=to,
-            action="packet.test",
-            also={"filing_error": "must not be written"},
-        )
-
-    assert refused.value.code == "transition_not_allowed"
-    assert refused.value.details == {"machine": "packet", "from": current, "to": to}
-    assert model_to_dict(Packet.objects.get(pk=packet.pk)) == before
-    assert getattr(packet, machine.field) == current  # not even the object in memory
-    assert AuditEvent.objects.count() == audit_rows
+    assert_refused(packet, machine=machine, to=to, also={"filing_error": "must not be written"})
 
 
 @pytest.mark.django_db

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any
 
@@ -28,6 +27,7 @@ from reconciliation.models import Discrepancy, Observation, Run
 from reconciliation.services import Finding, discrepancy_clear, discrepancy_record
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
+from tests.drivers.reconciliation import a_run
 
 pytestmark = pytest.mark.django_db
 
@@ -52,19 +52,6 @@ def as_(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
-
-
-def a_run() -> Run:
-    now = timezone.now()
-    return Run.objects.create(
-        kind="manual",
-        lane="objects",
-        window_start=now - timedelta(days=7),
-        window_end=now,
-        started_at=now,
-        heartbeat_at=now,
-        status="completed",
-    )
 
 
 def a_page(run: Run, data: Any, kind: str = "refunds") -> Observation:

@@ -1,0 +1,34 @@
+"""What every state machine's tests check the same way (core.transitions, STYLE rule 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from django.db import models
+from django.forms.models import model_to_dict
+
+from core.models import AuditEvent
+from core.transitions import StateMachine, TransitionRefused, transition
+
+
+def assert_refused(
+    obj: models.Model, *, machine: StateMachine, to: str, also: Mapping[str, Any] | None = None
+) -> None:
+    """Moving `obj` to `to` is refused (`transition_not_allowed`, naming the machine and both
+    states) and changes nothing: not its row, not the object in memory, not the audit log."""
+    current = str(getattr(obj, machine.field))
+    row = model_to_dict(type(obj)._default_manager.get(pk=obj.pk))
+    audits = AuditEvent.objects.count()
+
+    with pytest.raises(TransitionRefused) as refused:
+        transition(obj, machine=machine, to=to, action="test.refused", also=also)
+
+    assert refused.value.code == "transition_not_allowed"
+    assert refused.value.details == {"machine": machine.name, "from": current, "to": str(to)}
+    assert model_to_dict(type(obj)._default_manager.get(pk=obj.pk)) == row
+    assert str(getattr(obj, machine.field)) == current
+    for name in also or {}:
+        assert getattr(obj, name) == row[name]
+    assert AuditEvent.objects.count() == audits
