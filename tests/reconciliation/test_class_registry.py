@@ -95,3 +95,21 @@ def test_an_entry_is_frozen() -> None:
     spec: ClassSpec = classes.CLASSES["refund_missing"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.severity = Severity.HYGIENE  # type: ignore[misc]
+
+
+def test_the_check_names_every_problem_at_once_in_one_message() -> None:
+    """Missing, doubled and unknown entries, two of each, in one sentence a person can act on."""
+    codes = sorted(str(c) for c in DiscrepancyClass)
+    missing, doubled, unknown = codes[:2], codes[2:4], codes[4:6]
+    Fewer: Any = models.TextChoices("Fewer", [(c.upper(), c) for c in codes if c not in unknown])
+    specs = [spec for spec in SPECS if str(spec.code) not in missing]
+    specs += [spec for spec in SPECS if str(spec.code) in doubled]
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        registry_check(specs, Fewer)
+
+    assert str(refused.value) == (
+        f"reconciliation.classes: no entry for {missing[0]}, {missing[1]}; "
+        f"more than one entry for {doubled[0]}, {doubled[1]}; "
+        f"entries for classes Fewer does not have: {unknown[0]}, {unknown[1]}"
+    )

@@ -1256,6 +1256,34 @@ def test_a_missing_refund_and_charge_that_come_back_clear_citing_their_reads_alo
         assert discrepancy.cleared_by.run_id == second.pk
 
 
+def test_a_missing_refund_about_the_refund_itself_is_read_alone_and_cleared_citing_that_read(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    """A row of a class that reads again whose subject is not a leg (the provider's refund itself,
+    as a row written by hand or by an older Vouch would name it) is still read alone, and cleared
+    citing that read: never cleared on nothing."""
+    sandbox = stripe_at_sandbox
+    leg = refunded(alice, funded(alice))
+    long_ago = int((leg.reserved_at - timedelta(days=30)).timestamp())
+    sandbox.tamper(leg.provider_refund_id, created=long_ago)
+    path = f"/v1/refunds/{leg.provider_refund_id}"
+    sandbox.add_fault(path, "refuse", method="GET", error_code="resource_missing")
+    reconcile(kind="manual")
+    Discrepancy.objects.filter(code="refund_missing").update(
+        subject_type="refund", subject_id=leg.provider_refund_id
+    )
+
+    sandbox.clear_faults()
+    second = reconcile(kind="manual")
+
+    discrepancy = Discrepancy.objects.get(code="refund_missing")
+    assert (discrepancy.status, discrepancy.resolution) == ("resolved", "cleared")
+    cited, request, answer = read_of(discrepancy)
+    assert (cited, request) == ("refund", {"path": path, "http_status": 200})
+    assert answer["id"] == leg.provider_refund_id
+    assert second.cleared == {"refund_missing": 1}
+
+
 def test_a_run_records_every_object_of_vouch_its_pages_showed(
     alice: Api,
     stripe_at_sandbox: SandboxControl,
