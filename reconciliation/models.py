@@ -150,6 +150,7 @@ class Cursor(models.Model):
         return f"{self.name} @ {self.position}"
 
 
+# docs/decisions/0007-compressed-observations.md
 class Observation(models.Model):
     """One provider read of a run (a list page, or one object read), stored as the bytes received
     (zlib-compressed) with their SHA-256: the data behind every discrepancy it opens or clears.

@@ -103,6 +103,7 @@ def _found(ctx: _Context, finding: Finding) -> None:
     discrepancy_record(run=ctx.run, finding=finding)
 
 
+# docs/decisions/0007-compressed-observations.md: the bytes kept, compressed, with their hash.
 @dataclass(frozen=True)
 class _Stored:
     """An answer as it is stored: the SHA-256 of its bytes, the bytes zlib-compressed (level 1:
