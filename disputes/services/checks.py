@@ -5,7 +5,7 @@ the dispute (with what its readback showed)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.exceptions import VouchError
 from disputes import exceptions as errors
@@ -20,9 +20,6 @@ from disputes.packets import (
     packet_budget,
 )
 from verification.models import Observation
-
-if TYPE_CHECKING:
-    pass
 
 _UNDERWAY = (FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK)
 # The channel of the `stripe.dispute.filed` contract that reads the dispute back.

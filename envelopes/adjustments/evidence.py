@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db.models import Q
 
@@ -33,10 +33,6 @@ from envelopes.provider_reads import Answer, provider_read_store
 from envelopes.services.journal import _provider
 from providers import Outcome, Page
 from providers import ProviderUnavailable as PageUnreadable
-
-if TYPE_CHECKING:
-    pass
-
 
 _NAMES_A_REFUND = (AdjustmentKind.LEG_ACCEPT, AdjustmentKind.FOREIGN_REFUND)
 _GONE = ("failed", "canceled")  # a refund that gave nothing back

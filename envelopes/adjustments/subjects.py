@@ -4,7 +4,7 @@ corrections fit a leg as it stands now, and what the audit rows say of an adjust
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from envelopes.exceptions import (
     AdjustmentNotApplicable,
@@ -22,10 +22,6 @@ from envelopes.models import (
 from envelopes.services.journal import PROVIDER_KEY_TTL
 from verification import clock
 from verification.models import Escalation
-
-if TYPE_CHECKING:
-    pass
-
 
 _T = TypeVar("_T")
 _OPEN = (LegOutcome.RESERVED, LegOutcome.UNKNOWN)

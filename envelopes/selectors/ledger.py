@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db.models import BigIntegerField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
@@ -21,9 +21,6 @@ from envelopes.models import (
     LegOutcome,
     RefundLeg,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ use the reconciliation's rule), and the admin's lists: pending funding and searc
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db.models import BigIntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
@@ -22,10 +21,6 @@ from envelopes.models import (
 )
 from verification.models import VerificationRun
 from verification.subjects import Subject
-
-if TYPE_CHECKING:
-    pass
-
 
 # --- what a verification run is about ----------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from django.db.models import Q
@@ -19,9 +19,6 @@ from envelopes.models import (
     RefundLeg,
 )
 from verification.models import Attempt, Escalation, ProviderEvent, Verdict, VerificationRun
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ cents. One function for the preview and for the refund, so what is shown is what
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from envelopes.exceptions import (
     AmountExceedsUnspent,
@@ -16,9 +15,6 @@ from envelopes.models import (
     FundingLeg,
     FundingStatus,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 # docs/decisions/0002-lifo-round-down.md: newest funding first, amounts rounded down.

@@ -4,7 +4,7 @@ caller's transaction under the envelope's row lock (envelope before leg)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -16,9 +16,6 @@ from envelopes.models import (
     JournalEntry,
 )
 from providers import IDEMPOTENCY_KEY_TTL, provider_from_settings
-
-if TYPE_CHECKING:
-    pass
 
 PROVIDER_KEY_TTL = IDEMPOTENCY_KEY_TTL
 

@@ -5,7 +5,7 @@ provider events that lead to them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -25,9 +25,6 @@ from envelopes.provider_reads import Answer, provider_read_store
 from envelopes.services.journal import _funding_move, _move, _provider
 from envelopes.signals import refund_leg_released
 from verification.models import Verdict, VerificationRun
-
-if TYPE_CHECKING:
-    pass
 
 _GONE = ("failed", "canceled")  # a refund that gave nothing back
 

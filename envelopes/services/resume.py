@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from envelopes.models import (
     FundingLeg,
@@ -16,9 +15,6 @@ from envelopes.services.funding import FUNDING_REFUSALS, funding_send
 from envelopes.services.refunds import _OPEN, refund_leg_send
 from verification import clock
 from verification.selectors import escalated_subjects
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger("vouch.envelopes")
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import models
 
-from core.models import AuditEvent
-from core.transitions import StateMachine, transition
+from core.transitions import StateMachine
 from disputes.models import (
     PACKET_APPROVAL,
     PACKET_FILING,
@@ -20,7 +19,7 @@ from disputes.models import (
     PacketStatus,
     Posture,
 )
-from tests.drivers.transitions import assert_refused
+from tests.drivers.transitions import assert_moved, assert_refused
 
 MACHINES: list[tuple[StateMachine, type[models.TextChoices]]] = [
     (PACKET_STATUS, PacketStatus),
@@ -84,24 +83,14 @@ def test_a_move_outside_the_table_is_refused_and_changes_nothing(
 
 @pytest.mark.django_db
 def test_an_allowed_move_saves_the_state_and_writes_one_audit_row() -> None:
-    packet = _packet()
-    transition(
-        packet,
+    assert_moved(
+        _packet(),
         machine=PACKET_FILING,
         to=FilingStatus.SUBMITTING,
         action="packet.file",
         also={"filing_key": "pkt:one"},
         details={"filing_key": "pkt:one"},
     )
-    stored = Packet.objects.get(pk=packet.pk)
-    assert (stored.filing_status, stored.filing_key) == (FilingStatus.SUBMITTING, "pkt:one")
-    event = AuditEvent.objects.get()
-    assert (event.action, event.target_type, event.target_id) == (
-        "packet.file",
-        "packet",
-        packet.public_id,
-    )
-    assert event.details == {"from": "not_filed", "to": "submitting", "filing_key": "pkt:one"}
 
 
 def test_what_ends_a_packet_ends_it() -> None:

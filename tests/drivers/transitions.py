@@ -32,3 +32,32 @@ def assert_refused(
     for name in also or {}:
         assert getattr(obj, name) == row[name]
     assert AuditEvent.objects.count() == audits
+
+
+def assert_moved(
+    obj: models.Model,
+    *,
+    machine: StateMachine,
+    to: str,
+    action: str,
+    also: Mapping[str, Any] | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> AuditEvent:
+    """Moving `obj` to `to` saves the state and the fields in `also`, and writes exactly one
+    audit row about it (its action, the machine's name, the object's id, from, to and `details`).
+    Returns that row."""
+    current = str(getattr(obj, machine.field))
+    audits = AuditEvent.objects.count()
+
+    transition(obj, machine=machine, to=to, action=action, also=also, details=details)
+
+    row = type(obj)._default_manager.get(pk=obj.pk)
+    assert str(getattr(row, machine.field)) == str(to)
+    for name, value in (also or {}).items():
+        assert getattr(row, name) == value
+    assert AuditEvent.objects.count() == audits + 1
+    event = AuditEvent.objects.latest("id")
+    target = str(getattr(obj, "public_id", None) or obj.pk)
+    assert (event.action, event.target_type, event.target_id) == (action, machine.name, target)
+    assert event.details == {"from": current, "to": str(to), **(details or {})}
+    return event

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from core.models import AuditEvent
-from core.transitions import transition
 from envelopes.models import (
     ADJUSTMENT_STATUS,
     Adjustment,
@@ -14,7 +12,7 @@ from envelopes.models import (
     AdjustmentStatus,
     Envelope,
 )
-from tests.drivers.transitions import assert_refused
+from tests.drivers.transitions import assert_moved, assert_refused
 from tests.envelopes.people import person
 
 pytestmark = pytest.mark.django_db
@@ -64,17 +62,10 @@ def test_a_move_outside_the_table_is_refused_and_changes_nothing(
 
 def test_a_move_in_the_table_saves_it_and_writes_its_audit_row() -> None:
     adjustment = _adjustment(AdjustmentStatus.PROPOSED)
-
-    transition(
+    assert_moved(
         adjustment,
         machine=ADJUSTMENT_STATUS,
         to=AdjustmentStatus.REJECTED,
         action="adjustment.reject",
         also={"decision_note": "withdrawn"},
     )
-
-    row = Adjustment.objects.get(pk=adjustment.pk)
-    assert (row.status, row.decision_note) == ("rejected", "withdrawn")
-    event = AuditEvent.objects.get(action="adjustment.reject")
-    assert (event.target_type, event.target_id) == ("adjustment", adjustment.public_id)
-    assert event.details == {"from": "proposed", "to": "rejected"}

@@ -15,9 +15,10 @@ from django.utils import timezone
 from disputes import services as disputes
 from disputes.models import Dispute, Packet
 from envelopes.models import FundingLeg, RefundLeg, RefundOperation
-from reconciliation.models import Discrepancy, Run
+from reconciliation.models import Discrepancy
 from reconciliation.services import Finding, discrepancy_record
 from tests.drivers.disputes import Ops, World, contest_ready, current
+from tests.drivers.reconciliation import a_run
 from verification.models import Escalation, EscalationStatus, Verdict, VerificationRun
 
 FUNDING = {"amount_micro": 2_000_000, "payment_method": "pm_card_visa"}
@@ -34,19 +35,6 @@ class Seeded:
     stuck_refund_envelope: int = 0
     escalations_open: list[int] = field(default_factory=list)
     discrepancies: dict[str, list[int]] = field(default_factory=dict)
-
-
-def _a_run() -> Run:
-    now = timezone.now()
-    return Run.objects.create(
-        kind="manual",
-        lane="objects",
-        window_start=now - timedelta(days=7),
-        window_end=now,
-        started_at=now,
-        heartbeat_at=now,
-        status="completed",
-    )
 
 
 def seed_console(world: World, ops: Ops) -> Seeded:
@@ -119,7 +107,7 @@ def seed_console(world: World, ops: Ops) -> Seeded:
 
     # Discrepancies: one money (it opens an escalation of its own), two hygiene, one evidence
     # acknowledged, and a resolved hygiene one (not counted).
-    recon = _a_run()
+    recon = a_run()
     codes = [
         ("refund_foreign", "refund", "re_seed_foreign"),
         ("leg_stuck", "refund_leg", "rfl_seed_a"),
