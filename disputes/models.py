@@ -178,29 +178,25 @@ class ProviderStatus(models.TextChoices):
 # are final: a version with a filing that holds the dispute is never superseded (nothing else is
 # prepared meanwhile), and a filed one is never edited.
 _EDITABLE = (PacketStatus.READY_FOR_REVIEW, PacketStatus.INCOMPLETE, PacketStatus.INVALID)
+_PACKET_STATUS_MOVES: dict[str, set[str]] = {
+    PacketStatus.READY_FOR_REVIEW: {*_EDITABLE, PacketStatus.SUPERSEDED, PacketStatus.FILED},
+    PacketStatus.INCOMPLETE: {*_EDITABLE, PacketStatus.SUPERSEDED},
+    PacketStatus.INVALID: {*_EDITABLE, PacketStatus.SUPERSEDED},
+    PacketStatus.SUPERSEDED: set(),
+    PacketStatus.FILED: set(),
+}
 PACKET_STATUS = StateMachine.of(
-    "packet",
-    field="status",
-    choices=PacketStatus,
-    allowed={
-        PacketStatus.READY_FOR_REVIEW: {*_EDITABLE, PacketStatus.SUPERSEDED, PacketStatus.FILED},
-        PacketStatus.INCOMPLETE: {*_EDITABLE, PacketStatus.SUPERSEDED},
-        PacketStatus.INVALID: {*_EDITABLE, PacketStatus.SUPERSEDED},
-        PacketStatus.SUPERSEDED: set(),
-        PacketStatus.FILED: set(),
-    },
+    "packet", field="status", choices=PacketStatus, allowed=_PACKET_STATUS_MOVES
 )
 
 # Four eyes: an approval binds the digest shown. An edit after it does not take it back (the digest
 # no longer matches: `packet_drifted`), and a person may approve the edited content again.
+_PACKET_APPROVAL_MOVES: dict[str, set[str]] = {
+    ApprovalStatus.NOT_REQUESTED: {ApprovalStatus.APPROVED},
+    ApprovalStatus.APPROVED: {ApprovalStatus.APPROVED},
+}
 PACKET_APPROVAL = StateMachine.of(
-    "packet",
-    field="approval_status",
-    choices=ApprovalStatus,
-    allowed={
-        ApprovalStatus.NOT_REQUESTED: {ApprovalStatus.APPROVED},
-        ApprovalStatus.APPROVED: {ApprovalStatus.APPROVED},
-    },
+    "packet", field="approval_status", choices=ApprovalStatus, allowed=_PACKET_APPROVAL_MOVES
 )
 
 # A version's filing: reserved (`submitting`, the recovery point) and sent once per key; an upload
@@ -209,22 +205,20 @@ PACKET_APPROVAL = StateMachine.of(
 # which sends nothing — starts the readback run, and only its verdict ends the filing. A version
 # whose filing ended is never filed again: after `not_submitted` a new version is prepared,
 # approved and filed.
-PACKET_FILING = StateMachine.of(
-    "packet",
-    field="filing_status",
-    choices=FilingStatus,
-    allowed={
-        FilingStatus.NOT_FILED: {FilingStatus.SUBMITTING},
-        FilingStatus.SUBMITTING: {FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK},
-        FilingStatus.AWAITING_READBACK: {
-            FilingStatus.FILED,
-            FilingStatus.NOT_SUBMITTED,
-            FilingStatus.READBACK_FAILED,
-        },
-        FilingStatus.FILED: set(),
-        FilingStatus.READBACK_FAILED: set(),
-        FilingStatus.NOT_SUBMITTED: set(),
+_PACKET_FILING_MOVES: dict[str, set[str]] = {
+    FilingStatus.NOT_FILED: {FilingStatus.SUBMITTING},
+    FilingStatus.SUBMITTING: {FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK},
+    FilingStatus.AWAITING_READBACK: {
+        FilingStatus.FILED,
+        FilingStatus.NOT_SUBMITTED,
+        FilingStatus.READBACK_FAILED,
     },
+    FilingStatus.FILED: set(),
+    FilingStatus.READBACK_FAILED: set(),
+    FilingStatus.NOT_SUBMITTED: set(),
+}
+PACKET_FILING = StateMachine.of(
+    "packet", field="filing_status", choices=FilingStatus, allowed=_PACKET_FILING_MOVES
 )
 
 

@@ -440,15 +440,13 @@ class Adjustment(models.Model):
 # (envelopes.adjustments.deciding writes its journal entry in the same transaction), or rejected
 # (turned down, or withdrawn by its proposer). Both are final: a recorded foreign refund the
 # provider later shows failed is released (`released_at`), its status stays `applied`.
+_ADJUSTMENT_STATUS_MOVES: dict[str, set[str]] = {
+    AdjustmentStatus.PROPOSED: {AdjustmentStatus.APPLIED, AdjustmentStatus.REJECTED},
+    AdjustmentStatus.APPLIED: set(),
+    AdjustmentStatus.REJECTED: set(),
+}
 ADJUSTMENT_STATUS = StateMachine.of(
-    "adjustment",
-    field="status",
-    choices=AdjustmentStatus,
-    allowed={
-        AdjustmentStatus.PROPOSED: {AdjustmentStatus.APPLIED, AdjustmentStatus.REJECTED},
-        AdjustmentStatus.APPLIED: set(),
-        AdjustmentStatus.REJECTED: set(),
-    },
+    "adjustment", field="status", choices=AdjustmentStatus, allowed=_ADJUSTMENT_STATUS_MOVES
 )
 
 

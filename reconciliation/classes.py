@@ -72,7 +72,7 @@ class LookAgain(StrEnum):
     LEDGER = "ledger"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # an entry names each of its properties
 class ClassSpec:
     code: DiscrepancyClass
     severity: Severity

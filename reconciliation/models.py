@@ -223,15 +223,13 @@ class DiscrepancyStatus(models.TextChoices):
 # acknowledged one is resolved — cleared by a run that no longer sees it, accepted by a person with
 # a note, or adjusted by an approved adjustment. Resolved is final: nothing re-opens one (a run that
 # sees the difference again opens a new discrepancy; one unresolved per class and subject).
+_DISCREPANCY_STATUS_MOVES: dict[str, set[str]] = {
+    DiscrepancyStatus.OPEN: {DiscrepancyStatus.ACKNOWLEDGED, DiscrepancyStatus.RESOLVED},
+    DiscrepancyStatus.ACKNOWLEDGED: {DiscrepancyStatus.RESOLVED},
+    DiscrepancyStatus.RESOLVED: set(),
+}
 DISCREPANCY_STATUS = StateMachine.of(
-    "discrepancy",
-    field="status",
-    choices=DiscrepancyStatus,
-    allowed={
-        DiscrepancyStatus.OPEN: {DiscrepancyStatus.ACKNOWLEDGED, DiscrepancyStatus.RESOLVED},
-        DiscrepancyStatus.ACKNOWLEDGED: {DiscrepancyStatus.RESOLVED},
-        DiscrepancyStatus.RESOLVED: set(),
-    },
+    "discrepancy", field="status", choices=DiscrepancyStatus, allowed=_DISCREPANCY_STATUS_MOVES
 )
 
 # The one definition of an unresolved discrepancy: open, or acknowledged by a person but not

@@ -10,54 +10,11 @@ more than the readback proved (a filed packet is `filed (readback verified)`, no
 
 One module per model group: `disputes` (the dispute list and page), `evidence`, `packets` (the
 review page's acts), with what they share in `common` and the review page's and timeline's context
-in `review`. Importing this package registers the three admins."""
+in `review`. Importing this package registers the three admins; what the others
+share is imported from its own module."""
 
-from disputes.admin.common import (
-    FILING_LABELS,
-    FILING_TONES,
-    PERM_ADMIT,
-    PERM_EDIT,
-    PROVIDER_LABELS,
-    REVIEW_PERMISSIONS,
-    STATUS_TONES,
-    approval_label,
-    evidence_file_url,
-    filing_label,
-    receipt_url,
-    review_url,
-)
 from disputes.admin.disputes import DisputeAdmin
 from disputes.admin.evidence import EvidenceAdmin
 from disputes.admin.packets import PacketAdmin
-from disputes.admin.review import (
-    BudgetRow,
-    CitationRow,
-    TimelineLink,
-    citation_rows,
-    packet_page_context,
-    timeline_rows,
-)
 
-__all__ = [
-    "FILING_LABELS",
-    "FILING_TONES",
-    "PERM_ADMIT",
-    "PERM_EDIT",
-    "PROVIDER_LABELS",
-    "REVIEW_PERMISSIONS",
-    "STATUS_TONES",
-    "BudgetRow",
-    "CitationRow",
-    "DisputeAdmin",
-    "EvidenceAdmin",
-    "PacketAdmin",
-    "TimelineLink",
-    "approval_label",
-    "citation_rows",
-    "evidence_file_url",
-    "filing_label",
-    "packet_page_context",
-    "receipt_url",
-    "review_url",
-    "timeline_rows",
-]
+__all__ = ["DisputeAdmin", "EvidenceAdmin", "PacketAdmin"]

@@ -7,9 +7,7 @@ from typing import Any
 
 from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
-from django.http import (
-    HttpRequest,
-)
+from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString

@@ -33,18 +33,14 @@ from disputes.admin.common import (
     filing_label,
     review_url,
 )
-from disputes.admin.review import (
-    timeline_rows,
-)
+from disputes.admin.review import timeline_rows
 from disputes.forms import EvidenceForm
 from disputes.models import (
     Dispute,
     Packet,
 )
 from disputes.selectors import packet_current
-from disputes.services import (
-    evidence_admit,
-)
+from disputes.services import evidence_admit
 
 
 def _current_packet(field: str) -> Subquery:

@@ -24,12 +24,8 @@ from disputes.admin.common import (
 )
 from disputes.evidence import FILE_CONTENT_TYPES
 from disputes.forms import short_digest
-from disputes.models import (
-    Evidence,
-)
-from disputes.services import (
-    evidence_file_bytes,
-)
+from disputes.models import Evidence
+from disputes.services import evidence_file_bytes
 
 
 @admin.register(Evidence)

@@ -31,9 +31,7 @@ from disputes.admin.common import (
     filing_label,
     review_url,
 )
-from disputes.admin.review import (
-    packet_page_context,
-)
+from disputes.admin.review import packet_page_context
 from disputes.forms import ApproveForm, EditForm, FileForm, short_digest
 from disputes.models import (
     FilingStatus,

@@ -16,14 +16,7 @@ from disputes.models import (
     FilingStatus,
     Packet,
 )
-from disputes.services.checks import (
-    _check_budget,
-    _check_confirmed,
-    _check_fileable_content,
-    _current,
-    _filing_refusal,
-    _lock_packet,
-)
+from disputes.services import checks
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -38,22 +31,22 @@ def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Pac
     if not actor.has_perm(PERM_APPROVE):
         raise PermissionDenied(f"This needs the permission {PERM_APPROVE}.")
     with transaction.atomic():
-        locked = _lock_packet(packet)
-        _current(locked)
+        locked = checks.lock_packet(packet)
+        checks.refuse_superseded(locked)
         if locked.filing_status != FilingStatus.NOT_FILED:
-            raise _filing_refusal(locked)
-        _check_confirmed(locked, confirmed_digest)
-        _check_fileable_content(locked)
-        _check_budget(locked)
+            raise checks.filing_refusal(locked)
+        checks.check_confirmed(locked, confirmed_digest)
+        checks.check_fileable_content(locked)
+        checks.check_budget(locked)
         if locked.contributors.filter(pk=actor.pk).exists():
             raise errors.ApproverIsContributor()
         now = timezone.now()
         transition(
             locked,
+            action="packet.approve",
             machine=PACKET_APPROVAL,
             to=ApprovalStatus.APPROVED,
             actor=actor,
-            action="packet.approve",
             also={
                 "approved_by": actor,
                 "approved_at": now,

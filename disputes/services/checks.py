@@ -16,23 +16,21 @@ from disputes.models import (
     Packet,
     PacketStatus,
 )
-from disputes.packets import (
-    packet_budget,
-)
+from disputes.packets import packet_budget
 from verification.models import Observation
 
-_UNDERWAY = (FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK)
+UNDERWAY = (FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK)
 # The channel of the `stripe.dispute.filed` contract that reads the dispute back.
 READBACK_CHANNEL = "dispute_readback"
 
 
-def _lock_packet(packet: Packet) -> Packet:
+def lock_packet(packet: Packet) -> Packet:
     return (
         Packet.objects.select_for_update(of=("self",)).select_related("dispute").get(pk=packet.pk)
     )
 
 
-def _current(packet: Packet) -> None:
+def refuse_superseded(packet: Packet) -> None:
     if packet.status == PacketStatus.SUPERSEDED:
         raise errors.PacketDrifted(
             "A newer version of this packet exists: review that one.",
@@ -40,7 +38,7 @@ def _current(packet: Packet) -> None:
         )
 
 
-def _check_confirmed(packet: Packet, confirmed_digest: str) -> None:
+def check_confirmed(packet: Packet, confirmed_digest: str) -> None:
     if confirmed_digest != packet.digest:
         raise errors.PacketDrifted(
             "The packet changed since it was shown: review it again.",
@@ -48,14 +46,14 @@ def _check_confirmed(packet: Packet, confirmed_digest: str) -> None:
         )
 
 
-def _check_fileable_content(packet: Packet) -> None:
+def check_fileable_content(packet: Packet) -> None:
     if packet.status == PacketStatus.INCOMPLETE:
         raise errors.PacketIncomplete(details={"open_questions": packet.open_questions})
     if packet.status == PacketStatus.INVALID or not packet.validation.get("ok"):
         raise errors.PacketInvalid(details={"errors": packet.validation.get("errors", [])})
 
 
-def _check_budget(packet: Packet) -> None:
+def check_budget(packet: Packet) -> None:
     """Pre-flight: the filing request within the provider's limits (`disputes.packets.Budget`)."""
     budget = packet_budget(packet)
     if budget is not None and not budget.ok:
@@ -66,17 +64,17 @@ def _check_budget(packet: Packet) -> None:
         )
 
 
-def _refuse_if_filing(dispute: Dispute) -> None:
+def refuse_if_filing(dispute: Dispute) -> None:
     """A filing that holds the dispute (one submission per dispute at the provider) refuses any
     other version, saying which filing holds it and what is known of it."""
     holding = (
         dispute.packets.filter(filing_status__in=FILING_HOLDS).select_related("filing_run").first()
     )
     if holding is not None:
-        raise _filing_refusal(holding)
+        raise filing_refusal(holding)
 
 
-def _readback_shows(packet: Packet) -> dict[str, Any] | None:
+def readback_shows(packet: Packet) -> dict[str, Any] | None:
     """The dispute as the filing's readback last saw it at the provider (its evidence details),
     or None when no readback could read it."""
     if packet.filing_run_id is None:
@@ -92,11 +90,11 @@ def _readback_shows(packet: Packet) -> dict[str, Any] | None:
     return seen
 
 
-def _nothing_submitted(seen: Mapping[str, Any] | None) -> bool:
+def nothing_submitted(seen: Mapping[str, Any] | None) -> bool:
     return seen is not None and seen["evidence_details"].get("submission_count") == 0
 
 
-def _filing_refusal(packet: Packet) -> VouchError:
+def filing_refusal(packet: Packet) -> VouchError:
     """The refusal a version's filing state gives to any act on it (or, if it holds the dispute,
     on the dispute), naming the version, the filing and what its readback showed."""
     which = f"Version {packet.version} ({packet.public_id})"
@@ -116,14 +114,14 @@ def _filing_refusal(packet: Packet) -> VouchError:
             "Nothing more is filed for this dispute.",
             details=details,
         )
-    if packet.filing_status in _UNDERWAY:
+    if packet.filing_status in UNDERWAY:
         return errors.PacketFilingUnderway(
             f"{which} is being filed ({packet.filing_status.replace('_', ' ')}, key "
             f"{packet.filing_key}): its readback decides whether it is filed; nothing else is "
             "prepared or filed for this dispute meanwhile.",
             details=details,
         )
-    seen = _readback_shows(packet)
+    seen = readback_shows(packet)
     shown = (
         "no readback could read the dispute"
         if seen is None

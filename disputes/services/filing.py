@@ -33,16 +33,7 @@ from disputes.packets import (
     filing_request,
     packet_digest,
 )
-from disputes.services.checks import (
-    _UNDERWAY,
-    _check_budget,
-    _check_confirmed,
-    _check_fileable_content,
-    _current,
-    _filing_refusal,
-    _lock_packet,
-    _refuse_if_filing,
-)
+from disputes.services import checks
 from disputes.services.evidence import evidence_file_bytes
 from disputes.services.verdicts import packet_on_verdict
 from providers import IDEMPOTENCY_KEY_TTL, Outcome, OutcomeKind, provider_from_settings
@@ -89,37 +80,37 @@ def _reserve(
     """`_reserve_filing`, saying also whether the filing was under way before this call (a
     repeat of it with its own key) rather than reserved by it."""
     with transaction.atomic():
-        locked = _lock_packet(packet)
-        if locked.filing_status in _UNDERWAY and locked.filing_key == key:
+        locked = checks.lock_packet(packet)
+        if locked.filing_status in checks.UNDERWAY and locked.filing_key == key:
             return locked, True  # a repeat of this filing: its key, its one rule (_send_again)
-        if locked.filing_status in _UNDERWAY:
+        if locked.filing_status in checks.UNDERWAY:
             raise errors.FilingKeyConflict(details={"filing_key": locked.filing_key})
         if locked.filing_status != FilingStatus.NOT_FILED:
-            raise _filing_refusal(locked)
-        _current(locked)
+            raise checks.filing_refusal(locked)
+        checks.refuse_superseded(locked)
         if locked.approval_status != ApprovalStatus.APPROVED:
             raise errors.PacketNotApproved()
-        _check_fileable_content(locked)
+        checks.check_fileable_content(locked)
         if locked.posture not in FILEABLE_POSTURES:
             raise errors.PacketInvalid(
                 f"A {locked.posture} packet is not filed: only contest and refund_already_sent.",
                 details={"posture": locked.posture},
             )
-        _check_budget(locked)  # the limits may have been lowered since the approval
+        checks.check_budget(locked)  # the limits may have been lowered since the approval
         if packet_digest(locked) != locked.approved_digest or locked.digest != (
             locked.approved_digest
         ):
             raise errors.PacketDrifted(
                 details={"approved": locked.approved_digest, "current": packet_digest(locked)}
             )
-        _check_confirmed(locked, confirmed_digest)
+        checks.check_confirmed(locked, confirmed_digest)
         nested = (locked.handoff.get("options") or {}).get("idempotency_key")
         if nested is not None and nested != key:
             raise errors.FilingKeyConflict(
                 "The packet carries another idempotency key than the one given for this filing.",
                 details={"nested": "idempotency_key"},
             )
-        _refuse_if_filing(locked.dispute)
+        checks.refuse_if_filing(locked.dispute)
         request = _request_of(locked)
         now = timezone.now()
         try:
@@ -277,7 +268,7 @@ def _record_upload_unknown(*, packet: Packet, outcome: Outcome) -> Packet:
     """A file's upload got no answer: the filing stays `submitting` (nothing was sent to the
     dispute), the resume job repeats it with the same keys."""
     with transaction.atomic():
-        locked = _lock_packet(packet)
+        locked = checks.lock_packet(packet)
         if locked.filing_status != FilingStatus.SUBMITTING:
             return locked
         code = f"file_upload:{outcome.error_code or 'unknown'}"[:100]
@@ -303,7 +294,7 @@ def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
     not taken for "nothing was filed" — the filing stays held, its key kept and nothing sent again
     (`_send_again`), until the readback shows what the provider holds (`packet_on_verdict`)."""
     with transaction.atomic():
-        locked = _lock_packet(packet)
+        locked = checks.lock_packet(packet)
         if locked.filing_status != FilingStatus.SUBMITTING:
             return locked  # recorded already (a retry answered after the first)
         answer = outcome.value if outcome.accepted else {}

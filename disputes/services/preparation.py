@@ -17,9 +17,7 @@ from core.idempotency import idempotency_attach
 from core.services import audit_record
 from core.transitions import transition
 from disputes.drafting import Draft, DraftMaterial, ReceiptFact, drafter_from_settings
-from disputes.evidence import (
-    AdmittedEvidence,
-)
+from disputes.evidence import AdmittedEvidence
 from disputes.finalization import finalize
 from disputes.models import (
     FILING_HOLDS,
@@ -37,13 +35,7 @@ from disputes.packets import (
     handoff,
     packet_digest,
 )
-from disputes.services.checks import (
-    _check_confirmed,
-    _current,
-    _filing_refusal,
-    _lock_packet,
-    _refuse_if_filing,
-)
+from disputes.services import checks
 from receipts.selectors import receipt_tree
 
 if TYPE_CHECKING:
@@ -141,7 +133,7 @@ def packet_prepare(
         return Packet.objects.select_related("dispute").get(public_id=idempotency.resource)
     with transaction.atomic():
         locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
-        _refuse_if_filing(locked)
+        checks.refuse_if_filing(locked)
         packet = _version_save(_version_draft(locked, requested_by=requested_by), "request")
         idempotency_attach(idempotency, packet.public_id)
     return packet
@@ -172,10 +164,10 @@ def _version_save(packet: Packet, trigger: str) -> Packet:
     for version in older:
         transition(
             version,
+            action="packet.supersede",
             machine=PACKET_STATUS,
             to=PacketStatus.SUPERSEDED,
             actor=packet.requested_by,
-            action="packet.supersede",
             also={"updated_at": timezone.now()},
             details={"by": packet.public_id, "by_version": packet.version, "trigger": trigger},
         )
@@ -270,12 +262,12 @@ def packet_edit(
     if not actor.has_perm("disputes.change_packet"):
         raise PermissionDenied("This needs the permission disputes.change_packet.")
     with transaction.atomic():
-        locked = _lock_packet(packet)
-        _current(locked)
+        locked = checks.lock_packet(packet)
+        checks.refuse_superseded(locked)
         if locked.filing_status != FilingStatus.NOT_FILED:
-            raise _filing_refusal(locked)
+            raise checks.filing_refusal(locked)
         if confirmed_digest is not None:  # the edit applies to the content the editor saw
-            _check_confirmed(locked, confirmed_digest)
+            checks.check_confirmed(locked, confirmed_digest)
         before = locked.digest
         draft = {
             "posture": locked.posture,

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from core.transitions import transition
 from disputes.models import PACKET_FILING, PACKET_STATUS, FilingStatus, Packet, PacketStatus
-from disputes.services.checks import _UNDERWAY, _nothing_submitted, _readback_shows
+from disputes.services import checks
 from verification.models import Verdict
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ def packet_on_verdict(*, run: VerificationRun) -> None:
         return
     with transaction.atomic():
         packet = Packet.objects.select_for_update(of=("self",)).filter(filing_run_id=run.pk).first()
-        if packet is None or packet.filing_status not in _UNDERWAY:
+        if packet is None or packet.filing_status not in checks.UNDERWAY:
             return
         now = timezone.now()
         also: dict[str, object] = {"updated_at": now}
@@ -39,7 +39,7 @@ def packet_on_verdict(*, run: VerificationRun) -> None:
             # that is not shown to be this packet, and the dispute stays held for a person.
             to = (
                 FilingStatus.NOT_SUBMITTED
-                if _nothing_submitted(_readback_shows(packet))
+                if checks.nothing_submitted(checks.readback_shows(packet))
                 else FilingStatus.READBACK_FAILED
             )
         transition(

@@ -17,9 +17,7 @@ from envelopes.adjustments.subjects import (
     _refresh,
     subject_of_escalation,
 )
-from envelopes.exceptions import (
-    AdjustmentNotApplicable,
-)
+from envelopes.exceptions import AdjustmentNotApplicable
 from envelopes.locks import lock_envelope
 from envelopes.models import (
     Adjustment,

@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from envelopes.exceptions import (
-    AdjustmentNotApplicable,
-)
+from envelopes.exceptions import AdjustmentNotApplicable
 from envelopes.locks import lock_leg
 from envelopes.models import (
     Adjustment,

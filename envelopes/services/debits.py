@@ -7,9 +7,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from core.crash import crash_point
-from core.idempotency import (
-    idempotency_attach,
-)
+from core.idempotency import idempotency_attach
 from core.services import audit_record
 from envelopes.exceptions import (
     AmountExceedsUnspent,

@@ -32,6 +32,13 @@ def _prepared(operation_id: str) -> Any:
     )  # fmt: skip
 
 
+def _run_a() -> Any:
+    """A prepared run not yet written, with the public id the tests look it up by."""
+    run = _prepared("run-a").run
+    run.public_id = "run-a"
+    return run
+
+
 def _fields(run: VerificationRun) -> dict[str, Any]:
     skip = {"id", "public_id", "created_at", "operation_id"}
     values = {
@@ -152,8 +159,7 @@ def _keys(*names: str) -> list[db.Statement]:
 def test_a_batch_alone_in_its_transaction_is_one_round_trip_with_no_begin_or_commit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
     entered = atomic_blocks_entered(monkeypatch)
 
     with CaptureQueriesContext(connection) as queries:
@@ -168,8 +174,7 @@ def test_a_batch_alone_in_its_transaction_is_one_round_trip_with_no_begin_or_com
 
 @pytest.mark.django_db(transaction=True)
 def test_a_failing_statement_keeps_nothing_of_a_batch_alone_in_its_transaction() -> None:
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
     with pytest.raises(IntegrityError):
         db.execute_atomic([db.insert(run), *_keys("one", "one")])  # the key's unique constraint
 
@@ -184,8 +189,7 @@ def test_must_change_keeps_nothing_when_its_statement_changed_no_row(outside: bo
     transaction kept, NothingChanged raised; one row changed, its count answered. The same on the
     fused path and inside a caller's transaction (a savepoint)."""
     table = connection.ops.quote_name(VerificationRun._meta.db_table)
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
     set_attempt = db.Statement(
         f"UPDATE {table} SET attempts_made = 2 WHERE public_id = %s AND attempts_made = %s",  # noqa: S608
         ("run-a", 0),
@@ -218,8 +222,7 @@ def test_must_change_keeps_nothing_when_its_statement_changed_no_row(outside: bo
 def test_a_transaction_of_two_batches_sends_begin_and_commit_with_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
     entered = atomic_blocks_entered(monkeypatch)
 
     with CaptureQueriesContext(connection) as queries, db.Transaction() as block:
@@ -241,8 +244,7 @@ def test_a_transaction_of_two_batches_sends_begin_and_commit_with_them(
 def test_a_transaction_left_by_an_exception_is_rolled_back(failure: str) -> None:
     """An exception between the batches (a refusal decided in Python) or a statement that fails:
     what the first batch wrote is gone, the connection is usable and idle."""
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
 
     def reserve() -> None:
         with db.Transaction() as block:
@@ -263,8 +265,7 @@ def test_inside_a_callers_transaction_the_same_calls_use_a_savepoint() -> None:
     back only what the block wrote, and the caller's transaction goes on."""
     kept = _prepared("kept").run
     kept.save()
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
 
     def reserve() -> None:
         with db.Transaction() as block:
@@ -287,8 +288,7 @@ def test_a_transaction_whose_connection_broke_raises_the_callers_error_and_recon
     runs on a new connection (nothing of the transaction was kept)."""
     import psycopg
 
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         (pid,) = cursor.fetchone()
@@ -323,8 +323,7 @@ def test_a_transaction_whose_connection_broke_raises_the_callers_error_and_recon
 
 @pytest.mark.django_db(transaction=True)
 def test_on_commit_inside_a_fused_transaction_is_refused_and_never_runs_early() -> None:
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
     ran: list[str] = []
 
     with db.Transaction() as block:
@@ -342,8 +341,7 @@ def test_on_commit_inside_a_fused_transaction_is_refused_and_never_runs_early() 
 
 @pytest.mark.django_db(transaction=True)
 def test_after_a_fused_transaction_commits_django_is_back_in_autocommit() -> None:
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
     ran: list[str] = []
 
     with db.Transaction() as block:
@@ -362,8 +360,7 @@ def test_after_a_fused_transaction_commits_django_is_back_in_autocommit() -> Non
 def test_an_orm_write_inside_a_fused_transaction_joins_it_and_rolls_back_with_it() -> None:
     """Django, told a transaction is open, neither commits nor begins one of its own: an ORM call
     inside writes into the fused transaction and is undone with it."""
-    run = _prepared("run-a").run
-    run.public_id = "run-a"
+    run = _run_a()
 
     def refused() -> None:
         with db.Transaction() as block:

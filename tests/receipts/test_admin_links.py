@@ -6,7 +6,7 @@ import pytest
 from django.contrib.admin.utils import unquote
 from django.urls import resolve
 
-from disputes.admin import receipt_url
+from disputes.admin.common import receipt_url
 
 
 @pytest.mark.parametrize("receipt_id", ["rcpt_22ab", "rcpt_40ff", "rcpt_5fab", "rcpt_d7"])

@@ -100,20 +100,22 @@ def test_the_apps_register_refunds_for_envelopes_and_filings_for_disputes() -> N
     assert receipts[0] in verdicts.handlers_for(CHARGE)
 
 
-@pytest.fixture
-def on_refund() -> Iterator[Seen]:
+def _listening(contract: str) -> Iterator[Seen]:
+    """A handler registered for one contract while a test runs, then forgotten."""
     handler = Seen()
-    verdicts.on_verdict(REFUND, handler)
+    verdicts.on_verdict(contract, handler)
     yield handler
     verdicts.forget(handler)
+
+
+@pytest.fixture
+def on_refund() -> Iterator[Seen]:
+    yield from _listening(REFUND)
 
 
 @pytest.fixture
 def on_charge() -> Iterator[Seen]:
-    handler = Seen()
-    verdicts.on_verdict(CHARGE, handler)
-    yield handler
-    verdicts.forget(handler)
+    yield from _listening(CHARGE)
 
 
 @pytest.mark.django_db

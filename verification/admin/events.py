@@ -15,12 +15,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from core.admin_base import ReadOnlyAdmin
 from core.dashboard import stripe_link
-from verification.admin.shared import (
-    pretty_json,
-)
-from verification.models import (
-    ProviderEvent,
-)
+from verification.admin.shared import pretty_json
+from verification.models import ProviderEvent
 
 
 class ProcessedFilter(admin.SimpleListFilter):

@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from verification.models import (
-    Verdict,
-)
+from verification.models import Verdict
 
 LEVEL_MEANINGS = {
     "E0": "a claim",
