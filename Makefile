@@ -86,6 +86,7 @@ check-deploy: $(VENV)/.installed-dev
 	CELERY_BROKER_URL=redis://redis.example.com:6379/0 \
 	CACHE_URL=redis://redis.example.com:6379/1 \
 	STRIPE_API_KEY=sk_live_dummy STRIPE_WEBHOOK_SECRET=whsec_dummy VOUCH_ENVIRONMENT=production \
+	MCP_RESOURCE_URL=https://vouch.example.com/mcp \
 		$(PY) manage.py check --deploy --fail-level WARNING
 
 lock: | $(PY)

@@ -4,6 +4,7 @@ the refund runs as SPEC §3 describes, under the request's idempotency record.""
 
 from django.conf import settings
 from django.db import models
+from oauth2_provider.settings import oauth2_settings
 
 from envelopes.models import public_id
 
@@ -83,3 +84,22 @@ class RefundRequest(models.Model):
 
     def __str__(self) -> str:
         return self.public_id
+
+
+class RedeemedCode(models.Model):
+    """An authorization code already exchanged, kept (as a SHA-256 checksum, never the code) with
+    the token family it issued: a code presented again means it leaked, and the tokens it issued
+    are revoked (OAuth 2.1 §4.1.3)."""
+
+    code_checksum = models.CharField(max_length=64, unique=True)
+    application = models.ForeignKey(
+        oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    # The refresh tokens' family (every rotation keeps it) and the first access token.
+    token_family = models.UUIDField(null=True, blank=True)
+    access_token_checksum = models.CharField(max_length=64, blank=True, default="")
+    redeemed_at = models.DateTimeField(auto_now_add=True)
+    replayed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"code {self.code_checksum[:12]}… redeemed {self.redeemed_at:%Y-%m-%d %H:%M}"

@@ -4,7 +4,6 @@ django-oauth-toolkit is routed: no application self-service (staff register clie
 admin), no dynamic registration, no introspection, no device flow, no OpenID Connect."""
 
 from django.urls import URLPattern, URLResolver, path
-from oauth2_provider import views as dot_views
 
 from agents.oauth import views
 
@@ -13,7 +12,7 @@ app_name = "oauth"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("o/authorize/", views.AuthorizationView.as_view(), name="authorize"),
     path("o/token/", views.TokenView.as_view(), name="token"),
-    path("o/revoke_token/", dot_views.RevokeTokenView.as_view(), name="revoke-token"),
+    path("o/revoke_token/", views.RevokeTokenView.as_view(), name="revoke-token"),
     path(
         ".well-known/oauth-authorization-server",
         views.AuthorizationServerMetadataView.as_view(),

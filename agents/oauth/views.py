@@ -24,10 +24,12 @@ from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
 from oauth2_provider.forms import AllowForm
 from oauth2_provider.models import Application
 from oauth2_provider.views import AuthorizationView as DotAuthorizationView
+from oauth2_provider.views import RevokeTokenView as DotRevokeTokenView
 from oauth2_provider.views import TokenView as DotTokenView
 from oauthlib.oauth2.rfc6749 import errors
 
 from accounts.models import User
+from agents.oauth.limits import TOKEN_FAILURES, failure_count, failures_wait
 from agents.oauth.metadata import authorization_server_metadata, protected_resource_metadata
 from agents.oauth.policy import (
     consent_refusal,
@@ -113,6 +115,16 @@ class AuthorizationView(DotAuthorizationView):
         client may not have is checked again before django-oauth-toolkit (and oauthlib, which
         validates the client, redirect URI, PKCE and scopes once more) issues a code."""
         data = form.cleaned_data
+        nul = _nul_in(self.request)
+        if nul is not None:
+            return self.error_response(
+                FatalClientError(
+                    error=errors.InvalidRequestFatalError(
+                        description=f"{nul} must not contain a NUL character."
+                    )
+                ),
+                application=None,
+            )
         application = Application.objects.filter(client_id=data["client_id"]).first()
         redirect_uri = data["redirect_uri"]
         if (
@@ -167,15 +179,65 @@ class AuthorizationView(DotAuthorizationView):
         )
 
 
+def _nul_in(request: HttpRequest) -> str | None:
+    """The first parameter (query or form) holding a NUL character, which no stored value can
+    hold: such a request is refused before anything is looked up."""
+    for data in (request.GET, request.POST):
+        for name, values in data.lists():
+            if "\x00" in name or any("\x00" in value for value in values):
+                return name.replace("\x00", "\\0")
+    return None
+
+
+def _oauth_error(status: int, error: str, description: str, **headers: str) -> JsonResponse:
+    """An error of the token and revocation endpoints (RFC 6749 §5.2), never cached."""
+    response = JsonResponse({"error": error, "error_description": description}, status=status)
+    response["Cache-Control"] = "no-store"
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def _nul_refusal(name: str) -> JsonResponse:
+    return _oauth_error(400, "invalid_request", f"{name} must not contain a NUL character.")
+
+
 class TokenView(DotTokenView):
     """django-oauth-toolkit's token endpoint. Every answer is JSON (RFC 6749 §5.1, §5.2): an error
     raised while the token is being saved (invalid_target, RFC 8707) comes back from it without
-    a Content-Type, which is set here."""
+    a Content-Type, which is set here. A parameter holding a NUL is invalid_request; an address
+    past its limit of failed requests (agents/oauth/limits.py) waits, 429 `slow_down`."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        address = request.META.get("REMOTE_ADDR", "")
+        wait = failures_wait(scope=TOKEN_FAILURES, address=address)
+        if wait is not None:
+            return _oauth_error(
+                429,
+                "slow_down",
+                f"Too many failed token requests from this address: try again in {wait} s.",
+                **{"Retry-After": str(wait)},
+            )
+        nul = _nul_in(request)
+        if nul is not None:
+            failure_count(scope=TOKEN_FAILURES, address=address)
+            return _nul_refusal(nul)
         response: HttpResponse = super().post(request, *args, **kwargs)
         response["Content-Type"] = "application/json"
         response["Cache-Control"] = "no-store"
+        if response.status_code >= 400:
+            failure_count(scope=TOKEN_FAILURES, address=address)
+        return response
+
+
+class RevokeTokenView(DotRevokeTokenView):
+    """django-oauth-toolkit's revocation endpoint (RFC 7009), a NUL refused first."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        nul = _nul_in(request)
+        if nul is not None:
+            return _nul_refusal(nul)
+        response: HttpResponse = super().post(request, *args, **kwargs)
         return response
 
 

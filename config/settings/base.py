@@ -404,6 +404,8 @@ AGENT_SCOPES = {
     "confirm yourself in the browser before any money moves.",
     "ops:read": "Staff only: read escalations, disputes, evidence packets and discrepancies.",
 }
+# Named (with its default) so that a migration of ours may point at it: agents.RedeemedCode.
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 OAUTH2_PROVIDER = {
     "SCOPES": AGENT_SCOPES,
     "DEFAULT_SCOPES": ["escrow:read"],
@@ -445,5 +447,9 @@ if not 0 < OAUTH2_PROVIDER["ACCESS_TOKEN_EXPIRE_SECONDS"] <= 3600:
 # requests per buyer; "<n>/<s|min|hour|day>", empty turns one off.
 MCP_TOOL_CALL_RATE = env.str("MCP_TOOL_CALL_RATE", default="120/min")
 MCP_REFUND_REQUEST_RATE = env.str("MCP_REFUND_REQUEST_RATE", default="10/hour")
+# Failed credentials per client address (agents/oauth/limits.py): token requests refused at
+# /o/token/, bearer tokens refused at /mcp. Over the limit the address waits for the window's end.
+OAUTH_TOKEN_FAILURE_RATE = env.str("OAUTH_TOKEN_FAILURE_RATE", default="20/min")
+MCP_BEARER_FAILURE_RATE = env.str("MCP_BEARER_FAILURE_RATE", default="20/min")
 # How long a refund request waits for its owner's confirmation.
 REFUND_REQUEST_TTL_S = env.int("REFUND_REQUEST_TTL_S", default=15 * 60)

@@ -111,3 +111,10 @@ ACCOUNT_EMAIL_VERIFICATION = env.str("ACCOUNT_EMAIL_VERIFICATION", default="mand
 # django-oauth-toolkit's W008 (http redirect URIs allowed): kept on purpose for loopback
 # callbacks of assistants on the person's own machine (RFC 8252 §7.3); see OAUTH2_PROVIDER.
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
+# The MCP resource's canonical URL (RFC 8707, RFC 9728): every access token is bound to it, and
+# the discovery documents name it. Never taken from the request's Host header in production.
+MCP_RESOURCE_URL = require(
+    "MCP_RESOURCE_URL",
+    "the public URL of the MCP endpoint, e.g. https://vouch.example.com/mcp (tokens are bound "
+    "to it).",
+)

@@ -79,3 +79,6 @@ RECEIPT_TRUSTED_KEYS = {
 # API throttles (core/api/throttling.py) high enough that no test is throttled by accident; the
 # throttle tests set low rates with override_settings.
 VOUCH_THROTTLE_RATES = {"user": "100000/min", "token": "100000/min", "money": "100000/min"}
+# Tests that watch a failure limit set their own (the suite's client address is always 127.0.0.1).
+OAUTH_TOKEN_FAILURE_RATE = "100000/min"  # noqa: S105 (a rate)
+MCP_BEARER_FAILURE_RATE = "100000/min"

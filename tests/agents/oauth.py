@@ -9,8 +9,11 @@ import hashlib
 import secrets
 from datetime import timedelta
 from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from django.http import HttpResponse
+from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, set_token_value
 
@@ -104,3 +107,61 @@ def redirect_params(location: str) -> dict[str, str]:
     parts = urlsplit(location)
     assert f"{parts.scheme}://{parts.netloc}{parts.path}" == REDIRECT_URI, location
     return dict(parse_qsl(parts.query))
+
+
+def token_request(**data: str) -> HttpResponse:
+    """A token request as a public client sends it: form-encoded, no cookie, no CSRF token."""
+    return Client().post(
+        "/o/token/", urlencode(data), content_type="application/x-www-form-urlencoded"
+    )
+
+
+def browser_as(user: User) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    return client
+
+
+def consent(browser: Client, query: str) -> HttpResponse:
+    return browser.get(f"/o/authorize/?{query}")
+
+
+def consent_answer(
+    browser: Client, page: HttpResponse, *, allow: bool, **tamper: str
+) -> HttpResponse:
+    """Post the consent form back as the browser would (its hidden fields, CSRF token), with
+    Allow or Deny; `tamper` changes hidden fields first."""
+    fields = form_fields(page.content.decode())
+    fields.update(tamper)
+    if allow:
+        fields["allow"] = "Allow"
+    return browser.post("/o/authorize/", fields)
+
+
+def code_for(user: User, app: Application, challenge: str, **overrides: str | None) -> str:
+    browser = browser_as(user)
+    page = consent(browser, authorize_query(app, challenge, **overrides))
+    assert page.status_code == 200, page.content
+    allowed = consent_answer(browser, page, allow=True)
+    assert allowed.status_code == 302
+    return redirect_params(allowed["Location"])["code"]
+
+
+def exchange(app: Application, code: str, verifier: str, **extra: str) -> HttpResponse:
+    return token_request(
+        grant_type="authorization_code",
+        code=code,
+        redirect_uri=REDIRECT_URI,
+        client_id=app.client_id,
+        code_verifier=verifier,
+        **extra,
+    )
+
+
+def tokens_for(app: Application, user: User, scope: str = "escrow:read") -> dict[str, Any]:
+    verifier, challenge = pkce_pair()
+    code = code_for(user, app, challenge, scope=scope)
+    response = exchange(app, code, verifier, resource=MCP)
+    assert response.status_code == 200, response.content
+    body: dict[str, Any] = response.json()
+    return body

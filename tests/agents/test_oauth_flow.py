@@ -10,11 +10,9 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
-from django.http import HttpResponse
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
@@ -25,11 +23,18 @@ from tests.agents.oauth import (
     MCP,
     REDIRECT_URI,
     authorize_query,
+    browser_as,
     client_register,
+    code_for,
+    consent,
+    consent_answer,
+    exchange,
     form_fields,
     issue_token,
     pkce_pair,
     redirect_params,
+    token_request,
+    tokens_for,
 )
 
 pytestmark = pytest.mark.django_db
@@ -38,62 +43,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def app(db: None) -> Application:
     return client_register(name="Claude on Alice's laptop")
-
-
-def _token_request(**data: str) -> HttpResponse:
-    """A token request as a public client sends it: form-encoded, no cookie, no CSRF token."""
-    return Client().post(
-        "/o/token/", urlencode(data), content_type="application/x-www-form-urlencoded"
-    )
-
-
-def _browser(user: User) -> Client:
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
-    return client
-
-
-def _consent(browser: Client, query: str) -> HttpResponse:
-    return browser.get(f"/o/authorize/?{query}")
-
-
-def _answer(browser: Client, page: HttpResponse, *, allow: bool, **tamper: str) -> HttpResponse:
-    """Post the consent form back as the browser would (its hidden fields, CSRF token), with
-    Allow or Deny; `tamper` changes hidden fields first."""
-    fields = form_fields(page.content.decode())
-    fields.update(tamper)
-    if allow:
-        fields["allow"] = "Allow"
-    return browser.post("/o/authorize/", fields)
-
-
-def _code(user: User, app: Application, challenge: str, **overrides: str | None) -> str:
-    browser = _browser(user)
-    page = _consent(browser, authorize_query(app, challenge, **overrides))
-    assert page.status_code == 200, page.content
-    answer = _answer(browser, page, allow=True)
-    assert answer.status_code == 302
-    return redirect_params(answer["Location"])["code"]
-
-
-def _exchange(app: Application, code: str, verifier: str, **extra: str) -> HttpResponse:
-    return _token_request(
-        grant_type="authorization_code",
-        code=code,
-        redirect_uri=REDIRECT_URI,
-        client_id=app.client_id,
-        code_verifier=verifier,
-        **extra,
-    )
-
-
-def _tokens(app: Application, user: User, scope: str = "escrow:read") -> dict[str, Any]:
-    verifier, challenge = pkce_pair()
-    code = _code(user, app, challenge, scope=scope)
-    response = _exchange(app, code, verifier, resource=MCP)
-    assert response.status_code == 200, response.content
-    body: dict[str, Any] = response.json()
-    return body
 
 
 # --- the whole flow -----------------------------------------------------------------------------
@@ -141,7 +90,7 @@ def test_code_pkce_flow_login_consent_token_bound_to_the_mcp_resource(
     assert 'id="consent-deny"' in html
     assert MCP in html
 
-    answer = _answer(browser, page, allow=True)
+    answer = consent_answer(browser, page, allow=True)
     assert answer.status_code == 302
     params = redirect_params(answer["Location"])
     assert params["state"] == "state-123"
@@ -150,7 +99,7 @@ def test_code_pkce_flow_login_consent_token_bound_to_the_mcp_resource(
     assert grant.resource == [MCP]
     assert grant.code_challenge_method == "S256"
 
-    response = _exchange(app, params["code"], verifier, resource=MCP)
+    response = exchange(app, params["code"], verifier, resource=MCP)
     assert response.status_code == 200, response.content
     assert response["Cache-Control"] == "no-store"
     body = response.json()
@@ -177,7 +126,7 @@ def test_code_pkce_flow_login_consent_token_bound_to_the_mcp_resource(
         assert refused.value.reason == "wrong_resource"
 
     # A code is good once.
-    again = _exchange(app, params["code"], verifier, resource=MCP)
+    again = exchange(app, params["code"], verifier, resource=MCP)
     assert again.status_code == 400
     assert again.json()["error"] == "invalid_grant"
 
@@ -188,8 +137,8 @@ def test_a_request_that_names_no_resource_still_gets_a_token_bound_to_mcp(
     """RFC 8707 lets the client leave `resource` out; the token is bound to /mcp all the same
     (a token bound to nothing would be refused at /mcp)."""
     verifier, challenge = pkce_pair()
-    code = _code(buyer, app, challenge, resource=None)
-    response = _exchange(app, code, verifier)
+    code = code_for(buyer, app, challenge, resource=None)
+    response = exchange(app, code, verifier)
     assert response.status_code == 200, response.content
     assert AccessToken.objects.get().resource == [MCP]
     bearer_authenticate(raw=response.json()["access_token"], resource=MCP)
@@ -201,15 +150,15 @@ def test_the_consent_page_is_shown_every_time_even_to_a_client_that_asks_to_skip
     """No silent re-authorization: skip_authorization and approval_prompt=auto are ignored, and
     prompt=none (which forbids asking) is answered consent_required."""
     Application.objects.filter(pk=app.pk).update(skip_authorization=True)
-    _tokens(app, buyer)
-    browser = _browser(buyer)
+    tokens_for(app, buyer)
+    browser = browser_as(buyer)
     _, challenge = pkce_pair()
-    page = _consent(browser, authorize_query(app, challenge) + "&approval_prompt=auto")
+    page = consent(browser, authorize_query(app, challenge) + "&approval_prompt=auto")
     assert page.status_code == 200
     assert 'id="consent-allow"' in page.content.decode()
     assert Grant.objects.count() == 0
 
-    silent = _consent(browser, authorize_query(app, challenge) + "&prompt=none")
+    silent = consent(browser, authorize_query(app, challenge) + "&prompt=none")
     assert silent.status_code == 302
     assert redirect_params(silent["Location"])["error"] == "consent_required"
 
@@ -217,10 +166,10 @@ def test_the_consent_page_is_shown_every_time_even_to_a_client_that_asks_to_skip
 def test_deny_sends_the_client_access_denied_and_issues_nothing(
     app: Application, buyer: User
 ) -> None:
-    browser = _browser(buyer)
+    browser = browser_as(buyer)
     _, challenge = pkce_pair()
-    page = _consent(browser, authorize_query(app, challenge))
-    answer = _answer(browser, page, allow=False)
+    page = consent(browser, authorize_query(app, challenge))
+    answer = consent_answer(browser, page, allow=False)
     assert answer.status_code == 302
     params = redirect_params(answer["Location"])
     assert params["error"] == "access_denied"
@@ -239,8 +188,8 @@ def test_plain_pkce_is_refused_before_any_consent(
     """`plain`, and a challenge without a method (which RFC 7636 reads as plain), are refused
     at the client's redirect URI with invalid_request naming S256; no page, no code."""
     verifier, _ = pkce_pair()
-    response = _consent(
-        _browser(buyer), authorize_query(app, verifier, code_challenge_method=method)
+    response = consent(
+        browser_as(buyer), authorize_query(app, verifier, code_challenge_method=method)
     )
     assert response.status_code == 302
     params = redirect_params(response["Location"])
@@ -251,8 +200,8 @@ def test_plain_pkce_is_refused_before_any_consent(
 
 
 def test_a_request_without_a_code_challenge_is_refused(app: Application, buyer: User) -> None:
-    response = _consent(
-        _browser(buyer),
+    response = consent(
+        browser_as(buyer),
         authorize_query(app, "", code_challenge=None, code_challenge_method=None),
     )
     assert response.status_code == 302
@@ -264,9 +213,9 @@ def test_a_request_without_a_code_challenge_is_refused(app: Application, buyer: 
 
 def test_a_wrong_code_verifier_gets_no_token(app: Application, buyer: User) -> None:
     _, challenge = pkce_pair()
-    code = _code(buyer, app, challenge)
+    code = code_for(buyer, app, challenge)
     other_verifier, _ = pkce_pair()
-    response = _exchange(app, code, other_verifier, resource=MCP)
+    response = exchange(app, code, other_verifier, resource=MCP)
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_grant"
     assert AccessToken.objects.count() == 0
@@ -275,10 +224,10 @@ def test_a_wrong_code_verifier_gets_no_token(app: Application, buyer: User) -> N
 def test_a_plain_method_smuggled_into_the_consent_form_issues_no_code(
     app: Application, buyer: User
 ) -> None:
-    browser = _browser(buyer)
+    browser = browser_as(buyer)
     verifier, challenge = pkce_pair()
-    page = _consent(browser, authorize_query(app, challenge))
-    answer = _answer(
+    page = consent(browser, authorize_query(app, challenge))
+    answer = consent_answer(
         browser, page, allow=True, code_challenge=verifier, code_challenge_method="plain"
     )
     assert answer.status_code == 302
@@ -303,7 +252,7 @@ def test_an_authorization_request_for_another_resource_is_invalid_target(
     app: Application, buyer: User, resource: str
 ) -> None:
     _, challenge = pkce_pair()
-    response = _consent(_browser(buyer), authorize_query(app, challenge, resource=resource))
+    response = consent(browser_as(buyer), authorize_query(app, challenge, resource=resource))
     assert response.status_code == 302
     params = redirect_params(response["Location"])
     assert params["error"] == "invalid_target"
@@ -315,10 +264,10 @@ def test_an_authorization_request_for_another_resource_is_invalid_target(
 def test_another_resource_smuggled_into_the_consent_form_is_invalid_target(
     app: Application, buyer: User
 ) -> None:
-    browser = _browser(buyer)
+    browser = browser_as(buyer)
     _, challenge = pkce_pair()
-    page = _consent(browser, authorize_query(app, challenge))
-    answer = _answer(browser, page, allow=True, resource="http://other.example/mcp")
+    page = consent(browser, authorize_query(app, challenge))
+    answer = consent_answer(browser, page, allow=True, resource="http://other.example/mcp")
     assert redirect_params(answer["Location"])["error"] == "invalid_target"
     assert Grant.objects.count() == 0
 
@@ -328,8 +277,8 @@ def test_a_token_request_naming_another_resource_is_invalid_target(
 ) -> None:
     """The token request's `resource`, when sent, must be the grant's."""
     verifier, challenge = pkce_pair()
-    code = _code(buyer, app, challenge)
-    response = _exchange(app, code, verifier, resource="http://other.example/mcp")
+    code = code_for(buyer, app, challenge)
+    response = exchange(app, code, verifier, resource="http://other.example/mcp")
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_target"
     assert AccessToken.objects.count() == 0
@@ -341,9 +290,9 @@ def test_a_token_request_naming_another_resource_is_invalid_target(
 def test_a_buyer_asking_for_ops_read_is_refused_at_consent(app: Application, buyer: User) -> None:
     """The page says ops:read is for staff and offers only Deny; an Allow posted anyway (a
     tampered form) sends the client access_denied, and no code or token exists."""
-    browser = _browser(buyer)
+    browser = browser_as(buyer)
     _, challenge = pkce_pair()
-    page = _consent(browser, authorize_query(app, challenge, scope="escrow:read ops:read"))
+    page = consent(browser, authorize_query(app, challenge, scope="escrow:read ops:read"))
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="consent-refusal"' in html
@@ -351,7 +300,7 @@ def test_a_buyer_asking_for_ops_read_is_refused_at_consent(app: Application, buy
     assert 'id="consent-allow"' not in html
     assert 'id="consent-deny"' in html
 
-    answer = _answer(browser, page, allow=True)
+    answer = consent_answer(browser, page, allow=True)
     assert answer.status_code == 302
     params = redirect_params(answer["Location"])
     assert params["error"] == "access_denied"
@@ -361,16 +310,16 @@ def test_a_buyer_asking_for_ops_read_is_refused_at_consent(app: Application, buy
 
 
 def test_staff_may_grant_ops_read(app: Application, staff: User) -> None:
-    browser = _browser(staff)
+    browser = browser_as(staff)
     _, challenge = pkce_pair()
-    page = _consent(browser, authorize_query(app, challenge, scope="escrow:read ops:read"))
+    page = consent(browser, authorize_query(app, challenge, scope="escrow:read ops:read"))
     html = page.content.decode()
     assert "Staff only: read escalations, disputes, evidence packets and discrepancies." in html
     assert "No refund happens without you" not in html  # escrow:refund_request not asked for
     assert 'id="consent-allow"' in html
     assert 'id="consent-refusal"' not in html
 
-    body = _tokens(app, staff, scope="escrow:read ops:read")
+    body = tokens_for(app, staff, scope="escrow:read ops:read")
     assert body["scope"] == "escrow:read ops:read"
     principal = bearer_authenticate(raw=body["access_token"], resource=MCP)
     assert principal.allows("ops:read")
@@ -378,8 +327,8 @@ def test_staff_may_grant_ops_read(app: Application, staff: User) -> None:
 
 def test_an_unknown_scope_is_invalid_scope(app: Application, buyer: User) -> None:
     _, challenge = pkce_pair()
-    response = _consent(
-        _browser(buyer), authorize_query(app, challenge, scope="escrow:read escrow:write")
+    response = consent(
+        browser_as(buyer), authorize_query(app, challenge, scope="escrow:read escrow:write")
     )
     assert response.status_code == 302
     assert redirect_params(response["Location"])["error"] == "invalid_scope"
@@ -392,18 +341,18 @@ def test_an_unknown_scope_is_invalid_scope(app: Application, buyer: User) -> Non
 def test_an_unknown_client_or_unregistered_redirect_uri_is_never_redirected_to(
     app: Application, buyer: User
 ) -> None:
-    browser = _browser(buyer)
+    browser = browser_as(buyer)
     _, challenge = pkce_pair()
     for overrides in (
         {"client_id": "no-such-client"},
         {"redirect_uri": "https://attacker.example/callback"},
     ):
-        response = _consent(browser, authorize_query(app, challenge, **overrides))
+        response = consent(browser, authorize_query(app, challenge, **overrides))
         assert response.status_code == 400, overrides
         assert "This authorization request cannot be completed" in response.content.decode()
     # Nor when the consent form comes back naming another redirect URI.
-    page = _consent(browser, authorize_query(app, challenge))
-    answer = _answer(browser, page, allow=False, redirect_uri="https://attacker.example/cb")
+    page = consent(browser, authorize_query(app, challenge))
+    answer = consent_answer(browser, page, allow=False, redirect_uri="https://attacker.example/cb")
     assert answer.status_code == 400
     assert Grant.objects.count() == 0
 
@@ -432,7 +381,7 @@ def test_an_application_registered_for_another_grant_gets_no_token(
         algorithm="",
     )
     _, challenge = pkce_pair()
-    response = _consent(_browser(buyer), authorize_query(other, challenge))
+    response = consent(browser_as(buyer), authorize_query(other, challenge))
     assert response.status_code == 302
     assert redirect_params(response["Location"])["error"] == "unauthorized_client"
 
@@ -440,12 +389,12 @@ def test_an_application_registered_for_another_grant_gets_no_token(
         {"grant_type": "client_credentials"},
         {"grant_type": "password", "username": "alice", "password": "alice-password-1"},
     ):
-        token = _token_request(
+        token = token_request(
             client_id=other.client_id, client_secret="s3cret-value-for-tests", **data
         )
         assert token.status_code == 400, data
         assert token.json()["error"] == "unsupported_grant_type"
-    implicit = _consent(_browser(buyer), authorize_query(other, challenge, response_type="token"))
+    implicit = consent(browser_as(buyer), authorize_query(other, challenge, response_type="token"))
     assert redirect_params(implicit["Location"])["error"] == "unsupported_response_type"
     assert AccessToken.objects.count() == 0
 
@@ -455,8 +404,8 @@ def test_http_redirect_uris_only_on_loopback(buyer: User) -> None:
     real host is refused as an invalid redirect URI: http is only for the person's machine."""
     remote = client_register(redirect_uri="http://assistant.example/callback")
     _, challenge = pkce_pair()
-    response = _consent(
-        _browser(buyer),
+    response = consent(
+        browser_as(buyer),
         authorize_query(remote, challenge, redirect_uri="http://assistant.example/callback"),
     )
     assert response.status_code == 400
@@ -465,16 +414,16 @@ def test_http_redirect_uris_only_on_loopback(buyer: User) -> None:
 
 def test_a_loopback_redirect_uri_may_use_any_port(app: Application, buyer: User) -> None:
     """RFC 8252 §7.3: an assistant's callback listens on a port of its choosing."""
-    browser = _browser(buyer)
+    browser = browser_as(buyer)
     verifier, challenge = pkce_pair()
-    page = _consent(
+    page = consent(
         browser, authorize_query(app, challenge, redirect_uri="http://127.0.0.1:53682/callback")
     )
-    answer = _answer(browser, page, allow=True)
+    answer = consent_answer(browser, page, allow=True)
     location = urlsplit(answer["Location"])
     assert location.netloc == "127.0.0.1:53682"
     code = dict(parse_qsl(location.query))["code"]
-    response = _token_request(
+    response = token_request(
         grant_type="authorization_code",
         code=code,
         redirect_uri="http://127.0.0.1:53682/callback",
@@ -490,8 +439,8 @@ def test_a_loopback_redirect_uri_may_use_any_port(app: Application, buyer: User)
 def test_refresh_rotates_keeps_the_resource_and_a_replayed_token_revokes_the_family(
     app: Application, buyer: User
 ) -> None:
-    first = _tokens(app, buyer)
-    refreshed = _token_request(
+    first = tokens_for(app, buyer)
+    refreshed = token_request(
         grant_type="refresh_token",
         refresh_token=first["refresh_token"],
         client_id=app.client_id,
@@ -509,7 +458,7 @@ def test_refresh_rotates_keeps_the_resource_and_a_replayed_token_revokes_the_fam
         bearer_authenticate(raw=first["access_token"], resource=MCP)
 
     # Without `resource` the refresh keeps the binding too.
-    third = _token_request(
+    third = token_request(
         grant_type="refresh_token", refresh_token=second["refresh_token"], client_id=app.client_id
     )
     assert third.status_code == 200, third.content
@@ -518,7 +467,7 @@ def test_refresh_rotates_keeps_the_resource_and_a_replayed_token_revokes_the_fam
     bearer_authenticate(raw=latest["access_token"], resource=MCP)
 
     # The old refresh token no longer works, and its replay revokes the whole family.
-    replay = _token_request(
+    replay = token_request(
         grant_type="refresh_token", refresh_token=first["refresh_token"], client_id=app.client_id
     )
     assert replay.status_code == 400
@@ -526,7 +475,7 @@ def test_refresh_rotates_keeps_the_resource_and_a_replayed_token_revokes_the_fam
     with pytest.raises(TokenRefused) as refused:
         bearer_authenticate(raw=latest["access_token"], resource=MCP)
     assert refused.value.reason == "unknown"
-    after = _token_request(
+    after = token_request(
         grant_type="refresh_token", refresh_token=latest["refresh_token"], client_id=app.client_id
     )
     assert after.status_code == 400
@@ -534,8 +483,8 @@ def test_refresh_rotates_keeps_the_resource_and_a_replayed_token_revokes_the_fam
 
 
 def test_a_refresh_for_another_resource_is_invalid_target(app: Application, buyer: User) -> None:
-    first = _tokens(app, buyer)
-    response = _token_request(
+    first = tokens_for(app, buyer)
+    response = token_request(
         grant_type="refresh_token",
         refresh_token=first["refresh_token"],
         client_id=app.client_id,
@@ -560,7 +509,7 @@ def test_an_expired_access_token_is_refused(buyer: User) -> None:
 
 def test_the_client_revokes_its_own_token(app: Application, buyer: User) -> None:
     """RFC 7009 at /o/revoke_token/: revoking the access token revokes its refresh token too."""
-    body = _tokens(app, buyer)
+    body = tokens_for(app, buyer)
     revoked = Client().post(
         "/o/revoke_token/",
         urlencode({"token": body["access_token"], "client_id": app.client_id}),
@@ -569,7 +518,7 @@ def test_the_client_revokes_its_own_token(app: Application, buyer: User) -> None
     assert revoked.status_code == 200
     with pytest.raises(TokenRefused):
         bearer_authenticate(raw=body["access_token"], resource=MCP)
-    refresh = _token_request(
+    refresh = token_request(
         grant_type="refresh_token", refresh_token=body["refresh_token"], client_id=app.client_id
     )
     assert refresh.status_code == 400

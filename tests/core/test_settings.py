@@ -14,6 +14,7 @@ PRODUCTION_ENV = {
     "CACHE_URL": "redis://redis.example.com:6379/1",
     "STRIPE_API_KEY": "sk_live_dummy",
     "STRIPE_WEBHOOK_SECRET": "whsec_dummy",
+    "MCP_RESOURCE_URL": "https://vouch.example.com/mcp",
 }
 
 
