@@ -22,7 +22,12 @@ from tests.helpers import Receiver
 
 # The shared drivers' fixtures (tests/drivers/), for every test: a test imports their classes and
 # helpers from there, never from another directory's conftest.py.
-pytest_plugins = ["tests.drivers.api", "tests.drivers.disputes", "tests.drivers.mcp"]
+pytest_plugins = [
+    "tests.drivers.api",
+    "tests.drivers.disputes",
+    "tests.drivers.logs",
+    "tests.drivers.mcp",
+]
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,14 +28,16 @@ tool itself run on one thread borrowed for the request (agents/mcp/threads.py)."
 from __future__ import annotations
 
 import json
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import structlog
 from django.conf import settings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -47,6 +49,7 @@ from agents.mcp import tools
 from agents.mcp.limits import tool_calls_wait
 from agents.mcp.server import CALL_SCOPE_KEY, build_server, host_allowed, session_manager
 from agents.mcp.threads import RequestThreads, in_thread
+from agents.oauth.limits import BEARER_FAILURES, failure_count, failures_wait
 from agents.oauth.tokens import (
     STAFF_SCOPES,
     AgentPrincipal,
@@ -63,6 +66,8 @@ from core.exceptions import (
     Throttled,
     VouchError,
 )
+
+log = structlog.get_logger("vouch.mcp")
 
 JSONRPC_REFUSED = -32001  # a server-defined JSON-RPC error code: refused before the method ran
 
@@ -123,9 +128,19 @@ def _scopes_to_ask() -> str:
 
 
 def admit(
-    *, raw: str | None, resource: str, calls: list[tuple[Any, str]]
+    *, raw: str | None, resource: str, calls: list[tuple[Any, str]], address: str = ""
 ) -> AgentPrincipal | Refusal:
-    """Steps 2-4: the caller, or why they are refused."""
+    """Steps 2-4: the caller, or why they are refused. An address past its limit of refused
+    tokens (agents/oauth/limits.py) waits, whatever it sends."""
+    wait = failures_wait(scope=BEARER_FAILURES, address=address)
+    if wait is not None:
+        return Refusal(
+            Throttled(
+                "Too many refused access tokens from this address.",
+                details={"retry_after_s": wait},
+            ),
+            (("Retry-After", str(wait)),),
+        )
     if raw is None:
         return Refusal(
             NotAuthenticated("Send Authorization: Bearer <an OAuth access token for this server>."),
@@ -134,6 +149,7 @@ def admit(
     try:
         principal = bearer_authenticate(raw=raw, resource=resource)
     except TokenRefused as refused:
+        failure_count(scope=BEARER_FAILURES, address=address)
         return Refusal(
             AuthenticationFailed(
                 "The access token is not valid here (unknown, expired, revoked, or issued for "
@@ -243,6 +259,13 @@ class McpApplication:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
             return
+        line = RequestLine(http_method=scope["method"], address=_address(scope))
+        try:
+            await self._handle(scope, receive, line.watching(send), line)
+        finally:
+            line.write()
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send, line: RequestLine) -> None:
         manager, threads = self._manager, self._threads
         if manager is None or threads is None:
             await _answer(send, Refusal(McpNotStarted()))
@@ -261,17 +284,82 @@ class McpApplication:
             await _answer(send, Refusal(PayloadTooLarge()))
             return
         body, after = read
+        line.rpc_methods = _rpc_methods(body) if body else []
         calls = _tool_calls(body) if body else []
+        line.tools = [name for _, name in calls]
 
         async with threads.borrow():
-            admitted = await in_thread(admit)(raw=_bearer(headers), resource=resource, calls=calls)
+            admitted = await in_thread(admit)(
+                raw=_bearer(headers), resource=resource, calls=calls, address=line.address
+            )
             if isinstance(admitted, Refusal):
                 await _answer(send, admitted, calls[0][0] if len(calls) == 1 else None)
                 return
+            line.user_id, line.client_id = admitted.user.pk, admitted.client_id
             scope[CALL_SCOPE_KEY] = tools.Call(principal=admitted, origin=origin)
             if scope["method"] == "POST":
                 receive = _replay(body, after, receive)
             await manager.handle_request(scope, receive, send)
+
+
+def _address(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else ""
+
+
+def _rpc_methods(body: bytes) -> list[str]:
+    """The JSON-RPC method of each message in a body (a message or a batch)."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return []
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    return [
+        str(message["method"])
+        for message in messages
+        if isinstance(message, dict) and isinstance(message.get("method"), str)
+    ]
+
+
+@dataclass
+class RequestLine:
+    """The one log line of a /mcp request (SPEC §16): HTTP and JSON-RPC methods, the tool(s)
+    called, the status answered, the duration, and who called (client and user ids), never the
+    token. Written when the request ends, however it ends; a 4xx or 5xx is a warning."""
+
+    http_method: str
+    address: str
+    rpc_methods: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    status: int | None = None
+    user_id: int | None = None
+    client_id: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def watching(self, send: Send) -> Send:
+        async def sent(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.status = int(message["status"])
+            await send(message)
+
+        return sent
+
+    def write(self) -> None:
+        status = self.status if self.status is not None else 500
+        fields = {
+            "http_method": self.http_method,
+            "rpc_method": ",".join(self.rpc_methods) or None,
+            "tool": ",".join(self.tools) or None,
+            "status": status,
+            "duration_ms": round((time.monotonic() - self.started) * 1000, 2),
+            "client_id": self.client_id,
+            "user_id": self.user_id,
+            "ip": self.address,
+        }
+        if status >= 400:
+            log.warning("mcp_request", **fields)
+        else:
+            log.info("mcp_request", **fields)
 
 
 def _replay(body: bytes, after: Message | None, receive: Receive) -> Receive:

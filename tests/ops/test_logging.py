@@ -12,10 +12,11 @@ from django.test import Client
 
 from stripe_sandbox.webhooks import sign
 from tests.drivers.api import Api
+from tests.drivers.logs import LogTap
 from tests.helpers import wait_until
 from verification.models import ProviderEvent
 
-from .conftest import LogTap, WorkerLog
+from .conftest import WorkerLog
 
 
 def _finished(tap: LogTap) -> list[dict[str, Any]]:

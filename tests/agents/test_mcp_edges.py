@@ -1,0 +1,90 @@
+"""/mcp's edges (issue 26, SPEC §16), against a live ASGI server: one log line per request (never
+the token), and bearer guessing limited per client address."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+
+from accounts.models import User
+from tests.agents.oauth import issue_token
+from tests.drivers.logs import LogTap
+from tests.drivers.mcp import post_mcp, tool_call
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _mcp_lines(tap: LogTap) -> list[dict[str, Any]]:
+    """The /mcp request lines, once there is one: the server writes a request's line when the
+    request ends, which may be just after the client has read the answer."""
+    wait_until(
+        lambda: any(r.get("event") == "mcp_request" for r in tap.records()),
+        timeout=10,
+        what="the /mcp request line",
+    )
+    time.sleep(0.2)  # and nothing more comes for that request
+    return [r for r in tap.records() if r.get("event") == "mcp_request"]
+
+
+def test_each_mcp_request_writes_one_line_naming_tool_status_client_and_user_never_the_token(
+    asgi_server: str, buyer: User, log_tap: LogTap
+) -> None:
+    token = issue_token(buyer, resource=f"{asgi_server}/mcp")
+
+    answered = post_mcp(asgi_server, tool_call("whoami"), token=token)
+
+    assert answered.status_code == 200, answered.text
+    (line,) = _mcp_lines(log_tap)
+    assert line["rpc_method"] == "tools/call"
+    assert line["tool"] == "whoami"
+    assert line["status"] == 200
+    assert line["user_id"] == buyer.pk
+    assert line["client_id"]
+    assert isinstance(line["duration_ms"], float)
+    assert line["level"] == "info"
+    assert token not in log_tap.text()
+
+
+def test_a_refused_mcp_request_writes_its_line_too(
+    asgi_server: str, buyer: User, log_tap: LogTap
+) -> None:
+    post_mcp(asgi_server, tool_call("envelopes_list"), token="not-a-token-of-ours")
+
+    (line,) = _mcp_lines(log_tap)
+    assert line["status"] == 401
+    assert line["tool"] == "envelopes_list"
+    assert line["user_id"] is None
+    assert line["level"] == "warning"
+    assert "not-a-token-of-ours" not in log_tap.text()
+
+
+def test_bearer_guessing_at_mcp_is_limited_per_address(
+    asgi_server: str, buyer: User, settings: Any
+) -> None:
+    cache.clear()
+    settings.MCP_BEARER_FAILURE_RATE = "3/min"
+    for guess in range(3):
+        assert post_mcp(asgi_server, tool_call("whoami"), token=f"guess-{guess}").status_code == 401
+
+    limited = post_mcp(asgi_server, tool_call("whoami"), token="guess-4")
+
+    assert limited.status_code == 429, limited.text
+    assert limited.json()["error"]["data"]["code"] == "rate_limited"
+    assert 1 <= int(limited.headers["retry-after"]) <= 60
+    # A good token from the same address waits too: guessing must not go on beside it.
+    good = issue_token(buyer, resource=f"{asgi_server}/mcp")
+    assert post_mcp(asgi_server, tool_call("whoami"), token=good).status_code == 429
+
+
+def test_good_tokens_do_not_count_toward_the_guessing_limit(
+    asgi_server: str, buyer: User, settings: Any
+) -> None:
+    cache.clear()
+    settings.MCP_BEARER_FAILURE_RATE = "2/min"
+    good = issue_token(buyer, resource=f"{asgi_server}/mcp")
+    for _ in range(4):
+        assert post_mcp(asgi_server, tool_call("whoami"), token=good).status_code == 200
