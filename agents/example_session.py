@@ -114,8 +114,23 @@ class Callback:
         )
 
 
+def content_of(result: Any) -> dict[str, Any]:
+    """A tool result's content: its structured content, or for an error (which carries none) the
+    JSON of its text, `{code, message, details}`."""
+    if result.structured_content:
+        return dict(result.structured_content)
+    for part in result.content:
+        if getattr(part, "type", None) == "text":
+            try:
+                parsed = json.loads(part.text)
+            except ValueError:
+                return {"text": part.text}
+            return dict(parsed) if isinstance(parsed, dict) else {"value": parsed}
+    return {}
+
+
 def show(title: str, result: Any) -> dict[str, Any]:
-    content = dict(result.structured_content or {})
+    content = content_of(result)
     label = "ERROR " if result.is_error else ""
     print(f"--> {label}{title}\n{json.dumps(content, indent=2)}\n", flush=True)
     return content
@@ -162,7 +177,7 @@ async def session(args: argparse.Namespace) -> int:
             now = await client.call_tool(
                 "refund_request_get", {"request_id": request["request_id"]}
             )
-            state = dict(now.structured_content or {})
+            state = content_of(now)
             refund = state.get("refund") or {}
             settled = state.get("status") in ("expired", "refused") or (
                 state.get("status") == "confirmed"

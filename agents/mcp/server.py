@@ -2,11 +2,15 @@
 served over streamable HTTP, stateless, with JSON responses (no SSE, no session: every POST is
 answered on its own, so any worker may answer it).
 
-Errors are tool results (`isError: true`) whose structured content is `{code, message, details}`
-with the REST API's codes: a domain error (core.exceptions.VouchError) as it is; arguments that
-do not match the input schema as `validation_error` with a message per field (checked before the
-tool runs, by `arguments_checked`), or `invalid_amount` for `amount_micro`, as the REST refund
-says; anything unexpected as `internal_error` (logged)."""
+Errors are tool results (`isError: true`) whose text content is the JSON of `{code, message,
+details}` with the REST API's codes, and which carry no structured content: a client that checks
+a result's structured content against the tool's `outputSchema` (the MCP Inspector does, error
+or not) would otherwise report a schema mismatch instead of the error. A domain error
+(core.exceptions.VouchError) as it is; arguments that do not match the input schema as
+`validation_error` with a message per field (checked before the tool runs, by
+`arguments_checked`), or `invalid_amount` for `amount_micro`, as the REST refund says; a tool
+that does not exist as `unknown_tool`; anything unexpected as `internal_error` (logged).
+`serverInfo` names Vouch and its version (core.version)."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from agents.mcp import tools
 from agents.mcp.threads import in_thread
 from agents.oauth.tokens import MCP_PATH
 from core.exceptions import InternalError, InvalidInput, VouchError
+from core.version import vouch_version
 
 logger = logging.getLogger("vouch.mcp")
 
@@ -45,11 +50,7 @@ INSTRUCTIONS = (
 
 def error_result(error: VouchError) -> CallToolResult:
     body = {"code": error.code, "message": error.message, "details": error.details}
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(body))],
-        structured_content=body,
-        is_error=True,
-    )
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], is_error=True)
 
 
 def _field_errors(exc: ValidationError) -> dict[str, list[str]]:
@@ -89,14 +90,21 @@ async def arguments_checked(
 ) -> HandlerResult:
     """Server middleware: a tools/call whose arguments do not fit the tool's input schema is
     answered here, as an error result with the REST API's codes (the SDK would answer plain
-    text). Unknown tools and everything else go on to the SDK."""
+    text), as is a tool that does not exist. Everything else goes on to the SDK."""
     params = ctx.params
     if ctx.method == "tools/call" and isinstance(params, Mapping):
-        spec = tools.TOOLS.get(str(params.get("name")))
-        if spec is not None:
-            refused = arguments_refused(spec, params.get("arguments"))
-            if refused is not None:
-                return error_result(refused)
+        name = str(params.get("name"))
+        spec = tools.TOOLS.get(name)
+        if spec is None:
+            return error_result(
+                tools.UnknownTool(
+                    f"There is no tool named {name!r}: call tools/list for the tools you may call.",
+                    details={"tool": name},
+                )
+            )
+        refused = arguments_refused(spec, params.get("arguments"))
+        if refused is not None:
+            return error_result(refused)
     return await call_next(ctx)
 
 
@@ -150,6 +158,7 @@ def build_server() -> MCPServer[Any]:
     return MCPServer(
         "vouch",
         title="Vouch",
+        version=vouch_version(),
         instructions=INSTRUCTIONS,
         tools=[_tool(spec) for spec in tools.SPECS],
         middleware=[arguments_checked],

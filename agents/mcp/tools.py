@@ -40,6 +40,12 @@ class InsufficientScope(VouchError):
     default_message = "This token was not granted the scope this tool needs."
 
 
+class UnknownTool(VouchError):
+    code = "unknown_tool"
+    status_code = 404
+    default_message = "There is no tool of that name."
+
+
 @dataclass(frozen=True)
 class Call:
     """Who calls, as authenticated at /mcp for this request, and the origin it came to (confirm

@@ -26,7 +26,7 @@ from stripe_sandbox.client import SandboxControl
 from tests.agents.oauth import issue_token
 from tests.drivers.api import Api
 from tests.drivers.disputes import Ops, World, contest_ready, staff_user
-from tests.drivers.mcp import mcp_session, post_mcp, run, tool_call
+from tests.drivers.mcp import error_code, mcp_session, post_mcp, run, tool_call, tool_error
 from verification.models import Escalation, EscalationStatus, Verdict, VerificationRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -66,10 +66,7 @@ def ok(result: CallToolResult) -> dict[str, Any]:
 
 
 def error(result: CallToolResult) -> dict[str, Any]:
-    assert result.is_error, result.structured_content
-    assert isinstance(result.structured_content, dict)
-    assert set(result.structured_content) == {"code", "message", "details"}
-    return result.structured_content
+    return tool_error(result)
 
 
 def test_the_tools_with_input_and_output_schemas(asgi_server: str, alice: Api) -> None:
@@ -394,7 +391,7 @@ def test_a_tool_call_whose_connection_dropped_and_is_sent_again_makes_one_reques
         answer = post_mcp(asgi_server, call_body, token=token)
         assert answer.status_code == 200, answer.text
         result = answer.json()["result"]
-        code = (result.get("structuredContent") or {}).get("code")
+        code = error_code(result)
         if not (result.get("isError") and code == "idempotency_key_in_use"):
             break
         assert time.monotonic() < deadline, result

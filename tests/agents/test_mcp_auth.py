@@ -23,7 +23,7 @@ from core.api.throttling import throttle_cache_key
 from stripe_sandbox.client import SandboxControl
 from tests.agents.oauth import issue_token
 from tests.drivers.api import Api
-from tests.drivers.mcp import mcp_session, post_mcp, run, tool_call
+from tests.drivers.mcp import mcp_session, post_mcp, run, tool_call, tool_error
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -130,7 +130,7 @@ def test_a_tool_outside_the_tokens_scopes_is_403_insufficient_scope(
         asgi_server, tool_call("refund_request_get", {"request_id": "rrq_x"}), token=propose_only
     )
     assert response.status_code == 200
-    assert response.json()["result"]["structuredContent"]["code"] == "not_found"
+    assert tool_error(response.json()["result"])["code"] == "not_found"
     # Listing tools and whoami need no scope.
     for scopes in ("escrow:read", "escrow:refund_request"):
         token = issue_token(alice.user, scopes=scopes, resource=f"{asgi_server}/mcp")
@@ -176,9 +176,9 @@ def test_staff_without_the_admins_permission_reads_no_queue(asgi_server: str) ->
     ):
         response = post_mcp(asgi_server, tool_call(name, {}), token=token)
         result = response.json()["result"]
-        assert result["isError"] is True
-        assert result["structuredContent"]["code"] == "permission_denied"
-        assert result["structuredContent"]["details"] == {"permission": permission}
+        refusal = tool_error(result)
+        assert refusal["code"] == "permission_denied"
+        assert refusal["details"] == {"permission": permission}
 
 
 def test_another_buyers_ids_answer_exactly_as_missing_ones(
@@ -223,8 +223,8 @@ def test_another_buyers_ids_answer_exactly_as_missing_ones(
     for name, (theirs, missing) in run(answers).items():
         assert theirs.is_error, name
         assert missing.is_error, name
-        assert theirs.structured_content["code"] == "not_found", name
-        assert theirs.structured_content == missing.structured_content, name
+        assert tool_error(theirs)["code"] == "not_found", name
+        assert tool_error(theirs) == tool_error(missing), name
         assert theirs.content == missing.content, name
     assert bob.get(f"/api/v1/escrow/envelopes/{bobs}").json()["data"]["unspent_micro"] == 9_000_000
 

@@ -4,6 +4,8 @@ the token), and bearer guessing limited per client address."""
 from __future__ import annotations
 
 import time
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from django.core.cache import cache
 from accounts.models import User
 from tests.agents.oauth import issue_token
 from tests.drivers.logs import LogTap
-from tests.drivers.mcp import post_mcp, tool_call
+from tests.drivers.mcp import post_mcp, tool_call, tool_error
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,3 +90,63 @@ def test_good_tokens_do_not_count_toward_the_guessing_limit(
     good = issue_token(buyer, resource=f"{asgi_server}/mcp")
     for _ in range(4):
         assert post_mcp(asgi_server, tool_call("whoami"), token=good).status_code == 200
+
+
+# --- errors every client can read ----------------------------------------------------------------
+
+
+def _result(response: Any) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()["result"]
+    return result
+
+
+def test_an_error_result_never_breaks_the_tools_output_schema(
+    asgi_server: str, buyer: User
+) -> None:
+    """The Inspector checks an error result's structured content against the tool's success
+    schema: an error carries none, and says {code, message, details} as JSON text."""
+    token = issue_token(buyer, resource=f"{asgi_server}/mcp")
+    listed = post_mcp(
+        asgi_server, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, token=token
+    ).json()["result"]["tools"]
+    schema = next(t for t in listed if t["name"] == "envelopes_list")["outputSchema"]
+    assert "has_more" in schema["required"]
+
+    result = _result(
+        post_mcp(asgi_server, tool_call("envelopes_list", {"cursor": "not-a-cursor"}), token=token)
+    )
+
+    assert "structuredContent" not in result or result["structuredContent"] is None
+    assert tool_error(result)["code"] == "validation_error"
+
+
+def test_an_unknown_tool_answers_the_same_error_shape(asgi_server: str, buyer: User) -> None:
+    token = issue_token(buyer, resource=f"{asgi_server}/mcp")
+
+    result = _result(post_mcp(asgi_server, tool_call("envelope_delete", {}), token=token))
+
+    refusal = tool_error(result)
+    assert refusal["code"] == "unknown_tool"
+    assert refusal["details"] == {"tool": "envelope_delete"}
+    assert "tools/list" in refusal["message"]
+
+
+def test_the_server_names_vouchs_version(asgi_server: str, buyer: User) -> None:
+    token = issue_token(buyer, resource=f"{asgi_server}/mcp")
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+
+    info = _result(post_mcp(asgi_server, initialize, token=token))["serverInfo"]
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert info["name"] == "vouch"
+    assert info["version"] == pyproject["project"]["version"] != ""

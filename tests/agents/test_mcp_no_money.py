@@ -22,7 +22,7 @@ from stripe_sandbox.client import SandboxControl
 from tests.agents.oauth import issue_token
 from tests.drivers.api import Api
 from tests.drivers.disputes import World
-from tests.drivers.mcp import mcp_session, run
+from tests.drivers.mcp import mcp_session, run, tool_error
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -164,7 +164,7 @@ def test_no_tool_moves_money_whatever_the_arguments(
                         outcomes.append((name, arguments, f"protocol error {exc}"))
                         continue
                     if result.is_error:
-                        outcomes.append((name, arguments, result.structured_content["code"]))
+                        outcomes.append((name, arguments, tool_error(result)["code"]))
                     else:
                         outcomes.append((name, arguments, "ok"))
         return outcomes

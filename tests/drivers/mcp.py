@@ -9,6 +9,7 @@ on an httpx2 client) for `async` code; `run(coroutine_function)` runs one from a
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -118,3 +119,28 @@ def tool_call(name: str, arguments: Any = None, request_id: int = 1) -> dict[str
     if arguments is not None:
         params["arguments"] = arguments
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def tool_error(result: Any) -> dict[str, Any]:
+    """A tool's error result, as every client can read it (SPEC §16): `isError`, no structured
+    content (which a client would check against the tool's success `outputSchema`), and the REST
+    API's `{code, message, details}` as the JSON of its text content. `result` is the SDK's
+    CallToolResult or the raw JSON-RPC result."""
+    if isinstance(result, dict):
+        is_error, structured = result.get("isError"), result.get("structuredContent")
+        texts = [c["text"] for c in result.get("content", []) if c.get("type") == "text"]
+    else:
+        is_error, structured = result.is_error, result.structured_content
+        texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
+    assert is_error is True, result
+    assert structured is None, structured
+    (text,) = texts
+    body = json.loads(text)
+    assert set(body) == {"code", "message", "details"}, body
+    return dict(body)
+
+
+def error_code(result: Any) -> str | None:
+    """The error code of a tool result (None when it is no error), in either form."""
+    failed = result.get("isError") if isinstance(result, dict) else result.is_error
+    return tool_error(result)["code"] if failed else None
