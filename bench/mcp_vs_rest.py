@@ -266,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-pool", action="store_true", help="a database connection per request, no pool"
     )
+    parser.add_argument(
+        "--start-timeout",
+        type=float,
+        default=120.0,
+        help="seconds the sandbox and gunicorn each have to answer (default 120)",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.seconds <= 600 or not 1 <= args.clients <= 64:
         parser.error("--seconds must be in (0, 600] and --clients in [1, 64]")
@@ -273,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds must be in [1, 10], each round at least 1 s")
     if not 1 <= args.workers <= 16:
         parser.error("--workers must be in [1, 16]")
+    if not 1 <= args.start_timeout <= 3600:
+        parser.error("--start-timeout must be in [1, 3600] seconds")
 
     def terminated(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)  # unwinds through the finally blocks
@@ -319,7 +327,10 @@ def main(argv: list[str] | None = None) -> int:
                 Path(tmp) / "sandbox.log",
             )  # fmt: skip
             servers.append(sandbox)
-            sandbox.wait_until(lambda: requests.get(f"{sandbox_url}/_sandbox/state", timeout=2).ok)
+            sandbox.wait_until(
+                lambda: requests.get(f"{sandbox_url}/_sandbox/state", timeout=2).ok,
+                args.start_timeout,
+            )
             buyers = buyers_seed(args.clients, f"{base}/mcp")
             progress(f"{args.clients} buyers, envelopes (2 funding legs, a refund) and tokens")
             gunicorn = Server(
@@ -335,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             servers.append(gunicorn)
             gunicorn.wait_until(
-                lambda: requests.get(base + "/api/v1/me", timeout=2).status_code > 0
+                lambda: requests.get(base + "/api/v1/me", timeout=2).status_code > 0,
+                args.start_timeout,
             )
             print(
                 f"gunicorn on {base}: {args.workers} uvicorn worker(s) on {os.cpu_count()} CPUs, "

@@ -236,9 +236,9 @@ class Server:
                 cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
 
-    def wait_until(self, ready: Callable[[], bool]) -> None:
-        """Poll `ready` until it is true; fail if the process exits or START_TIMEOUT_S passes."""
-        deadline = time.monotonic() + START_TIMEOUT_S
+    def wait_until(self, ready: Callable[[], bool], timeout_s: float = START_TIMEOUT_S) -> None:
+        """Poll `ready` until it is true; fail if the process exits or `timeout_s` passes."""
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 tail = self.log.read_text(errors="replace")[-2000:]
@@ -251,7 +251,10 @@ class Server:
             except requests.RequestException:
                 pass
             time.sleep(0.2)
-        raise RuntimeError(f"{self.name} did not answer within {START_TIMEOUT_S:.0f} s")
+        raise RuntimeError(
+            f"{self.name} did not answer within {timeout_s:.0f} s: on a loaded machine, give it "
+            "longer (--start-timeout)"
+        )
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL to its whole process group (its workers) after 10 s."""
