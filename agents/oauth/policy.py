@@ -29,16 +29,28 @@ def scopes_described(scopes: Iterable[str]) -> list[tuple[str, str]]:
     return [(scope, words) for scope, words in settings.AGENT_SCOPES.items() if scope in wanted]
 
 
+def scopes_grantable(*, user: User, scopes: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The scopes asked for that `user` may grant, and those they may not (staff scopes, for
+    anyone who is not active staff), each in the order asked. A client asking for more than the
+    person holds (a generic MCP host asks for every scope the metadata lists) is granted the
+    subset they hold; the token response's `scope` says which."""
+    asked = list(dict.fromkeys(scopes))
+    staff = bool(user.is_active and user.is_staff)
+    granted = [scope for scope in asked if staff or scope not in STAFF_SCOPES]
+    return granted, [scope for scope in asked if scope not in granted]
+
+
 def consent_refusal(*, user: User, scopes: Iterable[str]) -> str | None:
-    """Why `user` may not grant `scopes`, or None. Staff scopes (ops:read) are for active staff
-    only: a buyer's consent to them is refused, whatever else is asked."""
+    """Why `user` may not grant every one of `scopes`, or None. Staff scopes (ops:read) are for
+    active staff only. The consent page offers only what `scopes_grantable` keeps, and says this
+    when nothing is left; the validator refuses with it a form that came back asking for more."""
     staff_only = sorted(set(scopes) & STAFF_SCOPES)
     if staff_only and not (user.is_active and user.is_staff):
         names = ", ".join(staff_only)
         return (
-            f"{names} is for Vouch staff only. Your account cannot grant it, so this "
-            "request cannot be allowed; ask the application to request only the scopes "
-            "a buyer may grant."
+            f"{names} is for Vouch staff only. Your account cannot grant it, and the "
+            "application asked for nothing else; ask it to request the scopes a buyer may grant "
+            "(escrow:read, escrow:refund_request)."
         )
     return None
 

@@ -3,8 +3,9 @@
 - /o/authorize/: log in through allauth (the login redirect carries ?next=), then a Vouch consent
   page listing the client's name and each scope in words; always shown, never skipped. The
   `resource` (RFC 8707) must name this server's MCP resource; a request naming none is bound to
-  it all the same. A person who may not grant a scope (a buyer asked for ops:read) is told so
-  and can only deny.
+  it all the same. A person asked for more than they hold (a buyer asked for ops:read beside
+  escrow:read) is offered the subset they hold, and told what is left out; asked for nothing they
+  may grant, they are told so and can only deny.
 - /o/token/, /o/revoke_token/: django-oauth-toolkit's, on agents.oauth.server (code + PKCE S256
   and refresh only) and agents.oauth.validators.
 - /.well-known/oauth-authorization-server, /.well-known/oauth-protected-resource[/mcp]: the
@@ -37,6 +38,7 @@ from agents.oauth.policy import (
     redirect_uri_refusal,
     resource_refusal,
     scopes_described,
+    scopes_grantable,
 )
 from agents.oauth.tokens import mcp_resource_url
 
@@ -88,8 +90,10 @@ class AuthorizationView(DotAuthorizationView):
         except OAuthToolkitError as error:
             return self.error_response(error, application)
         user = _person(request)
+        # What the person may grant of what was asked: only that is offered (and posted back).
+        granted, withheld = scopes_grantable(user=user, scopes=scopes)
         self.oauth2_data = {
-            "scopes": scopes,
+            "scopes": granted or scopes,
             "client_id": credentials["client_id"],
             "redirect_uri": redirect_uri,
             "response_type": credentials["response_type"],
@@ -102,11 +106,12 @@ class AuthorizationView(DotAuthorizationView):
             self.get_context_data(
                 form=self.get_form(),
                 application=application,
-                scopes_described=scopes_described(scopes),
+                scopes_described=scopes_described(granted),
+                withheld=withheld if granted else [],
                 resource=resource,
                 redirect_uri=redirect_uri,
-                refusal=consent_refusal(user=user, scopes=scopes),
-                proposes_refunds="escrow:refund_request" in scopes,
+                refusal=None if granted else consent_refusal(user=user, scopes=scopes),
+                proposes_refunds="escrow:refund_request" in granted,
             )
         )
 

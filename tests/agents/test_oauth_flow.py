@@ -287,12 +287,42 @@ def test_a_token_request_naming_another_resource_is_invalid_target(
 # --- scopes ---------------------------------------------------------------------------------------
 
 
-def test_a_buyer_asking_for_ops_read_is_refused_at_consent(app: Application, buyer: User) -> None:
-    """The page says ops:read is for staff and offers only Deny; an Allow posted anyway (a
-    tampered form) sends the client access_denied, and no code or token exists."""
+def test_a_buyer_asking_for_more_than_they_hold_is_granted_the_subset_they_hold(
+    app: Application, buyer: User
+) -> None:
+    """A generic client (the MCP Inspector) asks for every scope the metadata lists, staff's
+    too: the buyer is offered what they may grant, told what is left out, and the token
+    response's `scope` says what was granted."""
+    browser = browser_as(buyer)
+    verifier, challenge = pkce_pair()
+    asked = "escrow:read escrow:refund_request ops:read"
+    page = consent(browser, authorize_query(app, challenge, scope=asked))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="consent-allow"' in html
+    assert 'id="consent-refusal"' not in html
+    assert 'id="consent-withheld"' in html
+    assert "ops:read" in html.split('id="consent-withheld"')[1]
+    assert "Staff only: read escalations" not in html  # not offered
+
+    answer = consent_answer(browser, page, allow=True)
+    code = redirect_params(answer["Location"])["code"]
+    body = exchange(app, code, verifier, resource=MCP).json()
+
+    assert body["scope"] == "escrow:read escrow:refund_request"
+    principal = bearer_authenticate(raw=body["access_token"], resource=MCP)
+    assert principal.scopes == {"escrow:read", "escrow:refund_request"}
+
+
+def test_a_buyer_asking_only_for_staff_scopes_is_refused_at_consent(
+    app: Application, buyer: User
+) -> None:
+    """Nothing remains to grant: the page says ops:read is for staff and offers only Deny; an
+    Allow posted anyway (a tampered form) sends the client access_denied, and no code or token
+    exists."""
     browser = browser_as(buyer)
     _, challenge = pkce_pair()
-    page = consent(browser, authorize_query(app, challenge, scope="escrow:read ops:read"))
+    page = consent(browser, authorize_query(app, challenge, scope="ops:read"))
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="consent-refusal"' in html
@@ -307,6 +337,19 @@ def test_a_buyer_asking_for_ops_read_is_refused_at_consent(app: Application, buy
     assert "staff only" in params["error_description"]
     assert Grant.objects.count() == 0
     assert AccessToken.objects.count() == 0
+
+
+def test_a_staff_scope_smuggled_into_a_buyers_consent_form_is_access_denied(
+    app: Application, buyer: User
+) -> None:
+    browser = browser_as(buyer)
+    _, challenge = pkce_pair()
+    page = consent(browser, authorize_query(app, challenge, scope="escrow:read ops:read"))
+
+    answer = consent_answer(browser, page, allow=True, scope="escrow:read ops:read")
+
+    assert redirect_params(answer["Location"])["error"] == "access_denied"
+    assert Grant.objects.count() == 0
 
 
 def test_staff_may_grant_ops_read(app: Application, staff: User) -> None:
