@@ -27,7 +27,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ListToolsResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
 from agents.mcp import tools
@@ -108,6 +108,23 @@ async def arguments_checked(
     return await call_next(ctx)
 
 
+async def tools_listed(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: `tools/list` shows only the tools the caller may call
+    (tools.callable_by): a buyer never sees the staff tools, nor a token the tools of scopes it
+    was not granted. Calling one anyway is refused as before (agents/mcp/asgi.py)."""
+    result = await call_next(ctx)
+    if ctx.method != "tools/list" or result is None:
+        return result
+    # The SDK's inner middleware may have serialized the result already (a dict, by alias).
+    listed = (
+        result if isinstance(result, ListToolsResult) else ListToolsResult.model_validate(result)
+    )
+    request = ctx.request
+    call = getattr(request, "scope", {}).get(CALL_SCOPE_KEY) if request is not None else None
+    allowed = tools.callable_by(call.principal) if isinstance(call, tools.Call) else frozenset()
+    return listed.model_copy(update={"tools": [t for t in listed.tools if t.name in allowed]})
+
+
 def current_call(ctx: Context[Any, Any]) -> tools.Call:
     request = ctx.request_context.request
     call = request.scope.get(CALL_SCOPE_KEY) if request is not None else None
@@ -161,7 +178,7 @@ def build_server() -> MCPServer[Any]:
         version=vouch_version(),
         instructions=INSTRUCTIONS,
         tools=[_tool(spec) for spec in tools.SPECS],
-        middleware=[arguments_checked],
+        middleware=[arguments_checked, tools_listed],
         log_level="WARNING",
     )
 

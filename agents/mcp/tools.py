@@ -413,6 +413,17 @@ SPECS = (
 TOOLS = {spec.name: spec for spec in SPECS}
 
 
+def callable_by(principal: AgentPrincipal) -> frozenset[str]:
+    """The tools `principal` may call now, which are the ones `tools/list` shows it: those that
+    need no scope, and those one of whose scopes the token holds and the person's role allows
+    (a staff scope needs active staff, AgentPrincipal.allows)."""
+    return frozenset(
+        spec.name
+        for spec in SPECS
+        if not spec.scopes or any(principal.allows(scope) for scope in spec.scopes)
+    )
+
+
 def run(spec: ToolSpec, call: Call, args: Any) -> dict[str, Any]:
     """Run a tool for `call`: its scope checked again now (ops:read also needs the person to be
     active staff at this moment), then the tool."""

@@ -70,7 +70,8 @@ def error(result: CallToolResult) -> dict[str, Any]:
 
 
 def test_the_tools_with_input_and_output_schemas(asgi_server: str, alice: Api) -> None:
-    token = token_for(asgi_server, alice.user)
+    staff = staff_user("olga", "view_escalation")
+    token = token_for(asgi_server, staff, scopes=BUYER + " ops:read")
 
     async def listed() -> Any:
         async with mcp_session(asgi_server, token) as client:

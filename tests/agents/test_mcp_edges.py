@@ -150,3 +150,63 @@ def test_the_server_names_vouchs_version(asgi_server: str, buyer: User) -> None:
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert info["name"] == "vouch"
     assert info["version"] == pyproject["project"]["version"] != ""
+
+
+# --- tools a token may call ----------------------------------------------------------------------
+
+BUYER_TOOLS = {
+    "whoami",
+    "envelopes_list",
+    "envelope_get",
+    "refunds_list",
+    "refund_get",
+    "envelope_refund_request",
+    "refund_request_get",
+}
+OPS_TOOLS = {"escalations_list", "dispute_get", "packet_get", "discrepancies_list"}
+
+
+def _listed(url: str, token: str) -> dict[str, dict[str, Any]]:
+    response = post_mcp(url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, token=token)
+    return {tool["name"]: tool for tool in _result(response)["tools"]}
+
+
+@pytest.mark.parametrize(
+    ("scopes", "expected"),
+    [
+        ("escrow:read escrow:refund_request", BUYER_TOOLS),
+        ("escrow:read", BUYER_TOOLS - {"envelope_refund_request"}),
+        ("escrow:refund_request", {"whoami", "envelope_refund_request", "refund_request_get"}),
+    ],
+)
+def test_tools_list_shows_only_what_the_tokens_scopes_allow(
+    asgi_server: str, buyer: User, scopes: str, expected: set[str]
+) -> None:
+    token = issue_token(buyer, scopes=scopes, resource=f"{asgi_server}/mcp")
+    assert set(_listed(asgi_server, token)) == expected
+
+
+def test_staff_tools_are_listed_only_for_active_staff_holding_ops_read(
+    asgi_server: str, buyer: User, staff: User
+) -> None:
+    everything = "escrow:read escrow:refund_request ops:read"
+    staff_token = issue_token(staff, scopes=everything, resource=f"{asgi_server}/mcp")
+    assert set(_listed(asgi_server, staff_token)) == BUYER_TOOLS | OPS_TOOLS
+    # Staff whose token lacks ops:read, and a buyer holding it (staff no longer), see none.
+    staff_buyer_token = issue_token(staff, resource=f"{asgi_server}/mcp")
+    assert set(_listed(asgi_server, staff_buyer_token)) == BUYER_TOOLS
+    former = issue_token(buyer, scopes=everything, resource=f"{asgi_server}/mcp")
+    assert set(_listed(asgi_server, former)) == BUYER_TOOLS
+
+
+def test_every_tool_has_a_title_and_its_annotations(asgi_server: str, staff: User) -> None:
+    token = issue_token(
+        staff, scopes="escrow:read escrow:refund_request ops:read", resource=f"{asgi_server}/mcp"
+    )
+    for name, tool in _listed(asgi_server, token).items():
+        assert tool["title"], name
+        hints = tool["annotations"]
+        assert hints["readOnlyHint"] is (name != "envelope_refund_request"), name
+        assert hints["destructiveHint"] is False, name
+        assert hints["idempotentHint"] is True, name
+        assert hints["openWorldHint"] is False, name

@@ -304,7 +304,7 @@ def test_an_assistant_connects_reads_proposes_and_the_buyer_confirms_to_verified
     assert asked["scope"] == ["escrow:read escrow:refund_request"]
     assert asked["resource"] == [f"{base}/mcp"]
     assert asked["code_challenge_method"] == ["S256"]
-    assert bought["tools"] == BUYER_TOOLS | OPS_TOOLS
+    assert bought["tools"] == BUYER_TOOLS  # a buyer is never shown the staff tools
     answers = bought["answers"]
     assert answers["whoami"]["username"] == "alice"
     assert answers["whoami"]["client_id"] == buyer_app.client_id
