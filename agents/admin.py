@@ -21,10 +21,10 @@ from oauth2_provider.forms import ApplicationForm as DotApplicationForm
 from oauth2_provider.models import AccessToken, Application, Grant, IDToken, RefreshToken
 
 from accounts.models import User
-from agents.models import RefundRequest
+from agents.models import RefundRequest, RegisteredClient
 from agents.oauth.policy import redirect_uri_refusal
 from agents.oauth.services import oauth_access_token_revoke, oauth_refresh_token_revoke
-from agents.selectors import refund_request_refund, refund_request_status
+from agents.selectors import client_acted_for, refund_request_refund, refund_request_status
 from core.admin_base import ReadOnlyAdmin, short_id, two_lines
 
 for model in (Application, AccessToken, RefreshToken, Grant, IDToken):
@@ -86,6 +86,34 @@ class ApplicationAdmin(DotApplicationAdmin):
     @admin.display(description="created", ordering="created")
     def created_when(self, obj: Application) -> SafeString:
         return two_lines(obj.created)
+
+
+@admin.register(RegisteredClient)
+class RegisteredClientAdmin(ReadOnlyAdmin):
+    """Clients that registered themselves (RFC 7591, or a client ID metadata document): unverified,
+    with whom they acted for. Revoke their tokens on the token pages; an unused one expires."""
+
+    list_display = ("client", "how", "registered_when", "registered_from", "last_used", "acted")
+    list_filter = ("how",)
+    search_fields = ("application__name", "application__client_id")
+    list_select_related = ("application",)
+    fields = ("application", "how", "registered_at", "registered_from", "last_used_at", "metadata")
+
+    @admin.display(description="client", ordering="application__name")
+    def client(self, obj: RegisteredClient) -> SafeString:
+        return format_html("{}<br><code>{}</code>", obj.application.name, obj.application.client_id)
+
+    @admin.display(description="registered", ordering="registered_at")
+    def registered_when(self, obj: RegisteredClient) -> SafeString:
+        return two_lines(obj.registered_at)
+
+    @admin.display(description="last token issued", ordering="last_used_at")
+    def last_used(self, obj: RegisteredClient) -> SafeString | str:
+        return two_lines(obj.last_used_at) if obj.last_used_at else "never"
+
+    @admin.display(description="acted for")
+    def acted(self, obj: RegisteredClient) -> str:
+        return ", ".join(client_acted_for(obj.application_id)) or "nobody yet"
 
 
 def _resource(resource: list[str] | None) -> str:

@@ -4,6 +4,7 @@ the refund runs as SPEC §3 describes, under the request's idempotency record.""
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 from oauth2_provider.settings import oauth2_settings
 
 from envelopes.models import public_id
@@ -103,3 +104,30 @@ class RedeemedCode(models.Model):
 
     def __str__(self) -> str:
         return f"code {self.code_checksum[:12]}… redeemed {self.redeemed_at:%Y-%m-%d %H:%M}"
+
+
+class RegisteredClient(models.Model):
+    """An OAuth client that registered itself (SPEC §16), beside django-oauth-toolkit's
+    Application: by RFC 7591 dynamic registration, or by presenting a Client ID Metadata
+    Document. Staff-registered clients have no row. Its consent page says it is unverified; it
+    expires when unused (agents.oauth.registration.dynamic_clients_expire)."""
+
+    class How(models.TextChoices):
+        DYNAMIC = "dynamic", "dynamic registration (RFC 7591)"
+        METADATA_DOCUMENT = "metadata_document", "client ID metadata document"
+
+    application = models.OneToOneField(
+        oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="registration"
+    )
+    how = models.CharField(max_length=20, choices=How.choices)
+    metadata = models.JSONField(
+        default=dict, help_text="The client metadata as the client gave it (RFC 7591 §2)."
+    )
+    registered_from = models.CharField(max_length=64, blank=True, default="")
+    registered_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a token was last issued to it."
+    )
+
+    def __str__(self) -> str:
+        return f"{self.application} ({self.get_how_display()})"

@@ -238,3 +238,18 @@ def refund_request_page(*, user: User, request_id: str) -> ConfirmPage:
         refund=refund_data(refund) if refund is not None else None,
         begun=begun,
     )
+
+
+def client_acted_for(application_id: int) -> list[str]:
+    """The usernames an OAuth client was given access for (any code or token it holds or held
+    that is still stored), alphabetically."""
+    from oauth2_provider.models import AccessToken, Grant, RefreshToken
+
+    names: set[str] = set()
+    for model in (AccessToken, RefreshToken, Grant):
+        names.update(
+            model.objects.filter(application_id=application_id, user__isnull=False)
+            .values_list("user__username", flat=True)
+            .distinct()
+        )
+    return sorted(names)

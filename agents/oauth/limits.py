@@ -1,5 +1,6 @@
 """Failed credentials counted per client address (SPEC §16): token requests at /o/token/ that fail
-(OAUTH_TOKEN_FAILURE_RATE) and bearer tokens refused at /mcp (MCP_BEARER_FAILURE_RATE), each
+(OAUTH_TOKEN_FAILURE_RATE) and bearer tokens refused at /mcp (MCP_BEARER_FAILURE_RATE); and
+client registrations (MCP_REGISTRATION_RATE, every one counted). Each
 `"<n>/<s|min|hour|day>"`, empty: none. Over the limit, every request from that address waits for
 the window's end, a good one too: guessing must not go on beside it. Counted in the shared cache
 as every other limit of Vouch (core.api.throttling.window_count); the address is the connection's
@@ -15,7 +16,12 @@ from core.api.throttling import parse_rate, window_count
 
 TOKEN_FAILURES = "oauth_token_failure"  # noqa: S105 (a counter's name)
 BEARER_FAILURES = "mcp_bearer_failure"
-_RATES = {TOKEN_FAILURES: "OAUTH_TOKEN_FAILURE_RATE", BEARER_FAILURES: "MCP_BEARER_FAILURE_RATE"}
+REGISTRATIONS = "oauth_registration"
+_RATES = {
+    TOKEN_FAILURES: "OAUTH_TOKEN_FAILURE_RATE",
+    BEARER_FAILURES: "MCP_BEARER_FAILURE_RATE",
+    REGISTRATIONS: "MCP_REGISTRATION_RATE",
+}
 
 
 def _rate(scope: str) -> str:
@@ -40,3 +46,13 @@ def failure_count(*, scope: str, address: str) -> None:
     rate = _rate(scope)
     if rate and address:
         window_count(scope=scope, ident=address, rate=rate, count=1)
+
+
+def registrations_wait(*, address: str) -> int | None:
+    """Count one client registration of the address (RFC 7591, MCP_REGISTRATION_RATE): None if
+    within its limit, else the whole seconds to wait. Refused attempts count too."""
+    rate = _rate(REGISTRATIONS)
+    if not rate or not address:
+        return None
+    wait = window_count(scope=REGISTRATIONS, ident=address, rate=rate, count=1)
+    return None if wait is None else max(1, math.ceil(wait))

@@ -24,10 +24,10 @@ def _scopes() -> list[str]:
 
 def authorization_server_metadata(*, origin: str) -> dict[str, Any]:
     """RFC 8414 §2 for the server at `origin`, which is also its issuer identifier (the MCP
-    client compares the two as strings). No registration endpoint: staff register clients in
-    the admin. The authorization response carries `iss` (RFC 9207) when django-oauth-toolkit's
-    COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS is on, and the document says so only then (a
-    client that reads it then refuses a response without one)."""
+    client compares the two as strings). The registration endpoint (RFC 7591, public clients)
+    unless MCP_DYNAMIC_REGISTRATION is off. The authorization response carries `iss` (RFC 9207)
+    when django-oauth-toolkit's COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS is on, and the document
+    says so only then (a client that reads it then refuses a response without one)."""
     document: dict[str, Any] = {
         "issuer": origin,
         "authorization_endpoint": origin + reverse("oauth:authorize"),
@@ -41,6 +41,8 @@ def authorization_server_metadata(*, origin: str) -> dict[str, Any]:
         "revocation_endpoint_auth_methods_supported": TOKEN_ENDPOINT_AUTH_METHODS,
         "scopes_supported": _scopes(),
     }
+    if settings.MCP_DYNAMIC_REGISTRATION:
+        document["registration_endpoint"] = origin + reverse("oauth:register")
     if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
         document["authorization_response_iss_parameter_supported"] = True
     return document

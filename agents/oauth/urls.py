@@ -1,7 +1,7 @@
 """The authorization server's routes, included at the site root (config/urls.py): /o/… (on
-django-oauth-toolkit's views) and the well-known metadata documents. Nothing else of
-django-oauth-toolkit is routed: no application self-service (staff register clients in the
-admin), no dynamic registration, no introspection, no device flow, no OpenID Connect."""
+django-oauth-toolkit's views), RFC 7591 registration of public clients (/o/register/, ours) and the
+well-known metadata documents. Nothing else of django-oauth-toolkit is routed: no application
+self-service, no introspection, no device flow, no OpenID Connect."""
 
 from django.urls import URLPattern, URLResolver, path
 
@@ -12,6 +12,7 @@ app_name = "oauth"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("o/authorize/", views.AuthorizationView.as_view(), name="authorize"),
     path("o/token/", views.TokenView.as_view(), name="token"),
+    path("o/register/", views.RegistrationView.as_view(), name="register"),
     path("o/revoke_token/", views.RevokeTokenView.as_view(), name="revoke-token"),
     path(
         ".well-known/oauth-authorization-server",

@@ -16,6 +16,7 @@ from oauthlib.oauth2.rfc6749 import errors
 
 from agents.models import RedeemedCode
 from agents.oauth.policy import consent_refusal, redirect_uri_refusal
+from agents.oauth.registration import client_used
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
 
@@ -136,6 +137,7 @@ class VouchOAuth2Validator(OAuth2Validator):
         self, client_id: str, code: str, request: Any, *args: Any, **kwargs: Any
     ) -> None:
         super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
+        client_used(request.client)
         access = getattr(request, "vouch_issued_access", None)
         refresh = getattr(request, "vouch_issued_refresh", None)
         RedeemedCode.objects.create(

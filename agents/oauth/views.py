@@ -13,13 +13,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 from django.views.generic import View
 from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
 from oauth2_provider.forms import AllowForm
@@ -30,7 +32,13 @@ from oauth2_provider.views import TokenView as DotTokenView
 from oauthlib.oauth2.rfc6749 import errors
 
 from accounts.models import User
-from agents.oauth.limits import TOKEN_FAILURES, failure_count, failures_wait
+from agents.models import RegisteredClient
+from agents.oauth.limits import (
+    TOKEN_FAILURES,
+    failure_count,
+    failures_wait,
+    registrations_wait,
+)
 from agents.oauth.metadata import authorization_server_metadata, protected_resource_metadata
 from agents.oauth.policy import (
     consent_refusal,
@@ -39,6 +47,12 @@ from agents.oauth.policy import (
     resource_refusal,
     scopes_described,
     scopes_grantable,
+)
+from agents.oauth.registration import (
+    ClientMetadata,
+    RegistrationRefused,
+    client_register_dynamic,
+    registration_response,
 )
 from agents.oauth.tokens import mcp_resource_url
 
@@ -106,6 +120,7 @@ class AuthorizationView(DotAuthorizationView):
             self.get_context_data(
                 form=self.get_form(),
                 application=application,
+                registration=RegisteredClient.objects.filter(application=application).first(),
                 scopes_described=scopes_described(granted),
                 withheld=withheld if granted else [],
                 resource=resource,
@@ -272,3 +287,36 @@ def _public_json(document: dict[str, Any]) -> JsonResponse:
     # Read by browser-based MCP clients on other origins; it holds nothing private.
     response["Access-Control-Allow-Origin"] = "*"
     return response
+
+
+@method_decorator([csrf_exempt, require_POST], name="dispatch")
+class RegistrationView(View):
+    """RFC 7591: POST /o/register/, a public client registering itself (agents.oauth.registration):
+    201 with its client information, or 400 invalid_client_metadata / invalid_redirect_uri;
+    limited per address (MCP_REGISTRATION_RATE, 429 slow_down); 404 when
+    MCP_DYNAMIC_REGISTRATION is off."""
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        if not settings.MCP_DYNAMIC_REGISTRATION:
+            raise Http404
+        address = request.META.get("REMOTE_ADDR", "")
+        wait = registrations_wait(address=address)
+        if wait is not None:
+            return _oauth_error(
+                429,
+                "slow_down",
+                f"Too many registrations from this address: try again in {wait} s.",
+                **{"Retry-After": str(wait)},
+            )
+        try:
+            body = json.loads(request.body or b"null")
+        except (ValueError, RecursionError):
+            body = None
+        try:
+            metadata = ClientMetadata.checked(body)
+        except RegistrationRefused as refused:
+            return _oauth_error(400, refused.error, refused.description)
+        registration = client_register_dynamic(metadata=metadata, address=address)
+        response = JsonResponse(registration_response(registration), status=201)
+        response["Cache-Control"] = "no-store"
+        return response

@@ -21,6 +21,7 @@ def test_authorization_server_metadata_names_the_code_grant_with_s256_only(db: N
         "authorization_endpoint": "http://testserver/o/authorize/",
         "token_endpoint": "http://testserver/o/token/",
         "revocation_endpoint": "http://testserver/o/revoke_token/",
+        "registration_endpoint": "http://testserver/o/register/",
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
@@ -94,12 +95,11 @@ def test_the_documents_answer_get_only_and_need_no_login(db: None, path: str) ->
 
 
 def test_nothing_else_of_django_oauth_toolkit_is_routed(db: None) -> None:
-    """No self-service application pages, dynamic registration, introspection, device flow or
-    OpenID Connect: staff register clients in the admin."""
+    """No self-service application pages, introspection, device flow or OpenID Connect (dynamic
+    registration is Vouch's own, POST only: tests/agents/test_oauth_registration.py)."""
     client = Client()
     for path in (
         "/o/applications/",
-        "/o/register/",
         "/o/introspect/",
         "/o/device-authorization/",
         "/o/authorized_tokens/",
@@ -108,3 +108,4 @@ def test_nothing_else_of_django_oauth_toolkit_is_routed(db: None) -> None:
         "/register",
     ):
         assert client.get(path).status_code == 404, path
+    assert client.get("/o/register/").status_code == 405

@@ -33,13 +33,12 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import (
-    AuthorizationCodeResult,
     OAuthClientInformationFull,
     OAuthClientMetadata,
     OAuthToken,
 )
 from oauth2_provider.models import AccessToken
-from playwright.async_api import BrowserContext, Page, Route, async_playwright, expect
+from playwright.async_api import async_playwright, expect
 from pydantic import AnyUrl
 
 from accounts.models import User
@@ -53,8 +52,8 @@ from stripe_sandbox.client import SandboxControl
 from tests.agents.oauth import REDIRECT_URI, client_register
 from tests.browser.conftest import CHROMIUM
 from tests.drivers.api import Api
+from tests.drivers.oauth_browser import PASSWORDS, Person
 
-PASSWORDS = {"alice": "pw-alice-123", "olga": "pw-olga-123"}  # alice: tests/envelopes/conftest.py
 BUYER_TOOLS = {
     "whoami",
     "envelopes_list",
@@ -90,55 +89,6 @@ class Storage:
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         raise AssertionError("the SDK tried to register a client dynamically")
-
-
-class Person:
-    """Someone at their browser: signs in when asked, allows on the consent page, and the
-    client's loopback callback (nothing listens there) is caught, its query kept."""
-
-    def __init__(self, context: BrowserContext, username: str, shots: Path) -> None:
-        self.context = context
-        self.username = username
-        self.shots = shots
-        self.page: Page | None = None
-        self.authorize_urls: list[str] = []
-        self.callbacks: asyncio.Queue[str] = asyncio.Queue()
-
-    async def start(self) -> Person:
-        await self.context.route(f"{REDIRECT_URI}*", self._callback)
-        self.page = await self.context.new_page()
-        return self
-
-    async def _callback(self, route: Route) -> None:
-        await self.callbacks.put(route.request.url)
-        await route.fulfill(status=200, content_type="text/plain", body="You may close this.")
-
-    async def consent(self, authorize_url: str) -> None:
-        """The SDK's redirect_handler: the person opens the authorization URL and allows."""
-        assert self.page is not None
-        self.authorize_urls.append(authorize_url)
-        page = self.page
-        await page.goto(authorize_url)
-        if "/accounts/login/" in page.url:
-            await page.get_by_label("Login").fill(self.username)
-            await page.get_by_label("Password").fill(PASSWORDS[self.username])
-            await page.get_by_role("button", name="Sign In").click()
-        allow = page.get_by_role("button", name="Allow")
-        await expect(allow).to_be_visible()
-        number = len(self.authorize_urls)
-        await page.screenshot(
-            path=str(self.shots / f"mcp-e2e-{self.username}-consent-{number}.png")
-        )
-        await allow.click()
-
-    async def callback(self) -> AuthorizationCodeResult:
-        """The SDK's callback_handler: the code, state and issuer the callback URL carried."""
-        url = await asyncio.wait_for(self.callbacks.get(), timeout=30)
-        query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
-        assert "error" not in query, query
-        return AuthorizationCodeResult(
-            code=query["code"], state=query.get("state"), iss=query.get("iss")
-        )
 
 
 def oauth(base: str, person: Person, client_id: str) -> OAuthClientProvider:

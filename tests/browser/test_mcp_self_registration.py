@@ -1,0 +1,126 @@
+"""An MCP client nobody registered beforehand (issue 26, acceptance 1): the official SDK's
+`OAuthClientProvider` with no stored client information, against the live ASGI server, with a
+person in Chromium. It reads the metadata, registers itself (RFC 7591), the buyer signs in and
+allows on a consent page that marks the client unverified, and the session lists only the buyer's
+tools and calls them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from oauth2_provider.models import AccessToken, Application
+from playwright.async_api import async_playwright
+from pydantic import AnyUrl
+
+from agents.models import RegisteredClient
+from tests.agents.oauth import REDIRECT_URI
+from tests.browser.conftest import CHROMIUM
+from tests.drivers.api import Api
+from tests.drivers.oauth_browser import Person
+
+BUYER_TOOLS = {
+    "whoami",
+    "envelopes_list",
+    "envelope_get",
+    "refunds_list",
+    "refund_get",
+    "envelope_refund_request",
+    "refund_request_get",
+}
+
+
+class EmptyStorage:
+    """The SDK's storage on a first run: no tokens, no client information."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sdk_registers_itself_and_a_buyer_connects_with_no_client_id_handed_over(
+    asgi_server: str, alice: Api, artifacts: Path
+) -> None:
+    envelope_id = alice.create(5_000_000)["envelope_id"]
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (never `playwright install`)")
+    storage = EmptyStorage()
+    seen: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=["--no-sandbox", "--disable-dev-shm-usage"],
+            )
+            try:
+                context = await browser.new_context(viewport={"width": 390, "height": 844})
+                person = await Person(context, "alice", artifacts).start()
+                auth = OAuthClientProvider(
+                    server_url=f"{asgi_server}/mcp",
+                    client_metadata=OAuthClientMetadata(
+                        redirect_uris=[AnyUrl(REDIRECT_URI)],
+                        client_name="A generic MCP host",
+                        # A host registers for every scope the metadata lists (it then asks for
+                        # what the 401's challenge names).
+                        scope="escrow:read escrow:refund_request ops:read",
+                    ),
+                    storage=storage,
+                    redirect_handler=person.consent,
+                    callback_handler=person.callback,
+                )
+                async with (
+                    httpx2.AsyncClient(auth=auth, timeout=60) as http,
+                    Client(streamable_http_client(f"{asgi_server}/mcp", http_client=http)) as mcp,
+                ):
+                    seen["tools"] = {tool.name for tool in (await mcp.list_tools()).tools}
+                    whoami = await mcp.call_tool("whoami", {})
+                    seen["whoami"] = whoami.structured_content
+                    got = await mcp.call_tool("envelope_get", {"envelope_id": envelope_id})
+                    seen["envelope"] = got.structured_content
+                    assert person.page is not None
+                    seen["consent_urls"] = list(person.authorize_urls)
+                    seen["consent_pages"] = list(person.consent_pages)
+            finally:
+                await browser.close()
+
+    asyncio.run(scenario())
+
+    assert storage.client is not None
+    client_id = storage.client.client_id
+    registration = RegisteredClient.objects.get(application__client_id=client_id)
+    assert registration.how == RegisteredClient.How.DYNAMIC
+    assert Application.objects.get(client_id=client_id).name == "A generic MCP host"
+    assert len(seen["consent_urls"]) == 1
+    (consent_page,) = seen["consent_pages"]
+    assert 'id="consent-unverified"' in consent_page
+    assert seen["tools"] == BUYER_TOOLS
+    assert seen["whoami"]["username"] == "alice"
+    assert set(seen["whoami"]["scopes"]) == {"escrow:read", "escrow:refund_request"}
+    assert seen["envelope"]["envelope_id"] == envelope_id
+    token = AccessToken.objects.get(application__client_id=client_id)
+    assert token.user == alice.user
+    assert token.resource == [f"{asgi_server}/mcp"]
+    registration.refresh_from_db()
+    assert registration.last_used_at is not None
