@@ -1,11 +1,13 @@
 """An example MCP session against Vouch, with the official SDK's client (README, "The agent
 surface"): what an assistant does, runnable by hand.
 
-    .venv/bin/python -m agents.example_session --client-id <client id> [--server URL]
+    .venv/bin/python -m agents.example_session [--client-id <client id>] [--server URL]
         [--port 8765] [--refund env_… [--amount N]]
 
-The client must be registered in the admin (Applications: public, authorization code, redirect
-URI `http://127.0.0.1/callback`; any port on the loopback address is accepted). The script
+With no `--client-id` the SDK registers the script itself (RFC 7591), as a generic MCP host does,
+and the consent page marks it unverified; with one, the client registered in the admin is used
+(Applications: public, authorization code, redirect URI `http://127.0.0.1/callback`; any port on
+the loopback address is accepted). The script
 listens on http://127.0.0.1:<port>/callback, prints the authorization URL (and opens it in a
 browser if there is one): sign in, read the scopes (the ones /mcp's 401 names: escrow:read and
 escrow:refund_request), Allow. Then it lists the tools, calls
@@ -41,14 +43,19 @@ WAIT_FOR_CONFIRMATION_S = 15 * 60
 
 
 class MemoryStorage:
-    """The SDK's token storage: the client registered in the admin, tokens in memory."""
+    """The SDK's token storage, in memory: the client registered in the admin, or none (the SDK
+    then registers one and keeps it here)."""
 
-    def __init__(self, client_id: str, redirect_uri: str) -> None:
+    def __init__(self, client_id: str | None, redirect_uri: str) -> None:
         self.tokens: OAuthToken | None = None
-        self.client = OAuthClientInformationFull(
-            client_id=client_id,
-            redirect_uris=[AnyUrl(redirect_uri)],
-            token_endpoint_auth_method="none",  # noqa: S106 - a public client
+        self.client = (
+            OAuthClientInformationFull(
+                client_id=client_id,
+                redirect_uris=[AnyUrl(redirect_uri)],
+                token_endpoint_auth_method="none",  # noqa: S106 - a public client
+            )
+            if client_id
+            else None
         )
 
     async def get_tokens(self) -> OAuthToken | None:
@@ -193,7 +200,10 @@ async def session(args: argparse.Namespace) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", default="http://127.0.0.1:8000")
-    parser.add_argument("--client-id", required=True, help="from the admin's Applications page")
+    parser.add_argument(
+        "--client-id",
+        help="from the admin's Applications page (default: the script registers itself)",
+    )
     parser.add_argument("--port", type=int, default=8765, help="the loopback callback's port")
     parser.add_argument("--refund", metavar="ENVELOPE_ID", help="ask for a refund of it")
     parser.add_argument("--amount", type=int, help="micro-dollars (default: all unspent)")

@@ -11,13 +11,14 @@ from decimal import Decimal
 from typing import Any
 
 from django.urls import reverse
-from oauth2_provider.models import Application
+from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
 from accounts.exceptions import EmailUnverified
 from accounts.models import User
 from accounts.selectors import user_email_verified
 from agents.models import RefundRequest
 from core.exceptions import NotFound, VouchError
+from disputes.models import Dispute
 from envelopes.models import Envelope, RefundOperation
 from envelopes.selectors import refund_data, refund_preview
 from verification import clock
@@ -146,6 +147,7 @@ class PageLeg:
     charge: str
     amount_micro: int
     amount_text: str
+    disputed: bool = False  # a dispute is recorded on its charge: Stripe will refuse the refund
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,12 @@ class ConfirmPage:
     begun: bool  # a confirmation began the refund and did not finish: confirming finishes it
 
     @property
+    def disputed_text(self) -> str:
+        """The amount of the preview on disputed charges, in dollars ("" when none)."""
+        total = sum(leg.amount_micro for leg in self.legs if leg.disputed)
+        return usd_text(total) if total else ""
+
+    @property
     def status_text(self) -> str:
         return _STATUS_TEXT[self.status]
 
@@ -179,8 +187,19 @@ class ConfirmPage:
         )
 
 
+def _disputed_charges(charges: list[str]) -> set[str]:
+    """The charges among `charges` with a dispute on record: Stripe refuses to refund a disputed
+    charge (`charge_disputed`), so that part of a refund stays in the envelope."""
+    return set(
+        Dispute.objects.filter(charge_id__in=[c for c in charges if c]).values_list(
+            "charge_id", flat=True
+        )
+    )
+
+
 def _page_legs(preview: dict[str, Any]) -> list[PageLeg]:
     legs = []
+    disputed = _disputed_charges([leg["charge"] for leg in preview["legs"] if leg["charge"]])
     for leg in preview["legs"]:
         label = "original charge" if leg["kind"] == "original" else f"top-up #{leg['sequence']}"
         legs.append(
@@ -189,6 +208,7 @@ def _page_legs(preview: dict[str, Any]) -> list[PageLeg]:
                 charge=leg["charge"] or leg["funding_id"],
                 amount_micro=leg["amount_micro"],
                 amount_text=usd_text(leg["amount_micro"]),
+                disputed=bool(leg["charge"]) and leg["charge"] in disputed,
             )
         )
     return legs
@@ -243,8 +263,6 @@ def refund_request_page(*, user: User, request_id: str) -> ConfirmPage:
 def client_acted_for(application_id: int) -> list[str]:
     """The usernames an OAuth client was given access for (any code or token it holds or held
     that is still stored), alphabetically."""
-    from oauth2_provider.models import AccessToken, Grant, RefreshToken
-
     names: set[str] = set()
     for model in (AccessToken, RefreshToken, Grant):
         names.update(
@@ -253,3 +271,49 @@ def client_acted_for(application_id: int) -> list[str]:
             .distinct()
         )
     return sorted(names)
+
+
+def confirmation_message(outcome: str, refund: RefundOperation | None) -> tuple[str, str]:
+    """What a person is told after pressing Confirm: a level (success, info, warning, error) and
+    the words. A confirmed refund is told by what Stripe answered: never a success for a refund
+    that moved nothing, and a refused part is said to be back in the envelope."""
+    if outcome != "confirmed" or refund is None:
+        return _OUTCOME_MESSAGES[outcome]
+    data = refund_data(refund)
+    back = data["failed_micro"]
+    if data["status"] == "failed":
+        return (
+            "error",
+            f"Nothing was refunded: Stripe refused every part of this refund. The money "
+            f"({usd_text(back)}) is back in your envelope; the reason is below.",
+        )
+    if data["status"] == "partially_refunded":
+        return (
+            "warning",
+            f"Part of the refund was refused by Stripe: {usd_text(back)} is back in your "
+            f"envelope (the reason is below); {usd_text(data['refunded_micro'])} went back to "
+            "the card.",
+        )
+    if data["status"] == "pending":
+        return ("info", "Confirmed: the refund went to Stripe; its answer is not in yet.")
+    return ("success", "Confirmed: the refund went to Stripe; its status is below.")
+
+
+_OUTCOME_MESSAGES = {
+    "already_confirmed": ("info", "This request was confirmed before; its refund is below."),
+    "changed": (
+        "warning",
+        "Nothing was refunded: the envelope changed since this page was shown, so the refund it "
+        "would make changed too. Check the refund below and confirm again if it is right.",
+    ),
+    "expired": (
+        "error",
+        "Nothing was refunded: this request has expired. Ask your assistant for a new one.",
+    ),
+    "in_progress": (
+        "warning",
+        "This request is being confirmed in another window or tab; reload in a moment.",
+    ),
+    "refused": ("error", "Nothing was refunded: this request was refused."),
+    "confirmed": ("success", "Confirmed: the refund went to Stripe; its status is below."),
+}

@@ -14,27 +14,11 @@ from accounts.models import User
 from agents import selectors, services
 from core.exceptions import NotFound
 
-# What a person is told after pressing Confirm, by outcome (services.Confirmation).
-_OUTCOMES = {
-    "confirmed": (
-        messages.SUCCESS,
-        "Confirmed: the refund went to Stripe; its status is below.",
-    ),
-    "already_confirmed": (messages.INFO, "This request was confirmed before; its refund is below."),
-    "changed": (
-        messages.WARNING,
-        "Nothing was refunded: the envelope changed since this page was shown, so the refund it "
-        "would make changed too. Check the refund below and confirm again if it is right.",
-    ),
-    "expired": (
-        messages.ERROR,
-        "Nothing was refunded: this request has expired. Ask your assistant for a new one.",
-    ),
-    "in_progress": (
-        messages.WARNING,
-        "This request is being confirmed in another window or tab; reload in a moment.",
-    ),
-    "refused": (messages.ERROR, "Nothing was refunded: this request was refused."),
+_LEVELS = {
+    "success": messages.SUCCESS,
+    "info": messages.INFO,
+    "warning": messages.WARNING,
+    "error": messages.ERROR,
 }
 
 
@@ -51,8 +35,8 @@ def refund_request_page(request: HttpRequest, request_id: str) -> HttpResponse:
                 request_id=request_id,
                 shown_digest=request.POST.get("preview_digest", ""),
             )
-            level, text = _OUTCOMES[confirmation.outcome]
-            messages.add_message(request, level, text)
+            level, text = selectors.confirmation_message(confirmation.outcome, confirmation.refund)
+            messages.add_message(request, _LEVELS[level], text)
             return redirect(reverse("agents:refund-request", args=[request_id]))
         page = selectors.refund_request_page(user=user, request_id=request_id)
     except NotFound:

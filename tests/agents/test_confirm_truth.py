@@ -1,0 +1,95 @@
+"""The buyer sees the truth on the confirmation page (issue 26, SPEC §16): the preview says when a
+leg's charge is disputed and what will happen; after confirming, a refused leg shows its reason
+and that its money is back in the envelope, and no success banner stands beside a refund that
+moved nothing."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from disputes import services as disputes
+from envelopes.models import Envelope
+from stripe_sandbox.client import SandboxControl
+from tests.agents.test_confirm import Browser, propose, text
+from tests.drivers.api import Api
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _no_request_limit(settings: Any) -> None:
+    settings.MCP_REFUND_REQUEST_RATE = ""
+
+
+def _dispute(sandbox: SandboxControl, charge: str) -> None:
+    opened = sandbox.open_dispute(charge, reason="fraudulent")
+    disputes.dispute_on_provider_event(
+        event={"type": "charge.dispute.created", "data": {"object": {"id": opened["id"]}}}
+    )
+
+
+def _banner(body: str) -> tuple[str, str]:
+    """The message shown after pressing Confirm: (its level, its text)."""
+    found = re.search(r'<li class="(success|info|warning|error)">(.*?)</li>', body)
+    assert found is not None, "no message shown"
+    return found.group(1), found.group(2)
+
+
+def test_a_disputed_charge_is_named_in_the_preview_and_its_refusal_moves_nothing(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    created = alice.create(4_000_000)
+    charge = created["funding_legs"][0]["charge"]
+    _dispute(sandbox, charge)
+    request_id = propose(alice, created["envelope_id"])
+    owner = Browser(alice.user)
+
+    preview = text(owner.open(request_id))
+    assert 'id="preview-disputed"' in preview
+    assert "disputed" in preview
+    assert "stays in your envelope" in preview
+    assert f'data-disputed-charge="{charge}"' in preview
+
+    page = owner.confirm(request_id)
+
+    body = text(page)
+    level, message = _banner(body)
+    assert level == "error", message
+    assert "Nothing was refunded" in message
+    assert "back in your envelope" in message
+    assert "Confirmed" not in message
+    assert "charge_disputed" in body
+    assert 'data-leg-back="yes"' in body
+    envelope = Envelope.objects.get(public_id=created["envelope_id"])
+    assert (envelope.total_refunded_micro, envelope.unspent_micro) == (0, 4_000_000)
+
+
+def test_a_partly_refused_refund_says_which_part_is_back_in_the_envelope(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    created = alice.create(10_000_000)
+    alice.top_up(created["envelope_id"], 3_000_000)
+    envelope = Envelope.objects.get(public_id=created["envelope_id"])
+    disputed = envelope.funding_legs.order_by("sequence").values_list("charge_id", flat=True)[1]
+    _dispute(sandbox, disputed)
+    request_id = propose(alice, created["envelope_id"])
+    owner = Browser(alice.user)
+
+    level, message = _banner(text(owner.confirm(request_id)))
+
+    assert level == "warning", message
+    assert "$3.00" in message
+    assert "back in your envelope" in message
+    envelope = Envelope.objects.get(public_id=created["envelope_id"])
+    assert (envelope.total_refunded_micro, envelope.unspent_micro) == (10_000_000, 3_000_000)
+
+
+def test_a_refund_stripe_accepted_whole_is_a_success(alice: Api, sandbox: SandboxControl) -> None:
+    created = alice.create(2_000_000)
+    request_id = propose(alice, created["envelope_id"])
+    level, message = _banner(text(Browser(alice.user).confirm(request_id)))
+    assert level == "success", message
+    assert "Confirmed" in message
