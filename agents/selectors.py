@@ -10,13 +10,14 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.urls import reverse
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
 from accounts.exceptions import EmailUnverified
 from accounts.models import User
 from accounts.selectors import user_email_verified
-from agents.models import RefundRequest
+from agents.models import RefundRequest, RegisteredClient
 from core.exceptions import NotFound, VouchError
 from disputes.models import Dispute
 from envelopes.models import Envelope, RefundOperation
@@ -317,3 +318,56 @@ _OUTCOME_MESSAGES = {
     "refused": ("error", "Nothing was refunded: this request was refused."),
     "confirmed": ("success", "Confirmed: the refund went to Stripe; its status is below."),
 }
+
+
+@dataclass(frozen=True)
+class ConnectedAssistant:
+    client_id: str
+    name: str
+    scopes: list[str]
+    last_used: datetime | None  # the latest token issued to it for this person
+    unverified: bool  # it registered itself
+
+
+def assistants_connected(*, user: User) -> list[ConnectedAssistant]:
+    """The assistants `user` authorized that still hold access (an unexpired access token or a
+    live refresh token), latest used first."""
+    now = clock.now()
+    access = AccessToken.objects.filter(user=user, expires__gt=now).select_related("application")
+    refresh = RefreshToken.objects.filter(user=user, revoked__isnull=True).select_related(
+        "application", "access_token"
+    )
+    found: dict[int, dict[str, Any]] = {}
+    for token in access:
+        if token.application is None:
+            continue
+        entry = found.setdefault(
+            token.application_id, {"app": token.application, "scopes": set(), "last": None}
+        )
+        entry["scopes"].update(token.scope.split())
+        entry["last"] = max(filter(None, [entry["last"], token.created]))
+    for token in refresh:
+        if token.application is None:
+            continue
+        entry = found.setdefault(
+            token.application_id, {"app": token.application, "scopes": set(), "last": None}
+        )
+        if token.access_token is not None:
+            entry["scopes"].update(token.access_token.scope.split())
+        entry["last"] = max(filter(None, [entry["last"], token.created]))
+    self_registered = set(
+        RegisteredClient.objects.filter(application_id__in=found).values_list(
+            "application_id", flat=True
+        )
+    )
+    assistants = [
+        ConnectedAssistant(
+            client_id=entry["app"].client_id,
+            name=entry["app"].name,
+            scopes=[s for s in settings.AGENT_SCOPES if s in entry["scopes"]],
+            last_used=entry["last"],
+            unverified=app_id in self_registered,
+        )
+        for app_id, entry in found.items()
+    ]
+    return sorted(assistants, key=lambda a: a.last_used or now, reverse=True)

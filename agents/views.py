@@ -1,4 +1,5 @@
-"""The refund request confirmation page (SPEC §16): a logged-in session, CSRF on the form, owner
+"""The buyer's pages of the agent surface (SPEC §16): their connected assistants (each revocable),
+and the refund request confirmation page: a logged-in session, CSRF on the form, owner
 only (another buyer's request is the same 404 as an unknown id, byte for byte). The view parses,
 calls agents.services / agents.selectors, and renders."""
 
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.models import User
 from agents import selectors, services
+from agents.oauth.services import oauth_client_access_revoke
 from core.exceptions import NotFound
 
 _LEVELS = {
@@ -42,3 +44,28 @@ def refund_request_page(request: HttpRequest, request_id: str) -> HttpResponse:
     except NotFound:
         return render(request, "agents/not_found.html", status=404)
     return render(request, "agents/refund_request.html", {"page": page})
+
+
+@login_required
+@require_http_methods(["GET"])
+def assistants_page(request: HttpRequest) -> HttpResponse:
+    """The assistants the person authorized, each with a Revoke button."""
+    user = request.user
+    if not isinstance(user, User):
+        return redirect_to_login(request.get_full_path())
+    assistants = selectors.assistants_connected(user=user)
+    return render(request, "agents/assistants.html", {"assistants": assistants})
+
+
+@login_required
+@require_http_methods(["POST"])
+def assistant_revoke(request: HttpRequest, client_id: str) -> HttpResponse:
+    user = request.user
+    if not isinstance(user, User):
+        return redirect_to_login(request.get_full_path())
+    try:
+        name = oauth_client_access_revoke(user=user, client_id=client_id)
+    except NotFound:
+        return render(request, "agents/not_found.html", status=404)
+    messages.success(request, f"Revoked: {name} can no longer reach your Vouch account.")
+    return redirect(reverse("agents:assistants"))

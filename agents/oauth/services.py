@@ -1,11 +1,19 @@
-"""What staff do to the authorization server's tokens (SPEC §16: revocation in the admin)."""
+"""Revoking the authorization server's tokens (SPEC §16): staff in the admin, one token at a time;
+a person on their connected-assistants page, everything one assistant holds for them."""
 
 from __future__ import annotations
 
 from django.db import transaction
-from oauth2_provider.models import AccessToken, RefreshToken, revoke_access_token
+from oauth2_provider.models import (
+    AccessToken,
+    Application,
+    Grant,
+    RefreshToken,
+    revoke_access_token,
+)
 
 from accounts.models import User
+from core.exceptions import NotFound
 from core.services import audit_record
 
 
@@ -48,3 +56,35 @@ def oauth_refresh_token_revoke(*, token: RefreshToken, actor: User) -> None:
         target_id=str(token.pk),
         details=_details(token),
     )
+
+
+@transaction.atomic
+def oauth_client_access_revoke(*, user: User, client_id: str) -> str:
+    """A person revokes an assistant they authorized: every access and refresh token and every
+    unused code that client holds for them ends at once (neither authenticates nor refreshes
+    again). Only their own: a client that holds nothing of theirs is NotFound, as an unknown id.
+    Audited. Returns the client's name."""
+    application = Application.objects.filter(client_id=client_id).first()
+    held = application is not None and (
+        AccessToken.objects.filter(application=application, user=user).exists()
+        or RefreshToken.objects.filter(
+            application=application, user=user, revoked__isnull=True
+        ).exists()
+    )
+    if not held or application is None:
+        raise NotFound("No assistant of yours has that client id.")
+    for refresh in RefreshToken.objects.filter(
+        application=application, user=user, revoked__isnull=True
+    ):
+        refresh.revoke()
+    for access in AccessToken.objects.filter(application=application, user=user):
+        revoke_access_token(access)
+    Grant.objects.filter(application=application, user=user).delete()
+    audit_record(
+        actor=user,
+        action="oauth_client.revoke",
+        target_type="oauth_client",
+        target_id=client_id,
+        details={"name": application.name},
+    )
+    return str(application.name)
