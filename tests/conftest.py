@@ -25,6 +25,7 @@ from tests.helpers import Receiver
 pytest_plugins = [
     "tests.drivers.api",
     "tests.drivers.disputes",
+    "tests.drivers.https_documents",
     "tests.drivers.logs",
     "tests.drivers.mcp",
 ]

@@ -41,6 +41,8 @@ def authorization_server_metadata(*, origin: str) -> dict[str, Any]:
         "revocation_endpoint_auth_methods_supported": TOKEN_ENDPOINT_AUTH_METHODS,
         "scopes_supported": _scopes(),
     }
+    if settings.MCP_CLIENT_ID_DOCUMENTS:
+        document["client_id_metadata_document_supported"] = True
     if settings.MCP_DYNAMIC_REGISTRATION:
         document["registration_endpoint"] = origin + reverse("oauth:register")
     if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:

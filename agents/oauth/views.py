@@ -33,6 +33,11 @@ from oauthlib.oauth2.rfc6749 import errors
 
 from accounts.models import User
 from agents.models import RegisteredClient
+from agents.oauth.client_documents import (
+    ClientDocumentRefused,
+    client_document_application,
+    is_document_client_id,
+)
 from agents.oauth.limits import (
     TOKEN_FAILURES,
     failure_count,
@@ -82,6 +87,15 @@ class AuthorizationView(DotAuthorizationView):
     form_class = AllowForm
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        client_id = request.GET.get("client_id", "")
+        if settings.MCP_CLIENT_ID_DOCUMENTS and is_document_client_id(client_id):
+            try:
+                client_document_application(client_id)
+            except ClientDocumentRefused as refused:
+                return self.error_response(
+                    FatalClientError(error=errors.InvalidClientIdError(description=str(refused))),
+                    application=None,
+                )
         try:
             # client_id and redirect_uri first (a bad one is shown here, never redirected to),
             # then response_type, PKCE S256 and the scopes, answered at the redirect URI.

@@ -457,5 +457,15 @@ MCP_BEARER_FAILURE_RATE = env.str("MCP_BEARER_FAILURE_RATE", default="20/min")
 MCP_DYNAMIC_REGISTRATION = env.bool("MCP_DYNAMIC_REGISTRATION", default=True)
 MCP_REGISTRATION_RATE = env.str("MCP_REGISTRATION_RATE", default="20/hour")
 MCP_DYNAMIC_CLIENT_UNUSED_DAYS = env.int("MCP_DYNAMIC_CLIENT_UNUSED_DAYS", default=30)
+# Client ID Metadata Documents (agents/oauth/client_documents.py): a client id that is an https
+# URL is fetched (bounded, cached) for the client's metadata. Never a private or local address,
+# except with MCP_CLIENT_DOCUMENT_PRIVATE_OK (DEBUG and tests). MCP_CLIENT_DOCUMENT_CA: a CA
+# bundle to trust instead of the system's (tests).
+MCP_CLIENT_ID_DOCUMENTS = env.bool("MCP_CLIENT_ID_DOCUMENTS", default=True)
+MCP_CLIENT_DOCUMENT_TIMEOUT_S = env.float("MCP_CLIENT_DOCUMENT_TIMEOUT_S", default=3.0)
+MCP_CLIENT_DOCUMENT_MAX_BYTES = env.int("MCP_CLIENT_DOCUMENT_MAX_BYTES", default=16384)
+MCP_CLIENT_DOCUMENT_CACHE_S = env.int("MCP_CLIENT_DOCUMENT_CACHE_S", default=300)
+MCP_CLIENT_DOCUMENT_PRIVATE_OK = env.bool("MCP_CLIENT_DOCUMENT_PRIVATE_OK", default=DEBUG)
+MCP_CLIENT_DOCUMENT_CA = env.str("MCP_CLIENT_DOCUMENT_CA", default="")
 # How long a refund request waits for its owner's confirmation.
 REFUND_REQUEST_TTL_S = env.int("REFUND_REQUEST_TTL_S", default=15 * 60)

@@ -118,3 +118,5 @@ MCP_RESOURCE_URL = require(
     "the public URL of the MCP endpoint, e.g. https://vouch.example.com/mcp (tokens are bound "
     "to it).",
 )
+# A client id URL is never fetched from a private or local address in production.
+MCP_CLIENT_DOCUMENT_PRIVATE_OK = env.bool("MCP_CLIENT_DOCUMENT_PRIVATE_OK", default=False)

@@ -83,3 +83,4 @@ VOUCH_THROTTLE_RATES = {"user": "100000/min", "token": "100000/min", "money": "1
 OAUTH_TOKEN_FAILURE_RATE = "100000/min"  # noqa: S105 (a rate)
 MCP_BEARER_FAILURE_RATE = "100000/min"
 MCP_REGISTRATION_RATE = "100000/min"
+MCP_CLIENT_DOCUMENT_PRIVATE_OK = True  # the tests serve documents on 127.0.0.1

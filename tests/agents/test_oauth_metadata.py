@@ -37,6 +37,7 @@ def test_authorization_server_metadata_names_the_code_grant_with_s256_only(db: N
             "client_secret_post",
         ],
         "scopes_supported": SCOPES,
+        "client_id_metadata_document_supported": True,
         "authorization_response_iss_parameter_supported": True,
     }
 
