@@ -24,6 +24,7 @@ from agents.models import RegisteredClient
 from tests.agents.oauth import REDIRECT_URI
 from tests.browser.conftest import CHROMIUM
 from tests.drivers.api import Api
+from tests.drivers.https_documents import DocumentServer
 from tests.drivers.oauth_browser import Person
 
 BUYER_TOOLS = {
@@ -124,3 +125,69 @@ def test_the_sdk_registers_itself_and_a_buyer_connects_with_no_client_id_handed_
     assert token.resource == [f"{asgi_server}/mcp"]
     registration.refresh_from_db()
     assert registration.last_used_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sdk_presents_a_client_id_metadata_document_and_a_buyer_connects(
+    asgi_server: str, alice: Api, artifacts: Path, document_server: DocumentServer
+) -> None:
+    """The SDK's `client_metadata_url`: with the server advertising
+    client_id_metadata_document_supported, the URL is the client id; Vouch fetches the document
+    from the test's HTTPS server. No registration request is made."""
+    envelope_id = alice.create(3_000_000)["envelope_id"]
+    url = document_server.url("/assistant/client.json")
+    document_server.serve(
+        "/assistant/client.json",
+        {
+            "client_id": url,
+            "client_name": "An assistant that publishes its metadata",
+            "redirect_uris": [REDIRECT_URI],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        },
+    )
+    storage = EmptyStorage()
+    seen: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=["--no-sandbox", "--disable-dev-shm-usage"],
+            )
+            try:
+                context = await browser.new_context(viewport={"width": 1366, "height": 900})
+                person = await Person(context, "alice", artifacts).start()
+                auth = OAuthClientProvider(
+                    server_url=f"{asgi_server}/mcp",
+                    client_metadata=OAuthClientMetadata(redirect_uris=[AnyUrl(REDIRECT_URI)]),
+                    storage=storage,
+                    redirect_handler=person.consent,
+                    callback_handler=person.callback,
+                    client_metadata_url=url,
+                )
+                async with (
+                    httpx2.AsyncClient(auth=auth, timeout=60) as http,
+                    Client(streamable_http_client(f"{asgi_server}/mcp", http_client=http)) as mcp,
+                ):
+                    seen["tools"] = {tool.name for tool in (await mcp.list_tools()).tools}
+                    got = await mcp.call_tool("envelope_get", {"envelope_id": envelope_id})
+                    seen["envelope"] = got.structured_content
+                    seen["consent_pages"] = list(person.consent_pages)
+            finally:
+                await browser.close()
+
+    asyncio.run(scenario())
+
+    assert document_server.hits["/assistant/client.json"] >= 1
+    registration = RegisteredClient.objects.get(application__client_id=url)
+    assert registration.how == RegisteredClient.How.METADATA_DOCUMENT
+    assert not RegisteredClient.objects.filter(how=RegisteredClient.How.DYNAMIC).exists()
+    (consent_page,) = seen["consent_pages"]
+    assert "An assistant that publishes its metadata" in consent_page
+    assert 'id="consent-unverified"' in consent_page
+    assert seen["tools"] == BUYER_TOOLS
+    assert seen["envelope"]["envelope_id"] == envelope_id
+    assert AccessToken.objects.get(application__client_id=url).user == alice.user
