@@ -7,11 +7,12 @@ PORT ?= 8000
 APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox ops agents
 
 .DEFAULT_GOAL := help
-.PHONY: help run test soak lint docs docs-serve typecheck check-migrations check-deploy lock clean mutate
+.PHONY: help run test inspector inspector-test soak lint docs docs-serve typecheck check-migrations check-deploy lock clean mutate
 
 help:
 	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat; PORT=8001 for another port); Ctrl-C stops all"
 	@echo "make test   run the whole test suite against PostgreSQL (DATABASE_URL, default local server)"
+	@echo "make inspector-test   the official MCP Inspector CLI against /mcp (installs Node 22 and the Inspector into .ci/node with npm)"
 	@echo "make lint   ruff check and format check, and the import contracts;  make typecheck: mypy on the apps"
 	@echo "make docs   build the docs site (mkdocs --strict) into var/site"
 	@echo "make soak   bench/soak.py, the short soak CI runs (SOAK_ARGS=\"--operations 10000 --kills 20\" for the full one)"
@@ -39,6 +40,18 @@ run: $(VENV)/.installed-base
 
 test: $(VENV)/.installed-dev
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m pytest $(PYTEST_ARGS)
+
+# The official MCP Inspector's CLI against /mcp (tests/inspector): Node 22 and the Inspector,
+# pinned, installed from the npm registry into .ci/node (npm must be on the machine).
+NODE_DIR ?= .ci/node
+INSPECTOR_PACKAGES = node@22.23.3 @modelcontextprotocol/inspector@2.12.0
+$(NODE_DIR)/.installed:
+	@command -v npm >/dev/null || { echo "make inspector needs npm (apt-get install npm)"; exit 1; }
+	npm install --no-audit --no-fund --loglevel=error --prefix $(NODE_DIR) $(INSPECTOR_PACKAGES)
+	@touch $@
+inspector: $(NODE_DIR)/.installed
+inspector-test: $(VENV)/.installed-dev $(NODE_DIR)/.installed
+	VOUCH_NODE_DIR=$(NODE_DIR) DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m pytest tests/inspector
 
 # Money operations under provider faults and kill -9, then the conservation checks
 # (bench/README.md, "Soak"). Needs PostgreSQL and Redis, as `make test` does.
