@@ -42,7 +42,11 @@ def is_document_client_id(client_id: str) -> bool:
 def _check_url(url: str) -> tuple[str, int]:
     if len(url) > CLIENT_ID_MAX:
         raise ClientDocumentRefused(f"A client id URL is at most {CLIENT_ID_MAX} characters.")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 443
+    except ValueError as exc:  # a malformed IPv6 host or port
+        raise ClientDocumentRefused("The client id is not a well-formed URL.") from exc
     if (
         parts.scheme != "https"
         or not parts.hostname
@@ -55,7 +59,7 @@ def _check_url(url: str) -> tuple[str, int]:
         raise ClientDocumentRefused(
             "A client id URL is an https URL with a path, no fragment and no credentials."
         )
-    return parts.hostname, parts.port or 443
+    return parts.hostname, port
 
 
 def _check_address(host: str, port: int) -> None:

@@ -158,3 +158,14 @@ def test_the_metadata_says_documents_are_supported(settings: Any) -> None:
     settings.MCP_CLIENT_ID_DOCUMENTS = False
     document = Client().get("/.well-known/oauth-authorization-server").json()
     assert "client_id_metadata_document_supported" not in document
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://[::1/c.json", "https://127.0.0.1:99999/c.json", "https://127.0.0.1:x/c.json"],
+)
+def test_a_malformed_client_id_url_is_a_400_not_a_500(buyer: User, url: str) -> None:
+    _, challenge = pkce_pair()
+    page = consent(browser_as(buyer), authorize_query(_App(url), challenge))  # type: ignore[arg-type]
+    assert page.status_code == 400
+    assert not Application.objects.exists()

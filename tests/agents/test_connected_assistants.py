@@ -88,9 +88,7 @@ def test_revoking_an_assistant_ends_its_access_and_refresh_tokens_at_once(buyer:
     assert f'data-client="{claude.client_id}"' not in answer.content.decode()
 
 
-def test_another_persons_assistant_cannot_be_revoked_and_is_a_404(
-    buyer: User, staff: User
-) -> None:
+def test_another_persons_assistant_cannot_be_revoked_and_is_a_404(buyer: User, staff: User) -> None:
     theirs = client_register(name="Staff's assistant")
     issued = tokens_for(theirs, staff)
     tokens_for(client_register(name="Mine"), buyer)  # the page then has a form (and its token)
