@@ -206,7 +206,7 @@ def _page_legs(preview: dict[str, Any]) -> list[PageLeg]:
         legs.append(
             PageLeg(
                 label=label,
-                charge=leg["charge"] or leg["funding_id"],
+                charge=str(leg["charge"]),  # a succeeded funding leg always has its charge
                 amount_micro=leg["amount_micro"],
                 amount_text=usd_text(leg["amount_micro"]),
                 disputed=bool(leg["charge"]) and leg["charge"] in disputed,

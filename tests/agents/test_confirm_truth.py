@@ -77,6 +77,14 @@ def test_a_partly_refused_refund_says_which_part_is_back_in_the_envelope(
     _dispute(sandbox, disputed)
     request_id = propose(alice, created["envelope_id"])
     owner = Browser(alice.user)
+    preview = text(owner.open(request_id))
+    assert re.findall(r'data-disputed-charge="([^"]+)"', preview) == [disputed]  # that one only
+    assert "$3.00 of this refund is on a disputed charge" in preview
+    # Newest funding first: the top-up, then the original charge.
+    assert re.findall(r"<tr[^>]*><td>(original charge|top-up #\d+)", preview) == [
+        "top-up #2",  # funding legs are numbered from the original charge (#1)
+        "original charge",
+    ]
 
     level, message = _banner(text(owner.confirm(request_id)))
 
@@ -90,6 +98,29 @@ def test_a_partly_refused_refund_says_which_part_is_back_in_the_envelope(
 def test_a_refund_stripe_accepted_whole_is_a_success(alice: Api, sandbox: SandboxControl) -> None:
     created = alice.create(2_000_000)
     request_id = propose(alice, created["envelope_id"])
+    owner = Browser(alice.user)
+    assert 'id="preview-disputed"' not in text(owner.open(request_id))
+    assert "data-disputed-charge" not in text(owner.open(request_id))
+
+    level, message = _banner(text(owner.confirm(request_id)))
+
+    assert (level, message) == (
+        "success",
+        "Confirmed: the refund went to Stripe; its status is below.",
+    )
+
+
+def test_a_refund_whose_answer_is_unknown_is_confirmed_without_a_success(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    created = alice.create(2_000_000)
+    request_id = propose(alice, created["envelope_id"])
+    # Every try of the refund times out: its outcome is unknown (a state, not a guess).
+    sandbox.add_fault("/v1/refunds", "delay", method="POST", times=20, delay_ms=1500)
+
     level, message = _banner(text(Browser(alice.user).confirm(request_id)))
-    assert level == "success", message
-    assert "Confirmed" in message
+
+    assert (level, message) == (
+        "info",
+        "Confirmed: the refund went to Stripe; its answer is not in yet.",
+    )
