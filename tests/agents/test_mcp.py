@@ -26,24 +26,21 @@ from stripe_sandbox.client import SandboxControl
 from tests.agents.oauth import issue_token
 from tests.drivers.api import Api
 from tests.drivers.disputes import Ops, World, contest_ready, staff_user
-from tests.drivers.mcp import error_code, mcp_session, post_mcp, run, tool_call, tool_error
+from tests.drivers.mcp import (
+    BUYER_TOOLS,
+    OPS_TOOLS,
+    error_code,
+    mcp_session,
+    post_mcp,
+    run,
+    tool_call,
+    tool_error,
+)
 from verification.models import Escalation, EscalationStatus, Verdict, VerificationRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TOOLS = {
-    "whoami",
-    "envelopes_list",
-    "envelope_get",
-    "refunds_list",
-    "refund_get",
-    "envelope_refund_request",
-    "refund_request_get",
-    "escalations_list",
-    "dispute_get",
-    "packet_get",
-    "discrepancies_list",
-}
+TOOLS = BUYER_TOOLS | OPS_TOOLS
 BUYER = "escrow:read escrow:refund_request"
 
 

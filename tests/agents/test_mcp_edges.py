@@ -14,7 +14,7 @@ from django.core.cache import cache
 from accounts.models import User
 from tests.agents.oauth import issue_token
 from tests.drivers.logs import LogTap
-from tests.drivers.mcp import post_mcp, tool_call, tool_error
+from tests.drivers.mcp import BUYER_TOOLS, OPS_TOOLS, post_mcp, tool_call, tool_error
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -153,17 +153,6 @@ def test_the_server_names_vouchs_version(asgi_server: str, buyer: User) -> None:
 
 
 # --- tools a token may call ----------------------------------------------------------------------
-
-BUYER_TOOLS = {
-    "whoami",
-    "envelopes_list",
-    "envelope_get",
-    "refunds_list",
-    "refund_get",
-    "envelope_refund_request",
-    "refund_request_get",
-}
-OPS_TOOLS = {"escalations_list", "dispute_get", "packet_get", "discrepancies_list"}
 
 
 def _listed(url: str, token: str) -> dict[str, dict[str, Any]]:

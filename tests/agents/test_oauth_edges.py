@@ -18,7 +18,6 @@ from tests.agents.oauth import (
     MCP,
     authorize_query,
     browser_as,
-    client_register,
     code_for,
     consent,
     consent_answer,
@@ -28,11 +27,6 @@ from tests.agents.oauth import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def app(db: None) -> Application:
-    return client_register(name="an assistant")
 
 
 @pytest.fixture(autouse=True)

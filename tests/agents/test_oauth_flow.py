@@ -40,11 +40,6 @@ from tests.agents.oauth import (
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def app(db: None) -> Application:
-    return client_register(name="Claude on Alice's laptop")
-
-
 # --- the whole flow -----------------------------------------------------------------------------
 
 

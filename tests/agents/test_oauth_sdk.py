@@ -25,9 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import (
     AuthorizationCodeResult,
-    OAuthClientInformationFull,
     OAuthClientMetadata,
-    OAuthToken,
 )
 from oauth2_provider.models import AccessToken, RefreshToken
 from pydantic import AnyUrl
@@ -40,6 +38,7 @@ from agents.oauth.tokens import (
     resource_metadata_url,
 )
 from tests.agents.oauth import REDIRECT_URI, client_register, form_fields, redirect_params
+from tests.drivers.oauth_browser import SdkStorage
 
 BUYER_SCOPES = "escrow:read escrow:refund_request"
 
@@ -63,31 +62,7 @@ def _mcp_stand_in(request: HttpRequest) -> JsonResponse:
 urlpatterns = [path("mcp", _mcp_stand_in), path("", include("config.urls"))]
 
 
-class _Storage:
-    """The SDK's token storage, holding the pre-registered client."""
-
-    def __init__(self, client_id: str) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client = OAuthClientInformationFull(
-            client_id=client_id,
-            redirect_uris=[AnyUrl(REDIRECT_URI)],
-            token_endpoint_auth_method="none",
-        )
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        raise AssertionError("the SDK tried to register a client")
-
-
-async def _session(base: str, session_cookie: str, storage: _Storage) -> dict[str, Any]:
+async def _session(base: str, session_cookie: str, storage: SdkStorage) -> dict[str, Any]:
     """Call the stand-in /mcp through the SDK's auth; the person consents in a 'browser' that
     holds their Vouch session (the consent page's form, posted back with its CSRF token)."""
     seen: dict[str, Any] = {"authorize_urls": []}
@@ -140,7 +115,7 @@ def test_the_mcp_sdk_completes_the_flow_and_refreshes(live_server: Any, buyer: U
     base = live_server.url
     resource = f"{base}/mcp"
 
-    seen = asyncio.run(_session(base, cookie, _Storage(app.client_id)))
+    seen = asyncio.run(_session(base, cookie, SdkStorage(app.client_id, may_register=False)))
 
     assert seen["first"] == (200, {"user": "alice", "scopes": BUYER_SCOPES.split()})
     (authorize_url,) = seen["authorize_urls"]  # one consent, then only refresh

@@ -33,9 +33,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import (
-    OAuthClientInformationFull,
     OAuthClientMetadata,
-    OAuthToken,
 )
 from oauth2_provider.models import AccessToken
 from playwright.async_api import async_playwright, expect
@@ -52,43 +50,10 @@ from stripe_sandbox.client import SandboxControl
 from tests.agents.oauth import REDIRECT_URI, client_register
 from tests.browser.conftest import CHROMIUM
 from tests.drivers.api import Api
-from tests.drivers.oauth_browser import PASSWORDS, Person
+from tests.drivers.mcp import BUYER_TOOLS
+from tests.drivers.oauth_browser import PASSWORDS, Person, SdkStorage
 
-BUYER_TOOLS = {
-    "whoami",
-    "envelopes_list",
-    "envelope_get",
-    "refunds_list",
-    "refund_get",
-    "envelope_refund_request",
-    "refund_request_get",
-}
-OPS_TOOLS = {"escalations_list", "dispute_get", "packet_get", "discrepancies_list"}
 VERIFIED_WITHIN_S = 90
-
-
-class Storage:
-    """The SDK's token storage, holding the client registered beforehand."""
-
-    def __init__(self, client_id: str) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client = OAuthClientInformationFull(
-            client_id=client_id,
-            redirect_uris=[AnyUrl(REDIRECT_URI)],
-            token_endpoint_auth_method="none",
-        )
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        raise AssertionError("the SDK tried to register a client dynamically")
 
 
 def oauth(base: str, person: Person, client_id: str) -> OAuthClientProvider:
@@ -100,7 +65,7 @@ def oauth(base: str, person: Person, client_id: str) -> OAuthClientProvider:
             grant_types=["authorization_code", "refresh_token"],
             client_name=f"{person.username}'s assistant",
         ),
-        storage=Storage(client_id),
+        storage=SdkStorage(client_id, may_register=False),
         redirect_handler=person.consent,
         callback_handler=person.callback,
     )

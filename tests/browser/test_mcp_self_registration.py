@@ -15,7 +15,7 @@ import pytest
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import OAuthClientMetadata
 from oauth2_provider.models import AccessToken, Application
 from playwright.async_api import async_playwright
 from pydantic import AnyUrl
@@ -25,47 +25,17 @@ from tests.agents.oauth import REDIRECT_URI
 from tests.browser.conftest import CHROMIUM
 from tests.drivers.api import Api
 from tests.drivers.https_documents import DocumentServer
-from tests.drivers.oauth_browser import Person
-
-BUYER_TOOLS = {
-    "whoami",
-    "envelopes_list",
-    "envelope_get",
-    "refunds_list",
-    "refund_get",
-    "envelope_refund_request",
-    "refund_request_get",
-}
+from tests.drivers.mcp import BUYER_TOOLS
+from tests.drivers.oauth_browser import Person, SdkStorage
 
 
-class EmptyStorage:
-    """The SDK's storage on a first run: no tokens, no client information."""
-
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_sdk_registers_itself_and_a_buyer_connects_with_no_client_id_handed_over(
-    asgi_server: str, alice: Api, artifacts: Path
-) -> None:
-    envelope_id = alice.create(5_000_000)["envelope_id"]
+def connect(
+    base: str, artifacts: Path, width: int, envelope_id: str, **provider: Any
+) -> dict[str, Any]:
+    """Alice at Chromium `width` px wide, and the SDK's client with `provider`'s options: it
+    connects (consent included), lists the tools, calls whoami and envelope_get."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (never `playwright install`)")
-    storage = EmptyStorage()
     seen: dict[str, Any] = {}
 
     async def scenario() -> None:
@@ -76,37 +46,52 @@ def test_the_sdk_registers_itself_and_a_buyer_connects_with_no_client_id_handed_
                 args=["--no-sandbox", "--disable-dev-shm-usage"],
             )
             try:
-                context = await browser.new_context(viewport={"width": 390, "height": 844})
+                context = await browser.new_context(viewport={"width": width, "height": 900})
                 person = await Person(context, "alice", artifacts).start()
                 auth = OAuthClientProvider(
-                    server_url=f"{asgi_server}/mcp",
-                    client_metadata=OAuthClientMetadata(
-                        redirect_uris=[AnyUrl(REDIRECT_URI)],
-                        client_name="A generic MCP host",
-                        # A host registers for every scope the metadata lists (it then asks for
-                        # what the 401's challenge names).
-                        scope="escrow:read escrow:refund_request ops:read",
-                    ),
-                    storage=storage,
+                    server_url=f"{base}/mcp",
                     redirect_handler=person.consent,
                     callback_handler=person.callback,
+                    **provider,
                 )
                 async with (
                     httpx2.AsyncClient(auth=auth, timeout=60) as http,
-                    Client(streamable_http_client(f"{asgi_server}/mcp", http_client=http)) as mcp,
+                    Client(streamable_http_client(f"{base}/mcp", http_client=http)) as mcp,
                 ):
                     seen["tools"] = {tool.name for tool in (await mcp.list_tools()).tools}
-                    whoami = await mcp.call_tool("whoami", {})
-                    seen["whoami"] = whoami.structured_content
+                    seen["whoami"] = (await mcp.call_tool("whoami", {})).structured_content
                     got = await mcp.call_tool("envelope_get", {"envelope_id": envelope_id})
                     seen["envelope"] = got.structured_content
-                    assert person.page is not None
                     seen["consent_urls"] = list(person.authorize_urls)
                     seen["consent_pages"] = list(person.consent_pages)
             finally:
                 await browser.close()
 
     asyncio.run(scenario())
+    return seen
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sdk_registers_itself_and_a_buyer_connects_with_no_client_id_handed_over(
+    asgi_server: str, alice: Api, artifacts: Path
+) -> None:
+    envelope_id = alice.create(5_000_000)["envelope_id"]
+    storage = SdkStorage()
+
+    seen = connect(
+        asgi_server,
+        artifacts,
+        390,
+        envelope_id,
+        client_metadata=OAuthClientMetadata(
+            redirect_uris=[AnyUrl(REDIRECT_URI)],
+            client_name="A generic MCP host",
+            # A host registers for every scope the metadata lists (it then asks for what the
+            # 401's challenge names).
+            scope="escrow:read escrow:refund_request ops:read",
+        ),
+        storage=storage,
+    )
 
     assert storage.client is not None
     client_id = storage.client.client_id
@@ -147,39 +132,15 @@ def test_the_sdk_presents_a_client_id_metadata_document_and_a_buyer_connects(
             "token_endpoint_auth_method": "none",
         },
     )
-    storage = EmptyStorage()
-    seen: dict[str, Any] = {}
-
-    async def scenario() -> None:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=str(CHROMIUM),
-                headless=True,
-                args=["--no-sandbox", "--disable-dev-shm-usage"],
-            )
-            try:
-                context = await browser.new_context(viewport={"width": 1366, "height": 900})
-                person = await Person(context, "alice", artifacts).start()
-                auth = OAuthClientProvider(
-                    server_url=f"{asgi_server}/mcp",
-                    client_metadata=OAuthClientMetadata(redirect_uris=[AnyUrl(REDIRECT_URI)]),
-                    storage=storage,
-                    redirect_handler=person.consent,
-                    callback_handler=person.callback,
-                    client_metadata_url=url,
-                )
-                async with (
-                    httpx2.AsyncClient(auth=auth, timeout=60) as http,
-                    Client(streamable_http_client(f"{asgi_server}/mcp", http_client=http)) as mcp,
-                ):
-                    seen["tools"] = {tool.name for tool in (await mcp.list_tools()).tools}
-                    got = await mcp.call_tool("envelope_get", {"envelope_id": envelope_id})
-                    seen["envelope"] = got.structured_content
-                    seen["consent_pages"] = list(person.consent_pages)
-            finally:
-                await browser.close()
-
-    asyncio.run(scenario())
+    seen = connect(
+        asgi_server,
+        artifacts,
+        1366,
+        envelope_id,
+        client_metadata=OAuthClientMetadata(redirect_uris=[AnyUrl(REDIRECT_URI)]),
+        storage=SdkStorage(),
+        client_metadata_url=url,
+    )
 
     assert document_server.hits["/assistant/client.json"] >= 1
     registration = RegisteredClient.objects.get(application__client_id=url)

@@ -121,6 +121,21 @@ def tool_call(name: str, arguments: Any = None, request_id: int = 1) -> dict[str
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
+# The tools a buyer's token lists (tools.callable_by); those only active staff with ops:read see.
+BUYER_TOOLS = frozenset(
+    {
+        "whoami",
+        "envelopes_list",
+        "envelope_get",
+        "refunds_list",
+        "refund_get",
+        "envelope_refund_request",
+        "refund_request_get",
+    }
+)
+OPS_TOOLS = frozenset({"escalations_list", "dispute_get", "packet_get", "discrepancies_list"})
+
+
 def tool_error(result: Any) -> dict[str, Any]:
     """A tool's error result, as every client can read it (SPEC §16): `isError`, no structured
     content (which a client would check against the tool's success `outputSchema`), and the REST

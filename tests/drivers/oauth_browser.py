@@ -7,8 +7,9 @@ import asyncio
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from mcp.shared.auth import AuthorizationCodeResult
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
 from playwright.async_api import BrowserContext, Page, Route, expect
+from pydantic import AnyUrl
 
 from tests.agents.oauth import REDIRECT_URI
 
@@ -64,3 +65,36 @@ class Person:
         return AuthorizationCodeResult(
             code=query["code"], state=query.get("state"), iss=query.get("iss")
         )
+
+
+class SdkStorage:
+    """The SDK's token storage, in memory: a client registered beforehand (`client_id`), or none
+    (the SDK then registers itself and keeps what it got here). `may_register=False` fails the
+    test if the SDK tries to register although it holds a client."""
+
+    def __init__(self, client_id: str | None = None, *, may_register: bool = True) -> None:
+        self.tokens: OAuthToken | None = None
+        self.may_register = may_register
+        self.client = (
+            OAuthClientInformationFull(
+                client_id=client_id,
+                redirect_uris=[AnyUrl(REDIRECT_URI)],
+                token_endpoint_auth_method="none",
+            )
+            if client_id
+            else None
+        )
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        if not self.may_register:
+            raise AssertionError("the SDK tried to register a client dynamically")
+        self.client = client_info
