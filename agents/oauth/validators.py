@@ -124,22 +124,15 @@ class VouchOAuth2Validator(OAuth2Validator):
         request.vouch_issued_access = access_token
         return access_token
 
-    def _create_refresh_token(
-        self, request: Any, refresh_token_code: str, access_token: Any, previous: Any
-    ) -> RefreshToken:
-        refresh_token: RefreshToken = super()._create_refresh_token(
-            request, refresh_token_code, access_token, previous
-        )
-        request.vouch_issued_refresh = refresh_token
-        return refresh_token
-
     def invalidate_authorization_code(
         self, client_id: str, code: str, request: Any, *args: Any, **kwargs: Any
     ) -> None:
         super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
         client_used(request.client)
         access = getattr(request, "vouch_issued_access", None)
-        refresh = getattr(request, "vouch_issued_refresh", None)
+        refresh = (
+            RefreshToken.objects.filter(access_token=access).first() if access is not None else None
+        )
         RedeemedCode.objects.create(
             code_checksum=_checksum(code),
             application=request.client,

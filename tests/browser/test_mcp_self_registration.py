@@ -17,16 +17,14 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 from oauth2_provider.models import AccessToken, Application
-from playwright.async_api import async_playwright
 from pydantic import AnyUrl
 
 from agents.models import RegisteredClient
 from tests.agents.oauth import REDIRECT_URI
-from tests.browser.conftest import CHROMIUM
 from tests.drivers.api import Api
 from tests.drivers.https_documents import DocumentServer
 from tests.drivers.mcp import BUYER_TOOLS
-from tests.drivers.oauth_browser import Person, SdkStorage
+from tests.drivers.oauth_browser import Person, SdkStorage, chromium
 
 
 def connect(
@@ -34,38 +32,28 @@ def connect(
 ) -> dict[str, Any]:
     """Alice at Chromium `width` px wide, and the SDK's client with `provider`'s options: it
     connects (consent included), lists the tools, calls whoami and envelope_get."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (never `playwright install`)")
     seen: dict[str, Any] = {}
 
     async def scenario() -> None:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=str(CHROMIUM),
-                headless=True,
-                args=["--no-sandbox", "--disable-dev-shm-usage"],
+        async with chromium() as browser:
+            context = await browser.new_context(viewport={"width": width, "height": 900})
+            person = await Person(context, "alice", artifacts).start()
+            auth = OAuthClientProvider(
+                server_url=f"{base}/mcp",
+                redirect_handler=person.consent,
+                callback_handler=person.callback,
+                **provider,
             )
-            try:
-                context = await browser.new_context(viewport={"width": width, "height": 900})
-                person = await Person(context, "alice", artifacts).start()
-                auth = OAuthClientProvider(
-                    server_url=f"{base}/mcp",
-                    redirect_handler=person.consent,
-                    callback_handler=person.callback,
-                    **provider,
-                )
-                async with (
-                    httpx2.AsyncClient(auth=auth, timeout=60) as http,
-                    Client(streamable_http_client(f"{base}/mcp", http_client=http)) as mcp,
-                ):
-                    seen["tools"] = {tool.name for tool in (await mcp.list_tools()).tools}
-                    seen["whoami"] = (await mcp.call_tool("whoami", {})).structured_content
-                    got = await mcp.call_tool("envelope_get", {"envelope_id": envelope_id})
-                    seen["envelope"] = got.structured_content
-                    seen["consent_urls"] = list(person.authorize_urls)
-                    seen["consent_pages"] = list(person.consent_pages)
-            finally:
-                await browser.close()
+            async with (
+                httpx2.AsyncClient(auth=auth, timeout=60) as http,
+                Client(streamable_http_client(f"{base}/mcp", http_client=http)) as mcp,
+            ):
+                seen["tools"] = {tool.name for tool in (await mcp.list_tools()).tools}
+                seen["whoami"] = (await mcp.call_tool("whoami", {})).structured_content
+                got = await mcp.call_tool("envelope_get", {"envelope_id": envelope_id})
+                seen["envelope"] = got.structured_content
+                seen["consent_urls"] = list(person.authorize_urls)
+                seen["consent_pages"] = list(person.consent_pages)
 
     asyncio.run(scenario())
     return seen

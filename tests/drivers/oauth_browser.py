@@ -4,15 +4,19 @@ allows on the consent page, and the client's loopback callback is caught."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
-from playwright.async_api import BrowserContext, Page, Route, expect
-from pydantic import AnyUrl
+import pytest
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull
+from playwright.async_api import Browser, BrowserContext, Page, Route, async_playwright, expect
 
+from agents.example_session import MemoryStorage
 from tests.agents.oauth import REDIRECT_URI
 
+CHROMIUM = Path("/usr/bin/chromium")
 PASSWORDS = {"alice": "pw-alice-123", "olga": "pw-olga-123"}  # alice: tests/drivers/api.py
 
 
@@ -67,34 +71,33 @@ class Person:
         )
 
 
-class SdkStorage:
-    """The SDK's token storage, in memory: a client registered beforehand (`client_id`), or none
-    (the SDK then registers itself and keeps what it got here). `may_register=False` fails the
-    test if the SDK tries to register although it holds a client."""
+class SdkStorage(MemoryStorage):
+    """The SDK's token storage, in memory (the example session's): a client registered beforehand
+    (`client_id`), or none (the SDK then registers itself and keeps what it got here).
+    `may_register=False` fails the test if the SDK tries to register although it holds a client."""
 
     def __init__(self, client_id: str | None = None, *, may_register: bool = True) -> None:
-        self.tokens: OAuthToken | None = None
+        super().__init__(client_id, REDIRECT_URI)
         self.may_register = may_register
-        self.client = (
-            OAuthClientInformationFull(
-                client_id=client_id,
-                redirect_uris=[AnyUrl(REDIRECT_URI)],
-                token_endpoint_auth_method="none",
-            )
-            if client_id
-            else None
-        )
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         if not self.may_register:
             raise AssertionError("the SDK tried to register a client dynamically")
-        self.client = client_info
+        await super().set_client_info(client_info)
+
+
+@asynccontextmanager
+async def chromium() -> AsyncIterator[Browser]:
+    """Debian's Chromium, headless, through Playwright (never `playwright install`)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (never `playwright install`)")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage"],
+        )
+        try:
+            yield browser
+        finally:
+            await browser.close()
