@@ -36,7 +36,7 @@ from mcp.shared.auth import (
     OAuthClientMetadata,
 )
 from oauth2_provider.models import AccessToken
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import expect
 from pydantic import AnyUrl
 
 from accounts.models import User
@@ -48,10 +48,9 @@ from envelopes.models import RefundOperation
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
 from tests.agents.oauth import REDIRECT_URI, client_register
-from tests.browser.conftest import CHROMIUM
 from tests.drivers.api import Api
 from tests.drivers.mcp import BUYER_TOOLS
-from tests.drivers.oauth_browser import PASSWORDS, Person, SdkStorage
+from tests.drivers.oauth_browser import PASSWORDS, Person, SdkStorage, chromium
 
 VERIFIED_WITHIN_S = 90
 
@@ -185,30 +184,18 @@ def test_an_assistant_connects_reads_proposes_and_the_buyer_confirms_to_verified
     )
     buyer_app = client_register(name="Claude on Alice's laptop", redirect_uri=REDIRECT_URI)
     staff_app = client_register(name="Ops assistant", redirect_uri=REDIRECT_URI)
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (never `playwright install`)")
 
     async def scenario() -> tuple[dict[str, Any], Any, list[str], list[str]]:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=str(CHROMIUM),
-                headless=True,
-                args=["--no-sandbox", "--disable-dev-shm-usage"],
-            )
-            try:
-                viewport = {"width": 1366, "height": 900}
-                buyer = await Person(
-                    await browser.new_context(viewport=viewport), "alice", artifacts
-                ).start()
-                staff = await Person(
-                    await browser.new_context(viewport=viewport), "olga", artifacts
-                ).start()
-                bought = await buyer_session(
-                    base, buyer, buyer_app.client_id, envelope_id, refund_id
-                )
-                ops = await staff_session(base, staff, staff_app.client_id, dispute.public_id)
-            finally:
-                await browser.close()
+        async with chromium() as browser:
+            viewport = {"width": 1366, "height": 900}
+            buyer = await Person(
+                await browser.new_context(viewport=viewport), "alice", artifacts
+            ).start()
+            staff = await Person(
+                await browser.new_context(viewport=viewport), "olga", artifacts
+            ).start()
+            bought = await buyer_session(base, buyer, buyer_app.client_id, envelope_id, refund_id)
+            ops = await staff_session(base, staff, staff_app.client_id, dispute.public_id)
         return bought, ops, buyer.authorize_urls, staff.authorize_urls
 
     bought, ops, buyer_consents, staff_consents = asyncio.run(scenario())
