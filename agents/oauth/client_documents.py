@@ -112,6 +112,7 @@ def _fetch(url: str) -> Any:
         raise ClientDocumentRefused("The client's metadata document is not JSON.") from exc
 
 
+# Public clients only, unverified: docs/decisions/0009-clients-register-themselves.md
 def client_document(url: str) -> dict[str, Any]:
     """The checked metadata document at `url` (cached), or ClientDocumentRefused."""
     key = "client-document:" + hashlib.sha256(url.encode("utf-8")).hexdigest()

@@ -91,6 +91,7 @@ def _one_of(value: Any, name: str, allowed: tuple[str, ...], default: list[str])
     return list(dict.fromkeys(value)) or default
 
 
+# Public clients only, unverified: docs/decisions/0009-clients-register-themselves.md
 @dataclass(frozen=True)
 class ClientMetadata:
     """What a self-registering client may say about itself, checked (RFC 7591 §2)."""
