@@ -7,17 +7,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
+import time
 from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from django.core.cache import cache
 from django.http import HttpResponse
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, set_token_value
 
 from accounts.models import User
+from core.api.throttling import throttle_cache_key
 
 
 def client_register(
@@ -165,3 +168,12 @@ def tokens_for(app: Application, user: User, scope: str = "escrow:read") -> dict
     assert response.status_code == 200, response.content
     body: dict[str, Any] = response.json()
     return body
+
+
+def forget_counts(scope: str, ident: str = "127.0.0.1") -> None:
+    """Drop `ident`'s counts in `scope` for the windows now under way (every period a rate may
+    name), as if they had passed: a test that sets a low limit starts from nothing. Never
+    cache.clear(): the cache is shared with every other run on the machine."""
+    now = time.time()
+    for window_s in (1, 60, 3600, 86400):
+        cache.delete(throttle_cache_key(scope, ident, int(now // window_s)))

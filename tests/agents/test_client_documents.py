@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from oauth2_provider.models import AccessToken, Application
 
@@ -29,11 +28,6 @@ from tests.drivers.https_documents import DocumentServer
 pytestmark = pytest.mark.django_db
 
 CALLBACK = "http://127.0.0.1/callback"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache() -> None:
-    cache.clear()
 
 
 def _document(url: str, **changes: Any) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 
 from accounts.models import User
-from tests.agents.oauth import issue_token
+from agents.oauth.limits import BEARER_FAILURES
+from tests.agents.oauth import forget_counts, issue_token
 from tests.drivers.logs import LogTap
 from tests.drivers.mcp import BUYER_TOOLS, OPS_TOOLS, post_mcp, tool_call, tool_error
 from tests.helpers import wait_until
@@ -67,7 +67,7 @@ def test_a_refused_mcp_request_writes_its_line_too(
 def test_bearer_guessing_at_mcp_is_limited_per_address(
     asgi_server: str, buyer: User, settings: Any
 ) -> None:
-    cache.clear()
+    forget_counts(BEARER_FAILURES)
     settings.MCP_BEARER_FAILURE_RATE = "3/min"
     for guess in range(3):
         assert post_mcp(asgi_server, tool_call("whoami"), token=f"guess-{guess}").status_code == 401
@@ -85,7 +85,7 @@ def test_bearer_guessing_at_mcp_is_limited_per_address(
 def test_good_tokens_do_not_count_toward_the_guessing_limit(
     asgi_server: str, buyer: User, settings: Any
 ) -> None:
-    cache.clear()
+    forget_counts(BEARER_FAILURES)
     settings.MCP_BEARER_FAILURE_RATE = "2/min"
     good = issue_token(buyer, resource=f"{asgi_server}/mcp")
     for _ in range(4):

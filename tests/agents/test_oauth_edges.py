@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
 from accounts.models import User
+from agents.oauth.limits import TOKEN_FAILURES
 from agents.oauth.tokens import TokenRefused, bearer_authenticate
 from tests.agents.oauth import (
     MCP,
@@ -22,6 +22,7 @@ from tests.agents.oauth import (
     consent,
     consent_answer,
     exchange,
+    forget_counts,
     pkce_pair,
     token_request,
 )
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _fresh_limits() -> None:
-    cache.clear()  # the failure counts of other tests' requests (same test client address)
+    forget_counts(TOKEN_FAILURES)  # other tests' failures (the same test client address)
 
 
 TOKEN_FIELDS = ("client_id", "code", "redirect_uri", "code_verifier", "grant_type", "resource")

@@ -11,13 +11,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import Application
 
 from accounts.models import User
 from agents.models import RegisteredClient
+from agents.oauth.limits import REGISTRATIONS
 from agents.oauth.registration import dynamic_clients_expire
 from tests.agents.oauth import (
     MCP,
@@ -26,6 +26,7 @@ from tests.agents.oauth import (
     code_for,
     consent,
     exchange,
+    forget_counts,
     issue_token,
     pkce_pair,
 )
@@ -46,7 +47,7 @@ SDK_METADATA = {
 
 @pytest.fixture(autouse=True)
 def _fresh_limits() -> None:
-    cache.clear()
+    forget_counts(REGISTRATIONS)  # other tests' registrations (the same test client address)
 
 
 def register(body: Any, **extra: Any) -> Any:
