@@ -23,6 +23,7 @@ from tests.agents.oauth import (
     MCP,
     authorize_query,
     browser_as,
+    client_register,
     code_for,
     consent,
     exchange,
@@ -97,14 +98,10 @@ def test_the_consent_page_marks_a_self_registered_client_unverified(buyer: User)
     assert "registered itself" in html
 
 
-def test_a_client_registered_by_staff_is_not_marked_unverified(buyer: User) -> None:
-    application = Application.objects.create(
-        name="Claude on Alice's laptop",
-        client_type=Application.CLIENT_PUBLIC,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris=CALLBACK,
-        algorithm="",
-    )
+def test_a_client_registered_by_staff_is_not_marked_unverified(
+    buyer: User, app: Application
+) -> None:
+    application = app
     _, challenge = pkce_pair()
     html = consent(browser_as(buyer), authorize_query(application, challenge)).content.decode()
     assert 'id="consent-unverified"' not in html
@@ -181,13 +178,7 @@ def test_unused_self_registered_clients_expire(buyer: User, settings: Any) -> No
     recent = Application.objects.get(client_id=register(SDK_METADATA).json()["client_id"])
     RegisteredClient.objects.filter(application__in=[unused, used]).update(registered_at=old)
     issue_token(buyer, application=used)
-    by_staff = Application.objects.create(
-        name="staff's",
-        client_type=Application.CLIENT_PUBLIC,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris=CALLBACK,
-        algorithm="",
-    )
+    by_staff = client_register(name="staff's", redirect_uri=CALLBACK)
     Application.objects.filter(pk=by_staff.pk).update(created=old)
 
     assert dynamic_clients_expire() == 1
