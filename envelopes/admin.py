@@ -8,7 +8,6 @@ rows of each envelope gathered on one page."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from django.contrib import admin
@@ -21,8 +20,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, short_id, two_lines
 from core.dashboard import stripe_link
+from core.display import dollars
 from envelopes.models import (
-    MICRO_PER_CENT,
     Envelope,
     FundingLeg,
     JournalEntry,
@@ -58,13 +57,6 @@ OUTCOME_TONES = {
     "unknown": "warn",
     "reserved": "neutral",
 }
-
-
-def dollars(micro: int) -> str:
-    """`$13.76` for whole cents, every digit otherwise (`$0.005433`): exact, from the integer."""
-    value = abs(Decimal(micro).scaleb(-6))
-    places = 2 if micro % MICRO_PER_CENT == 0 else 6
-    return f"{'-' if micro < 0 else ''}${value:,.{places}f}"
 
 
 def micro(value: int) -> str:
