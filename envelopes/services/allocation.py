@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from envelopes.exceptions import (
     AmountExceedsUnspent,
+    InvalidAmount,
     NothingToRefund,
 )
 from envelopes.models import (
@@ -57,8 +58,15 @@ def refund_allocate(
     """The refund of `amount_micro` (None: the whole unspent balance) from `envelope` as read:
     locked by a refund that then reserves it, or not by a preview that reserves nothing (one
     function, so what is shown is what is made). `funding`: its succeeded funding legs oldest
-    first, if read already (else read here). Refuses `amount_exceeds_unspent` and
-    `nothing_to_refund` (no unspent money, or every leg rounds to zero)."""
+    first, if read already (else read here). Refuses `invalid_amount` (an amount asked for that is
+    less than a cent: no refund can be that small, whatever the balance), `amount_exceeds_unspent`
+    and `nothing_to_refund` (no unspent money, or every leg rounds to zero)."""
+    if amount_micro is not None and amount_micro < MICRO_PER_CENT:
+        raise InvalidAmount(
+            f"A refund is at least one cent ({MICRO_PER_CENT:,} micro-dollars); "
+            f"{amount_micro:,} micro-dollars is less. "
+            "Omit amount_micro to refund everything unspent."
+        )
     requested = envelope.unspent_micro if amount_micro is None else amount_micro
     if requested > envelope.unspent_micro:
         raise AmountExceedsUnspent(

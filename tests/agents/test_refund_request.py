@@ -201,7 +201,7 @@ def test_a_bad_request_gets_the_rest_refunds_code_and_changes_nothing(
 EXPECTED = {
     "zero": "invalid_amount",
     "more than unspent": "amount_exceeds_unspent",
-    "less than a cent": "nothing_to_refund",
+    "less than a cent": "invalid_amount",
     "empty key": "invalid_idempotency_key",
     "another buyer's envelope": "not_found",
     "bad key and bad amount": "invalid_idempotency_key",

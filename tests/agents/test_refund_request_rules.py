@@ -132,7 +132,7 @@ AMOUNT_EDGES = {
     -(2**63) - 1: ("invalid_amount", INTEGER, {"amount_micro": ["A valid integer is required."]}),
     -(2**63): ("invalid_amount", POSITIVE, {}),
     0: ("invalid_amount", POSITIVE, {}),
-    1: ("nothing_to_refund", None, None),  # positive, less than a cent: on to the refund's rules
+    1: ("invalid_amount", None, None),  # positive, less than a cent: no refund is that small
     2**63 - 1: ("amount_exceeds_unspent", None, None),  # the largest bigint is an integer
     2**63: ("invalid_amount", INTEGER, {"amount_micro": ["A valid integer is required."]}),
 }

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from accounts.models import User
-from envelopes.exceptions import AmountExceedsUnspent, NothingToRefund
+from envelopes.exceptions import AmountExceedsUnspent, InvalidAmount, NothingToRefund
 from envelopes.models import (
     Envelope,
     FundingLeg,
@@ -152,13 +152,29 @@ def test_an_amount_above_the_unspent_balance_is_refused_with_both_figures() -> N
 
 @pytest.mark.parametrize(
     ("unspent", "amount"),
-    [(0, None), (9_999, None), (5_000_000, 9_999)],
+    [(0, None), (9_999, None)],
 )
 def test_nothing_to_refund_when_every_leg_rounds_to_zero(unspent: int, amount: int | None) -> None:
     envelope = Envelope(unspent_micro=unspent)
     with pytest.raises(NothingToRefund) as caught:
         refund_allocate(envelope, amount, [_funding(1, 5_000_000)])
     assert caught.value.details == {"unspent_micro": unspent}
+
+
+@pytest.mark.parametrize("amount", [1, 100, 9_999])
+def test_an_amount_of_less_than_a_cent_is_invalid_whatever_the_balance(amount: int) -> None:
+    envelope = Envelope(unspent_micro=5_000_000)
+    with pytest.raises(InvalidAmount) as caught:
+        refund_allocate(envelope, amount, [_funding(1, 5_000_000)])
+    assert caught.value.message == (
+        "A refund is at least one cent (10,000 micro-dollars); "
+        f"{amount:,} micro-dollars is less. Omit amount_micro to refund everything unspent."
+    )
+
+
+def test_a_cent_is_the_smallest_refund() -> None:
+    envelope = Envelope(unspent_micro=5_000_000)
+    assert refund_allocate(envelope, 10_000, [_funding(1, 5_000_000)]).total == 10_000
 
 
 def test_a_refund_allocation_totals_its_legs_shares() -> None:

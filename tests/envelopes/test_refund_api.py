@@ -134,7 +134,8 @@ def test_partial_amount_and_nothing_left(alice: Api) -> None:
         ({"amount_micro": 1.5}, 400, "invalid_amount"),
         ({"amount_micro": 10**30}, 400, "invalid_amount"),
         ({"amount_micro": 5_000_001}, 422, "amount_exceeds_unspent"),
-        ({"amount_micro": 9_999}, 409, "nothing_to_refund"),
+        ({"amount_micro": 9_999}, 400, "invalid_amount"),  # less than a cent (issue 27)
+        ({"amount_micro": 100}, 400, "invalid_amount"),
         ({"colour": "red"}, 400, "validation_error"),
         ([1, 2], 400, "validation_error"),
     ],
@@ -147,6 +148,21 @@ def test_bad_refund_requests_change_nothing(
     assert (response.status_code, response.json()["error"]["code"]) == (status, code)
     assert Envelope.objects.get(public_id=envelope_id).unspent_micro == 5_000_000
     assert sandbox.state()["counts"]["refunds"] == 0
+
+
+def test_a_refund_of_less_than_a_cent_says_a_refund_is_at_least_one_cent(alice: Api) -> None:
+    """Issue 27: 100 micro with 10,000,000 unspent answered 409 `nothing_to_refund` ("no unspent
+    money"), which is untrue; the amount is what is wrong."""
+    envelope_id = alice.create(10_000_000)["envelope_id"]
+    response = alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 100})
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "invalid_amount"
+    assert "at least one cent (10,000 micro-dollars)" in error["message"]
+    assert "no unspent money" not in error["message"]
+    cent = alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 10_000})
+    assert cent.status_code == 200, cent.content
+    assert cent.json()["data"]["refunded_micro"] == 10_000
 
 
 def test_check_ledger_is_clean_after_all_that(alice: Api, staff_api: Api, capsys: Any) -> None:
