@@ -185,6 +185,15 @@ class PositiveMicroField(MicroField):
     succeed, so the schema's maximum says so (the answer to one is that 422)."""
 
 
+@extend_schema_field(
+    {"type": "integer", "format": "int64", "minimum": MICRO_PER_CENT, "maximum": MAX_ENVELOPE_MICRO}
+)
+class RefundMicroField(MicroField):
+    """A refund: at least one cent (10,000 micro), else 400 `invalid_amount`; each leg rounds
+    down to a cent, the rest stays in the envelope; more than the unspent balance is 422
+    `amount_exceeds_unspent` (the maximum: as PositiveMicroField's)."""
+
+
 @extend_schema_field({"type": "string", "pattern": "^[uU][sS][dD]$"})
 class FundingCurrencyField(StrictCharField):
     """`usd` in any case, the only currency; else `unsupported_currency`."""

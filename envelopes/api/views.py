@@ -82,10 +82,11 @@ class DebitInput(Strict):
 
 
 class RefundInput(Strict):
-    amount_micro = schemas.PositiveMicroField(
+    amount_micro = schemas.RefundMicroField(
         required=False,
-        help_text=MICRO + " Omit for the whole unspent balance; at most the unspent balance, else "
-        "422 `amount_exceeds_unspent`.",
+        help_text=MICRO + " Omit for the whole unspent balance. At least 10,000 (one cent), else "
+        "400 `invalid_amount`; at most the unspent balance, else 422 `amount_exceeds_unspent`. "
+        "Each leg rounds down to a whole cent: the sub-cent rest stays in the envelope.",
     )
 
 

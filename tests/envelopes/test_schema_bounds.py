@@ -46,9 +46,11 @@ def test_refund_and_debit_amounts_state_their_bounds(schema: dict[str, Any]) -> 
         "refund": "/api/v1/escrow/envelopes/{envelope_id}/refund",
         "debit": "/api/v1/escrow/envelopes/{envelope_id}/debits",
     }
+    # A debit is any positive number of micro-dollars; a refund at least a cent (issue 27).
+    minimum = {"refund": 10_000, "debit": 1}
     for name, path in paths.items():
         amount = _request_body(schema, "post", path)["properties"]["amount_micro"]
-        assert (amount["minimum"], amount["maximum"]) == (1, MAX_ENVELOPE_MICRO), name
+        assert (amount["minimum"], amount["maximum"]) == (minimum[name], MAX_ENVELOPE_MICRO), name
         assert "multipleOf" not in amount, name  # any micro-dollar; legs round down to a cent
         assert "amount_exceeds_unspent" in amount["description"], name
 
