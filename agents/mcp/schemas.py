@@ -73,7 +73,7 @@ Cursor = Annotated[
 RefundAmount = Annotated[
     str,
     PlainValidator(lambda value: value),
-    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_ENVELOPE_MICRO}),
+    WithJsonSchema({"type": "integer", "minimum": 10_000, "maximum": MAX_ENVELOPE_MICRO}),
 ]
 IdempotencyKey = Annotated[
     str,
@@ -130,8 +130,8 @@ class EnvelopeRefundRequestInput(ToolInput):
         RefundAmount | None,
         Field(
             description=MICRO + " How much to refund; omit (or null) for the whole unspent "
-            "balance. More than the unspent balance: `amount_exceeds_unspent`; not a positive "
-            "integer: `invalid_amount`."
+            "balance. More than the unspent balance: `amount_exceeds_unspent`; not an integer "
+            "of at least 10,000 (one cent): `invalid_amount`."
         ),
     ] = None
     idempotency_key: IdempotencyKey
