@@ -83,6 +83,20 @@ def _records() -> list[Path]:
     return sorted(DECISIONS.glob("[0-9][0-9][0-9][0-9]-*.md"))
 
 
+def test_the_readme_shows_the_money_bodies_and_what_a_missing_key_does() -> None:
+    """Issue 27: the README never showed a debit's body (its `reference`) and read as if
+    `Idempotency-Key` were required; it is optional, and a retry without it acts again
+    (tests/envelopes/test_idempotency.py holds that it does)."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert '"reference": "claim-42"' in text
+    assert '{"amount_micro": 12000000}' in text and "at least 10,000: one cent" in text
+    assert "The `Idempotency-Key` header is **optional**, as it is at Stripe" in text
+    assert "**without one, a retry acts again**" in text
+    api = " ".join((DOCS / "api.md").read_text().split())
+    assert "## The `Idempotency-Key` header" in (DOCS / "api.md").read_text()
+    assert "**It is optional, and without it a retry acts again**" in api
+
+
 def test_the_decision_records_are_numbered_without_gaps() -> None:
     numbers = [int(record.name[:4]) for record in _records()]
     assert numbers == list(range(1, len(numbers) + 1)), numbers

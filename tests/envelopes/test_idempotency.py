@@ -519,3 +519,21 @@ def test_a_top_up_whose_process_died_is_resumed_not_repeated(
     assert resumed.json()["data"]["total_funded_micro"] == 7_000_000
     assert FundingLeg.objects.filter(envelope=envelope).count() == 2
     assert counts(sandbox)["payment_intents"] == 2  # the same charge, not a second one
+
+
+def test_without_a_key_a_retried_refund_refunds_again(alice: Api, sandbox: SandboxControl) -> None:
+    """What the README and docs/api.md say of the optional header (issue 27), as at Stripe: a
+    request sent twice without a key is two requests; the same two under one key, one refund."""
+    envelope_id = alice.create(10_000_000)["envelope_id"]
+    body = {"amount_micro": 2_000_000}
+    first = alice.post(refund_path(envelope_id), body)
+    again = alice.post(refund_path(envelope_id), body)
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert first.json()["data"]["refund_id"] != again.json()["data"]["refund_id"]
+    assert not replayed(again)
+    assert counts(sandbox)["refunds"] == 2
+    keyed = alice.post(refund_path(envelope_id), body, key="refund-claim-7")
+    retried = alice.post(refund_path(envelope_id), body, key="refund-claim-7")
+    assert replayed(retried) and retried.json() == keyed.json()
+    assert counts(sandbox)["refunds"] == 3
+    assert Envelope.objects.get(public_id=envelope_id).unspent_micro == 4_000_000
