@@ -26,6 +26,7 @@ from agents.oauth.policy import redirect_uri_refusal
 from agents.oauth.services import oauth_access_token_revoke, oauth_refresh_token_revoke
 from agents.selectors import client_acted_for, refund_request_refund, refund_request_status
 from core.admin_base import ReadOnlyAdmin, short_id, two_lines
+from core.links import register_id
 
 for model in (Application, AccessToken, RefreshToken, Grant, IDToken):
     if admin.site.is_registered(model):
@@ -238,3 +239,6 @@ class RefundRequestAdmin(ReadOnlyAdmin):
         if refund is None:
             return "-"
         return format_html('<span class="vouch-mono">{}</span>', refund.public_id)
+
+
+register_id("rrq_", "agents.RefundRequest")

@@ -21,7 +21,9 @@ from django.utils.safestring import SafeString, mark_safe
 from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, short_id, two_lines
 from core.dashboard import stripe_link
 from core.display import dollars
+from core.links import register_id, register_referrer
 from envelopes.models import (
+    Debit,
     Envelope,
     FundingLeg,
     JournalEntry,
@@ -41,6 +43,7 @@ from envelopes.selectors import (
     verification_status,
 )
 from verification.admin import VERDICT_TONES
+from verification.models import Escalation
 
 BALANCE_LABELS = (
     ("total_funded_micro", "Funded"),
@@ -438,3 +441,44 @@ class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
 
     def page_context(self, request: HttpRequest, obj: RefundOperation | None) -> dict[str, Any]:
         return {"refund": refund_row(obj)} if obj is not None else {}
+
+
+# --- where each envelope id leads (core.links): legs and debits are rows of their parent's page --
+
+
+def _refund_leg_page(leg: RefundLeg) -> str:
+    url = reverse("admin:envelopes_refundoperation_change", args=[leg.operation_id])
+    return f"{url}#leg-{leg.public_id}"
+
+
+def _funding_leg_page(leg: FundingLeg) -> str:
+    url = reverse("admin:envelopes_envelope_change", args=[leg.envelope_id])
+    return f"{url}#funding-{leg.public_id}"
+
+
+def _debit_page(debit: Debit) -> str:
+    url = reverse("admin:envelopes_envelope_change", args=[debit.envelope_id])
+    return f"{url}#debit-{debit.public_id}"
+
+
+def _envelope_of_escalation(escalation: Escalation) -> list[tuple[str, str]]:
+    """The envelope an escalation about one of its legs concerns."""
+    if escalation.subject_type == "refund_leg":
+        rows = RefundLeg.objects.filter(public_id=escalation.subject_id).values_list(
+            "operation__envelope__public_id", flat=True
+        )
+    elif escalation.subject_type == "funding_leg":
+        rows = FundingLeg.objects.filter(public_id=escalation.subject_id).values_list(
+            "envelope__public_id", flat=True
+        )
+    else:
+        return []
+    return [("envelope", value) for value in rows[:1]]
+
+
+register_id("env_", "envelopes.Envelope")
+register_id("erf_", "envelopes.RefundOperation")
+register_id("rfl_", "envelopes.RefundLeg", page=_refund_leg_page)
+register_id("fnd_", "envelopes.FundingLeg", page=_funding_leg_page)
+register_id("dbt_", "envelopes.Debit", page=_debit_page)
+register_referrer("verification.Escalation", _envelope_of_escalation)

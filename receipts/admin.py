@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 
 from core.admin_base import ReadOnlyAdmin, two_lines
 from core.dashboard import stripe_link
+from core.links import register_id
 from receipts.keys import deployment_environment
 from receipts.models import Receipt
 from receipts.selectors import receipt_verify
@@ -162,3 +163,6 @@ class ReceiptAdmin(ReadOnlyAdmin):
     @admin.display(description="body, for reading")
     def body_pretty(self, obj: Receipt) -> SafeString:
         return _pre(json.dumps(obj.body, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+register_id("rcpt_", "receipts.Receipt", field="id")

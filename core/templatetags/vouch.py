@@ -1,9 +1,10 @@
-"""Template helpers shared by every Vouch page: `{% load vouch %}` then `{{ id|stripe_link }}`."""
+"""Template helpers shared by every Vouch page: `{% load vouch %}` then `{{ id|stripe_link }}`,
+`{{ id|id_link }}` (any id to its object, `core.links`), `{{ text|link_ids }}`."""
 
 from django import template
 from django.utils.safestring import SafeString
 
-from core import display
+from core import display, links
 from core.dashboard import stripe_dashboard_url
 from core.dashboard import stripe_link as _stripe_link
 
@@ -36,3 +37,15 @@ def dollars(micro: int | None) -> str:
 def moment(value: object) -> str:
     """`{{ value|moment }}`: `2026-12-01 06:30:00 UTC` from a datetime, an epoch or ISO text."""
     return display.moment(value)  # type: ignore[arg-type]
+
+
+@register.filter
+def id_link(value: str | None) -> SafeString | str:
+    """`{{ id|id_link }}`: a Vouch id to its admin page, a provider id to the Dashboard."""
+    return links.id_link(value)
+
+
+@register.filter
+def link_ids(text: str | None) -> SafeString:
+    """`{{ reason|link_ids }}`: the text, escaped, with every id in it linked to its object."""
+    return links.link_ids(text)

@@ -13,8 +13,13 @@ review page's acts), with what they share in `common` and the review page's and 
 in `review`. Importing this package registers the three admins; what the others
 share is imported from its own module."""
 
+from core.links import register_id
 from disputes.admin.disputes import DisputeAdmin
 from disputes.admin.evidence import EvidenceAdmin
 from disputes.admin.packets import PacketAdmin
 
 __all__ = ["DisputeAdmin", "EvidenceAdmin", "PacketAdmin"]
+
+register_id("dsp_", "disputes.Dispute")
+register_id("pkt_", "disputes.Packet")
+register_id("evd_", "disputes.Evidence")

@@ -10,6 +10,7 @@ Views parse, check permission, call one service (`reconciliation.services`,
 One module per model group (`adjustments`, `runs` with their observations, `discrepancies`) and
 `shared` for the presentation helpers; importing the package registers them all."""
 
+from core.links import register_id, register_referrer
 from reconciliation.admin.adjustments import AdjustmentAdmin, ApproveForm, ProposeForm, RejectForm
 from reconciliation.admin.discrepancies import (
     AcceptForm,
@@ -31,6 +32,8 @@ from reconciliation.admin.shared import (
     time_left,
     when,
 )
+from reconciliation.models import Discrepancy
+from verification.models import Escalation
 
 __all__ = [
     "MOVES",
@@ -56,3 +59,19 @@ __all__ = [
     "time_left",
     "when",
 ]
+
+
+def _discrepancies_of_escalation(escalation: Escalation) -> list[tuple[str, str]]:
+    """The discrepancy an escalation was opened for, and the envelope it names."""
+    found: list[tuple[str, str]] = []
+    for public_id, envelope_id in Discrepancy.objects.filter(escalation=escalation).values_list(
+        "public_id", "envelope_public_id"
+    ):
+        found += [("discrepancy", public_id), ("envelope", envelope_id)]
+    return found
+
+
+register_id("rec_", "reconciliation.Run")
+register_id("dsc_", "reconciliation.Discrepancy")
+register_id("adj_", "reconciliation.Adjustment")
+register_referrer("verification.Escalation", _discrepancies_of_escalation)

@@ -7,6 +7,7 @@ through `escalation_resolve`, which checks the permission and the note and write
 What this package adds is presentation: pretty JSON, labels and colours for people who have never
 read the engine's code (`shared`, borrowed by other apps' admin pages)."""
 
+from core.links import register_id
 from verification.admin.escalations import EscalationAdmin
 from verification.admin.events import ProviderEventAdmin
 from verification.admin.runs import VerificationRunAdmin, run_page_context
@@ -22,3 +23,5 @@ __all__ = [
     "pretty_json",
     "run_page_context",
 ]
+
+register_id("vrun_", "verification.VerificationRun")

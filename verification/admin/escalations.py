@@ -12,12 +12,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, URLPattern, path, reverse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
 from accounts.models import User
 from core.admin_base import ReadOnlyAdmin
+from core.links import id_link, link_ids, referring_ids
 from verification.models import (
     Escalation,
     EscalationStatus,
@@ -82,12 +83,12 @@ class EscalationAdmin(ReadOnlyAdmin):
     search_fields = ("run__public_id", "run__operation_id", "subject_id")
     fields = (
         "run_link",
-        "subject_type",
-        "subject_id",
+        "subject",
+        "concerns",
         "money",
         "verdict",
         "verdict_class",
-        "reason",
+        "reason_linked",
         "status",
         "created_at",
         "resolved_at",
@@ -107,6 +108,28 @@ class EscalationAdmin(ReadOnlyAdmin):
     @admin.display(description="run", ordering="run__public_id")
     def run_link(self, obj: Escalation) -> SafeString | str:
         return _run_link(obj.run) if obj.run is not None else "—"
+
+    @admin.display(description="subject")
+    def subject(self, obj: Escalation) -> SafeString | str:
+        """What it is about, linked to its page (a leg: its row on its parent's page)."""
+        if not obj.subject_id:
+            return obj.subject_type or "—"
+        return format_html("{} {}", obj.subject_type, id_link(obj.subject_id))
+
+    @admin.display(description="concerns")
+    def concerns(self, obj: Escalation) -> SafeString | str:
+        """The objects other apps say it concerns (its discrepancy, its envelope), linked."""
+        found = [(label, value) for label, value in referring_ids(obj) if value != obj.subject_id]
+        if not found:
+            return "—"
+        return format_html_join(
+            mark_safe(" · "), "{} {}", ((label, id_link(value)) for label, value in found)
+        )
+
+    @admin.display(description="reason")
+    def reason_linked(self, obj: Escalation) -> SafeString:
+        """The reason as written, every id in it linked to its object."""
+        return format_html('<span id="escalation-reason">{}</span>', link_ids(obj.reason))
 
     @admin.display(description="about")
     def about(self, obj: Escalation) -> SafeString | str:

@@ -3,17 +3,19 @@ the attempts (read-only: the engine alone writes runs)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, short_id, two_lines
 from core.dashboard import stripe_link
+from core.display import as_moment, moment
 from verification.admin.shared import (
     KINDS,
     LEVEL_MEANINGS,
@@ -23,12 +25,15 @@ from verification.admin.shared import (
     duration,
     pretty_json,
 )
-from verification.contracts import Contract, get_contract
+from verification.contracts import Contract, Operator, get_contract
 from verification.models import (
     Attempt,
     Observation,
     VerificationRun,
 )
+
+# An ISO 8601 time as the engine writes it (`2026-11-29T10:00:00+00:00`), not any text with digits.
+ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,39 @@ def _meanings(contract: Contract | None) -> dict[str, str]:
     return meanings
 
 
-def _condition_row(raw: Any, meanings: dict[str, str]) -> ConditionRow:
+def _time_conditions(contract: Contract | None) -> set[str]:
+    """The names of the contract's conditions that compare times (`time_after`, `time_before`)."""
+    if contract is None:
+        return set()
+    named = [
+        *((c.name, c) for c in contract.verified),
+        *((c.name, c) for c in contract.contradicted),
+        *((r.name, r.match) for r in contract.pre_completion),
+    ]
+    times = (Operator.TIME_AFTER, Operator.TIME_BEFORE)
+    return {name for name, condition in named if condition.operator in times}
+
+
+def _is_iso_time(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and ISO_TIME.match(value) is not None
+        and as_moment(value) is not None
+    )
+
+
+def _condition_value(value: Any, *, is_time: bool) -> str:
+    """A condition's value as the page shows it: a time as `2026-12-01 22:18:10 UTC`, whether the
+    provider wrote it in seconds since the epoch or the engine as ISO 8601; the rest as is."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if _is_iso_time(value) or (is_time and number):
+        return moment(value)
+    return compact_json(value)
+
+
+def _condition_row(
+    raw: Any, meanings: dict[str, str], time_names: set[str] | frozenset[str] = frozenset()
+) -> ConditionRow:
     item = raw if isinstance(raw, dict) else {"name": str(raw)}
     kind = str(item.get("kind", ""))
     result = str(item.get("result", "unknown"))
@@ -79,14 +116,18 @@ def _condition_row(raw: Any, meanings: dict[str, str]) -> ConditionRow:
     else:
         tone = "good" if SUPPORTS.get(kind) == result else "bad"
     name = str(item.get("name", ""))
+    actual, expected = item.get("actual"), item.get("expected")
+    # A time compared with a time: the contract says so, or (its contract not loaded) one side
+    # is an ISO time, so the other, a number, is the provider's epoch.
+    is_time = name in time_names or _is_iso_time(actual) or _is_iso_time(expected)
     return ConditionRow(
         name=name,
         kind=KINDS.get(kind, kind),
         meaning=meanings.get(name, ""),
         result=result,
         tone=tone,
-        actual=compact_json(item.get("actual")),
-        expected=compact_json(item.get("expected")),
+        actual=_condition_value(actual, is_time=is_time),
+        expected=_condition_value(expected, is_time=is_time),
     )
 
 
@@ -119,6 +160,7 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
         contract = None
     channels = {c.name: c.description for c in contract.channels} if contract else {}
     meanings = _meanings(contract)
+    time_names = _time_conditions(contract)
     attempts = run.attempts.order_by("started_at", "id").prefetch_related("observations")
     timeline = [
         AttemptRow(
@@ -126,7 +168,7 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
             label=_attempt_label(attempt),
             tone=VERDICT_TONES.get(attempt.verdict, "neutral"),
             decided_run=attempt.pk == run.decided_by_id,
-            conditions=[_condition_row(c, meanings) for c in attempt.conditions or []],
+            conditions=[_condition_row(c, meanings, time_names) for c in attempt.conditions or []],
             observations=[
                 ObservationRow(
                     observation=o,
@@ -183,6 +225,9 @@ class VerificationRunAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     date_hierarchy = "created_at"
     change_form_template = "admin/verification/verificationrun/change_form.html"
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[VerificationRun]:
+        return super().get_queryset(request).annotate(attempt_count=Count("attempts"))
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[VerificationRun], search_term: str
     ) -> tuple[QuerySet[VerificationRun], bool]:
@@ -215,10 +260,11 @@ class VerificationRunAdmin(AmountSearchAdmin, ReadOnlyAdmin):
             else "",
         )
 
-    @admin.display(description="tries", ordering="attempts_made")
+    @admin.display(description="attempts", ordering="attempt_count")
     def tries(self, obj: VerificationRun) -> int:
-        """Scheduled attempts so far."""
-        return obj.attempts_made
+        """Attempts made, of every trigger: `attempts_made` counts only the scheduled polls, 0 for
+        a run an event or the first look decided."""
+        return int(getattr(obj, "attempt_count", obj.attempts.count()))
 
     @admin.display(description="run", ordering="public_id")
     def run(self, obj: VerificationRun) -> SafeString:
