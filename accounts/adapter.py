@@ -1,10 +1,12 @@
-"""allauth's account adapter for Vouch: who may sign up, and what a sign-up makes."""
+"""allauth's account adapter for Vouch: who may sign up, what a sign-up makes, and where a person
+lands after signing in."""
 
 from typing import Any
 
 from allauth.account.adapter import DefaultAccountAdapter
 from django.conf import settings
 from django.http import HttpRequest
+from django.urls import reverse
 
 
 class AccountAdapter(DefaultAccountAdapter):
@@ -24,3 +26,10 @@ class AccountAdapter(DefaultAccountAdapter):
             user.groups.clear()
             user.user_permissions.clear()
         return user
+
+    def get_login_redirect_url(self, request: HttpRequest) -> str:
+        """Staff land on the ops console, a buyer on their envelopes. Only when the sign-in named
+        no page of its own: allauth follows an explicit, safe `next` before it asks here."""
+        if getattr(request.user, "is_staff", False):
+            return reverse("admin:index")
+        return reverse("buyer:envelopes")

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.decorators.cache import cache_control
 from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -15,6 +16,14 @@ API_ROUTES = ("config.api_urls", "api")
 
 urlpatterns = [
     path("", TemplateView.as_view(template_name="home.html"), name="home"),
+    # Every page's icon (browsers ask for it at this path), so no page view logs a 404.
+    path(
+        "favicon.ico",
+        cache_control(max_age=86400, public=True)(
+            TemplateView.as_view(template_name="favicon.svg", content_type="image/svg+xml")
+        ),
+        name="favicon",
+    ),
     # Before the admin's own: its login goes through allauth's (and its limits), accounts/views.py.
     path("admin/login/", admin_login, name="admin-login"),
     # The admin's home page is the ops console (ops/console.py); the rest is the stock admin.
@@ -29,6 +38,8 @@ urlpatterns = [
     # /mcp itself is not a Django route: config/asgi.py hands it to the MCP server.
     path("", include("agents.oauth.urls")),
     path("escrow/", include("agents.urls", namespace="agents")),
+    # The buyer's own pages (SPEC §10.1): their envelopes, one envelope, the refund form.
+    path("escrow/", include("envelopes.pages.urls", namespace="buyer")),
     path("webhooks/stripe", stripe_webhook, name="stripe-webhook"),
     # Operations (ops/): liveness, readiness, Prometheus metrics.
     path("healthz", ops_views.healthz, name="healthz"),

@@ -2,6 +2,11 @@
 ledger check (`ledger`), what a run is about, what is stuck and the admin's lists (`lists`), one
 timeline per envelope (`timeline`). `from envelopes.selectors import X` keeps working."""
 
+from envelopes.selectors.buyer import (
+    buyer_envelope_page,
+    buyer_envelopes_page,
+    buyer_refund_preview,
+)
 from envelopes.selectors.data import (
     balances,
     envelope_data,
@@ -30,6 +35,9 @@ __all__ = [
     "Breach",
     "TimelineItem",
     "balances",
+    "buyer_envelope_page",
+    "buyer_envelopes_page",
+    "buyer_refund_preview",
     "envelope_data",
     "envelope_get_owned",
     "envelope_timeline",

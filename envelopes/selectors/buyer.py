@@ -1,0 +1,396 @@
+"""What the buyer's own pages show (SPEC §10.1): their envelopes with balances, one envelope with
+its funding legs, debits and refunds (each leg's state in plain words), the refund form's
+last-in-first-out preview, and every refusal and outcome in words. Owner only: another buyer's
+envelope is the same NotFound as a missing one (SPEC §5). Amounts stay integer micro-dollars
+here; the templates show them as dollars (core.display through `{% load vouch %}`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from django.core.paginator import Page, Paginator
+
+from core.display import MICRO_PER_DOLLAR, dollars
+from core.exceptions import VouchError
+from envelopes.exceptions import InvalidAmount
+from envelopes.models import (
+    Envelope,
+    FundingLeg,
+    FundingStatus,
+    LegOutcome,
+    RefundLeg,
+    RefundOperation,
+)
+from envelopes.selectors.data import envelope_get_owned, envelopes_of, refund_preview, refund_status
+from verification.models import Verdict, VerificationRun
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+ENVELOPES_PER_PAGE = 20
+# The largest amount the form takes: no envelope holds more (SPEC §1, $5,000.00 of funding).
+MAX_FORM_MICRO = 5_000_000_000
+# Digits with an optional decimal part: no sign, exponent, or words (NaN, Infinity).
+_DOLLARS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+
+
+# --- the list ------------------------------------------------------------------------------------
+
+
+def buyer_envelopes_page(*, user: User, number: Any, per_page: int | None = None) -> Page:
+    """One page of the caller's envelopes, newest first, ENVELOPES_PER_PAGE to a page (a page
+    number that is not one gives the first page; one past the end, the last)."""
+    return Paginator(envelopes_of(user=user), per_page or ENVELOPES_PER_PAGE).get_page(number)
+
+
+# --- one envelope --------------------------------------------------------------------------------
+
+# Why Stripe refused a refund, in words (the provider's error codes, SPEC §3).
+_REFUSAL_REASONS = {
+    "charge_disputed": "the payment is disputed, and Stripe does not refund a disputed payment",
+    "amount_too_large": "it was more than the payment has left to refund",
+    "charge_already_refunded": "the payment was already refunded in full",
+    "charge_not_refundable": "Stripe cannot refund this payment",
+}
+
+
+def refusal_reason(code: str) -> str:
+    """Why Stripe refused, in words; an unknown code is named as Stripe gave it."""
+    if not code:
+        return "Stripe gave no reason"
+    return _REFUSAL_REASONS.get(code, f"Stripe answered {code}")
+
+
+@dataclass(frozen=True)
+class LegState:
+    """A leg's state for people: a stable slug (`on_its_way`, `confirmed`, `refused`, `back`,
+    `checking`, `pending`, `charged`, `not_charged`) and the words."""
+
+    slug: str
+    text: str
+
+
+def refund_leg_state(leg: RefundLeg) -> LegState:
+    """Where one refund leg stands: on its way (reserved, unknown, or accepted and not yet read
+    back), confirmed by Stripe (verified), refused and why (its money back in the envelope), money
+    back in the envelope (Stripe later failed it, or never made it), or being checked by a person
+    (a bad verdict that moves no money until a person decides)."""
+    if leg.outcome == LegOutcome.REFUSED:
+        return LegState(
+            "refused",
+            f"Refused by Stripe: {refusal_reason(leg.error_code)}. "
+            "The money is back in your envelope.",
+        )
+    if leg.outcome == LegOutcome.VOID:
+        return LegState("back", "Money back in your envelope: Stripe never made this refund.")
+    if leg.released:
+        return LegState(
+            "back",
+            "Money back in your envelope: Stripe later reported this refund failed.",
+        )
+    if leg.outcome == LegOutcome.RESERVED:
+        return LegState("on_its_way", "On its way: being sent to Stripe.")
+    if leg.outcome == LegOutcome.UNKNOWN:
+        return LegState(
+            "on_its_way",
+            "On its way: Stripe's answer has not arrived. Vouch asks again with the same key (it "
+            "can never refund twice); the money stays set aside meanwhile.",
+        )
+    verdict = leg.verification_run.verdict if leg.verification_run else Verdict.PENDING
+    if verdict == Verdict.VERIFIED:
+        return LegState("confirmed", "Confirmed by Stripe: the money is going back to the card.")
+    if verdict == Verdict.PENDING:
+        return LegState(
+            "on_its_way", "On its way: Stripe accepted it; Vouch is reading it back from Stripe."
+        )
+    return LegState(
+        "checking",
+        "Being checked: Stripe accepted it, but reading it back did not confirm it. A person at "
+        "Vouch is looking into it; no money is lost meanwhile.",
+    )
+
+
+def funding_leg_state(leg: FundingLeg, verdict: str | None) -> LegState:
+    """Where one funding charge stands: pending (not money in the envelope yet), charged,
+    confirmed by Stripe (its charge read back), or not charged (Stripe holds no payment)."""
+    if leg.status == FundingStatus.PENDING:
+        return LegState(
+            "pending",
+            "On its way: Stripe's answer on this payment is not in yet; it is not money in the "
+            "envelope until it is.",
+        )
+    if leg.status == FundingStatus.ABANDONED:
+        return LegState(
+            "not_charged", "Not charged: Stripe holds no payment for it; it never counted."
+        )
+    if verdict == Verdict.VERIFIED:
+        return LegState("confirmed", "Confirmed by Stripe: the payment was read back from Stripe.")
+    return LegState("charged", "Charged: Stripe accepted the payment.")
+
+
+_REFUND_STATUS_TEXT = {
+    "pending": "on its way",
+    "refunded": "sent to the cards",
+    "partially_refunded": "partly refused: the refused part is back in your envelope",
+    "failed": "refused: the money is back in your envelope",
+}
+
+
+def _funding_label(leg: FundingLeg) -> str:
+    return "original payment" if leg.kind == FundingLeg.Kind.ORIGINAL else f"top-up #{leg.sequence}"
+
+
+@dataclass(frozen=True)
+class FundingRow:
+    leg: FundingLeg
+    label: str
+    state: LegState
+
+
+@dataclass(frozen=True)
+class RefundLegRow:
+    leg: RefundLeg
+    label: str  # the funding payment it goes back to
+    state: LegState
+
+
+@dataclass(frozen=True)
+class RefundRow:
+    refund: RefundOperation
+    status: str  # refund_status: pending | refunded | partially_refunded | failed
+    status_text: str
+    refunded_micro: int  # accepted and not given back
+    back_micro: int  # refused or failed later: back in the envelope
+    legs: list[RefundLegRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EnvelopePage:
+    envelope: Envelope
+    funding: list[FundingRow]
+    debits: list[Any]
+    refunds: list[RefundRow]
+
+    @property
+    def pending_funding(self) -> bool:
+        return any(row.state.slug == "pending" for row in self.funding)
+
+
+def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
+    """The caller's envelope with its funding legs (oldest first), debits (oldest first) and
+    refunds (newest first), each leg's state in words; NotFound for another buyer's."""
+    envelope = envelope_get_owned(user=user, envelope_id=envelope_id)
+    funding = list(envelope.funding_legs.order_by("sequence"))
+    verdicts = dict(
+        VerificationRun.objects.filter(
+            operation_id__in=[leg.idempotency_key for leg in funding]
+        ).values_list("operation_id", "verdict")
+    )
+    labels = {leg.pk: _funding_label(leg) for leg in funding}
+    legs_by_refund: dict[int, list[RefundLeg]] = {}
+    for leg in (
+        RefundLeg.objects.filter(operation__envelope=envelope)
+        .select_related("funding_leg", "verification_run")
+        .only(
+            *(f.name for f in RefundLeg._meta.concrete_fields),
+            "funding_leg__charge_id",
+            "verification_run__verdict",
+        )
+        .order_by("sequence")
+    ):
+        legs_by_refund.setdefault(leg.operation_id, []).append(leg)
+    refunds = []
+    for refund in envelope.refunds.order_by("-created_at", "-id"):
+        legs = legs_by_refund.get(refund.pk, [])
+        status = refund_status(legs)
+        refunds.append(
+            RefundRow(
+                refund=refund,
+                status=status,
+                status_text=_REFUND_STATUS_TEXT[status],
+                refunded_micro=sum(
+                    leg.amount_micro
+                    for leg in legs
+                    if leg.outcome == LegOutcome.ACCEPTED and not leg.released
+                ),
+                back_micro=sum(leg.amount_micro for leg in legs if leg.released),
+                legs=[
+                    RefundLegRow(
+                        leg=leg,
+                        label=labels.get(leg.funding_leg_id, ""),
+                        state=refund_leg_state(leg),
+                    )
+                    for leg in legs
+                ],
+            )
+        )
+    return EnvelopePage(
+        envelope=envelope,
+        funding=[
+            FundingRow(
+                leg, labels[leg.pk], funding_leg_state(leg, verdicts.get(leg.idempotency_key))
+            )
+            for leg in funding
+        ],
+        debits=list(envelope.debits.order_by("created_at", "id")),
+        refunds=refunds,
+    )
+
+
+# --- the refund form -----------------------------------------------------------------------------
+
+
+def dollars_to_micro(text: str) -> int:
+    """The amount a person typed, in dollars (`12.50`, `$1,200`, `0.01`), as micro-dollars: at
+    least one cent, whole cents, at most MAX_FORM_MICRO; else `invalid_amount` in words."""
+    cleaned = text.strip().replace(",", "").removeprefix("$").strip()
+    if not _DOLLARS.fullmatch(cleaned):
+        raise InvalidAmount("Enter the amount in dollars, as a number such as 12.50.")
+    amount = Decimal(cleaned)
+    if amount < Decimal("0.01"):
+        raise InvalidAmount("A refund is at least one cent ($0.01).")
+    if amount * MICRO_PER_DOLLAR > MAX_FORM_MICRO:
+        raise InvalidAmount(f"A refund is at most {dollars(MAX_FORM_MICRO)}.")
+    if amount != amount.quantize(Decimal("0.01")):
+        raise InvalidAmount("Enter whole cents: at most two digits after the decimal point.")
+    return int(amount * MICRO_PER_DOLLAR)
+
+
+@dataclass(frozen=True)
+class PreviewLeg:
+    label: str
+    charge: str
+    amount_micro: int
+
+
+@dataclass(frozen=True)
+class RefundPreview:
+    """What confirming would refund now: `amount_micro` None is everything unspent."""
+
+    amount_micro: int | None
+    requested_micro: int
+    total_micro: int
+    remainder_micro: int
+    unspent_micro: int
+    legs: list[PreviewLeg]
+    expected: str  # the legs as confirmed (JSON), checked again under the envelope's lock
+
+
+def buyer_refund_preview(*, envelope: Envelope, amount_micro: int | None) -> RefundPreview:
+    """The last-in-first-out refund confirming would make now (envelopes.selectors.refund_preview:
+    the refund's own allocation), newest payment first; refuses as the refund would."""
+    preview = refund_preview(envelope=envelope, amount_micro=amount_micro)
+    labels = {
+        leg.public_id: _funding_label(leg)
+        for leg in envelope.funding_legs.only("public_id", "kind", "sequence")
+    }
+    legs = [
+        PreviewLeg(labels.get(leg["funding_id"], ""), leg["charge"] or "", leg["amount_micro"])
+        for leg in preview["legs"]
+    ]
+    shape = [
+        preview["requested_micro"],
+        [[leg["funding_id"], leg["amount_micro"]] for leg in preview["legs"]],
+    ]
+    return RefundPreview(
+        amount_micro=amount_micro,
+        requested_micro=preview["requested_micro"],
+        total_micro=preview["total_micro"],
+        remainder_micro=preview["remainder_micro"],
+        unspent_micro=preview["unspent_micro"],
+        legs=legs,
+        expected=json.dumps(shape, separators=(",", ":")),
+    )
+
+
+def expected_shape(text: str) -> tuple[int, list[tuple[str, int]]] | None:
+    """The preview a person confirmed, as `envelope_refund(expected=…)` compares it; None when the
+    form carries none (or a damaged one: the refund is then checked against nothing it showed)."""
+    try:
+        requested, legs = json.loads(text)
+        shape = (int(requested), [(str(funding), int(amount)) for funding, amount in legs])
+    except (TypeError, ValueError):
+        return None
+    return shape
+
+
+def refusal_text(error: VouchError, *, envelope: Envelope | None = None) -> str:
+    """A refusal of the refund form in words (every code the form can meet; any other is named)."""
+    unspent = dollars(envelope.unspent_micro) if envelope is not None else ""
+    texts = {
+        "invalid_amount": error.message,
+        "amount_exceeds_unspent": (
+            f"That is more than the envelope's unspent balance ({unspent}). Debited money, and "
+            "money already refunded or on its way back, cannot be refunded."
+        ),
+        "nothing_to_refund": (
+            "Nothing can be refunded: the envelope has no unspent money (or less than a cent on "
+            "each card)."
+        ),
+        "refund_changed": (
+            "Nothing was refunded: the envelope changed since the preview was shown (a debit or "
+            "another refund). Check the refund below and confirm again if it is right."
+        ),
+        "email_unverified": (
+            "Nothing was refunded: moving money needs a verified e-mail address. Verify yours "
+            "(E-mail, at the top of the page), then try again."
+        ),
+        "idempotency_key_conflict": (
+            "Nothing was refunded: this form was already used for a different refund. Open the "
+            "refund form again to make another one."
+        ),
+        "idempotency_key_other_surface": (
+            "Nothing was refunded by this form: its key was used elsewhere. Check the envelope's "
+            "refunds, then open the refund form again."
+        ),
+        "invalid_idempotency_key": (
+            "Nothing was refunded: the form was incomplete. Open the refund form again."
+        ),
+    }
+    return texts.get(error.code, f"Nothing was refunded: {error.message} ({error.code}).")
+
+
+def refund_outcome_message(data: dict[str, Any], *, replayed: bool) -> tuple[str, str]:
+    """What a person is told after the form's refund (a level and the words), told by what Stripe
+    answered: never a success for a refund that moved nothing, a refused part said to be back in
+    the envelope. `data` is the refund resource (envelopes.selectors.refund_data); `replayed`: the
+    form was sent before, and this is the answer of its first sending (nothing ran twice)."""
+    prefix = "This form was sent already; nothing was refunded twice. " if replayed else ""
+    status = data.get("status")
+    if status == "failed":
+        return (
+            "error",
+            f"{prefix}Nothing was refunded: Stripe refused every part of this refund. The money "
+            f"({dollars(data['failed_micro'])}) is back in your envelope; the reason is below.",
+        )
+    if status == "partially_refunded":
+        return (
+            "warning",
+            f"{prefix}Part of the refund was refused by Stripe: {dollars(data['failed_micro'])} "
+            f"is back in your envelope (the reason is below); {dollars(data['refunded_micro'])} "
+            "is going back to the cards.",
+        )
+    if status == "pending":
+        return (
+            "info",
+            f"{prefix}The refund went to Stripe; its answer is not in yet (below, on its way).",
+        )
+    return (
+        "success",
+        f"{prefix}Refund of {dollars(data.get('refunded_micro', 0))} sent: Stripe accepted it; "
+        "it is going back to the cards below.",
+    )
+
+
+def stored_refund(body: str) -> dict[str, Any] | None:
+    """The refund resource kept under the form's key (its first sending's answer), or None when
+    what is kept is not one."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and "refund_id" in data else None
