@@ -1,10 +1,15 @@
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.db.models.functions import Upper
 
 
 class User(AbstractUser):
     """Vouch's user: buyers and operations staff alike (staff by `is_staff` and permissions)."""
+
+    class Meta(AbstractUser.Meta):
+        # The ops search box (ops/search.py) finds a person by e-mail, whatever its case.
+        indexes = [models.Index(Upper("email"), name="user_email_upper")]
 
 
 # Tokens read; moving money needs a session: docs/decisions/0005-no-bearer-token-moves-money.md

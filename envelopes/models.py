@@ -138,6 +138,14 @@ class FundingLeg(models.Model):
                 name="funding_capacity_not_exceeded",
             ),
         ]
+        # The ops search box (ops/search.py) finds a leg by its PaymentIntent, exactly.
+        indexes = [
+            models.Index(
+                fields=["payment_intent_id"],
+                name="funding_payment_intent",
+                condition=~Q(payment_intent_id=""),
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.public_id} ({self.kind} #{self.sequence})"
@@ -425,6 +433,14 @@ class Adjustment(models.Model):
                 condition=Q(status__in=["proposed", "applied"]) & ~Q(provider_object_id=""),
                 name="one_live_adjustment_per_provider_object",
             ),
+        ]
+        # The ops search box finds every adjustment naming a provider object, rejected ones too.
+        indexes = [
+            models.Index(
+                fields=["provider_object_id"],
+                name="adjustment_provider_object",
+                condition=~Q(provider_object_id=""),
+            )
         ]
 
     def __str__(self) -> str:

@@ -1,18 +1,21 @@
-"""The admin's home page as the ops console (SPEC §10), and the styled 403 of every page.
+"""The admin's home page as the ops console (SPEC §10), its search box's results, and the styled
+403 of every page.
 
-Views only: the console's numbers come from `ops.console`, its charts from `ops.charts`, the
-permission a refused page needed from `ops.forbidden`."""
+Views only: the console's numbers come from `ops.console`, its charts from `ops.charts`, what
+carries a searched id from `ops.search`, the permission a refused page needed from
+`ops.forbidden`."""
 
 from __future__ import annotations
 
 from django.apps import apps
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from ops import charts
 from ops.console import ops_console
 from ops.forbidden import refusal_of
+from ops.search import KINDS, search
 
 
 def _can_view(request: HttpRequest, label: str) -> bool:
@@ -55,6 +58,27 @@ def console_index(request: HttpRequest) -> HttpResponse:
             "escalations_legend": charts.legend(console.escalations),
         },
     )
+
+
+def console_search(request: HttpRequest) -> HttpResponse:
+    """The console's search box (wrapped by `admin_view` in ops/admin_urls.py: staff only): the
+    one object carrying the id opens straight away; several are listed, the id's own object
+    first; none (or none this person may see) says so. Only lists the person may open are
+    asked."""
+    query = request.GET.get("q", "")
+    if not query.strip():
+        return redirect("admin:index")
+    result = search(query, can_view=lambda label: _can_view(request, label))
+    if result.single is not None:
+        return redirect(result.single.url)
+    context: dict[str, object] = {
+        **admin.site.each_context(request),
+        "title": f"Search: {result.term}",
+        "result": result,
+        "query": query,
+        "prefixes": [(kind.prefix, kind.label) for kind in KINDS],
+    }
+    return render(request, "admin/search.html", context)
 
 
 def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

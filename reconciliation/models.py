@@ -328,7 +328,16 @@ class Discrepancy(models.Model):
                 name="one_open_discrepancy_per_class_and_subject",
             )
         ]
-        indexes = [models.Index(fields=["status", "severity", "first_seen_at"])]
+        indexes = [
+            models.Index(fields=["status", "severity", "first_seen_at"]),
+            # The ops search box (ops/search.py) finds discrepancies by any id they name, exactly.
+            models.Index(fields=["subject_id"], name="discrepancy_subject"),
+            models.Index(
+                fields=["envelope_public_id"],
+                name="discrepancy_envelope",
+                condition=~Q(envelope_public_id=""),
+            ),
+        ]
         permissions = [
             ("work_discrepancy", "Can acknowledge and accept discrepancies"),
         ]

@@ -8,6 +8,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.fields.json import KT
 
 # The one Verdict: defined beside the contracts (importable before the apps are ready), the
 # name every app uses is this one.
@@ -217,6 +218,13 @@ class Escalation(models.Model):
                 name="one_open_escalation_per_subject",
             ),
         ]
+        # The ops search box (ops/search.py) finds every escalation about a subject, resolved
+        # ones too (the constraint above holds open ones only).
+        indexes = [
+            models.Index(
+                fields=["subject_id"], name="escalation_subject", condition=~Q(subject_id="")
+            )
+        ]
 
     def __str__(self) -> str:
         about = self.run.public_id if self.run is not None else self.subject_label
@@ -240,6 +248,10 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return self.subject
+
+
+# The fields of an event's object (`data.object`) that name a provider object, each indexed.
+EVENT_OBJECT_KEYS = ("id", "charge", "payment_intent")
 
 
 class ProviderEvent(models.Model):
@@ -282,6 +294,12 @@ class ProviderEvent(models.Model):
             models.Index(
                 fields=["received_at"], name="event_unprocessed", condition=Q(processed_at=None)
             ),
+            # The ops search box (ops/search.py) finds the events about a provider object: the
+            # object itself, or the charge and PaymentIntent it belongs to (a refund, a dispute).
+            *[
+                models.Index(KT(f"payload__data__object__{key}"), name=f"event_object_{key}")
+                for key in EVENT_OBJECT_KEYS
+            ],
         ]
 
     def __str__(self) -> str:
