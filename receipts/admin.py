@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 
 from core.admin_base import ReadOnlyAdmin, two_lines
 from core.dashboard import stripe_link
+from core.display import money
 from core.links import register_id
 from receipts.keys import deployment_environment
 from receipts.models import Receipt
@@ -57,7 +58,7 @@ class ReceiptAdmin(ReadOnlyAdmin):
                     "provider",
                     "provider_object",
                     "charge",
-                    "amount_micro",
+                    "amount_money",
                     "currency",
                     "occurred_at",
                     "parent_link",
@@ -78,7 +79,7 @@ class ReceiptAdmin(ReadOnlyAdmin):
         "provider",
         "provider_object",
         "charge",
-        "amount_micro",
+        "amount_money",
         "currency",
         "occurred_at",
         "parent_link",
@@ -109,6 +110,11 @@ class ReceiptAdmin(ReadOnlyAdmin):
     @admin.display(description="amount", ordering="amount_micro")
     def amount(self, obj: Receipt) -> str:
         return f"{obj.amount_micro:,} {obj.currency}"
+
+    @admin.display(description="amount")
+    def amount_money(self, obj: Receipt) -> SafeString | str:
+        """`$20.00`, the micro-dollars the receipt signs in its title, and the currency."""
+        return format_html("{} {}", money(obj.amount_micro), obj.currency.upper())
 
     @admin.display(description="occurred", ordering="occurred_at")
     def occurred(self, obj: Receipt) -> SafeString:
