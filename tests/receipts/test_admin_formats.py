@@ -27,5 +27,7 @@ def test_a_receipt_shows_its_amount_in_dollars_not_amount_micro(shop: Shop, clie
     assert "Amount micro" not in html
     assert 'title="20,000,000 micro-dollars">$20.00<' in html
     assert f"https://dashboard.stripe.com/test/payments/{charge_id}" in html
-    run_page = reverse("admin:verification_verificationrun_change", args=[receipt.verification_run_id])
+    run_page = reverse(
+        "admin:verification_verificationrun_change", args=[receipt.verification_run_id]
+    )
     assert f'href="{run_page}"' in html

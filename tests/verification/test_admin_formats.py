@@ -103,6 +103,5 @@ def test_a_verified_run_shows_the_attempts_it_made_not_zero(client: Client, view
     row = next(r for r in listing.context["cl"].result_list if r.pk == run.pk)
     tries = listing.context["cl"].model_admin.tries(row)
     assert str(tries) == "1"
-    assert "<th scope=\"row\">Attempts</th><td>1 " in page
+    assert '<th scope="row">Attempts</th><td>1 ' in page
     assert "Scheduled attempts</th><td>0" not in page
-
