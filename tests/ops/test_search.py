@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import stripe
+from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test import Client
@@ -132,7 +133,7 @@ def urls(term: str) -> dict[tuple[str, str], str]:
 
 
 def change(model: str, pk: Any) -> str:
-    return reverse(f"admin:{model}_change", args=[pk])
+    return reverse(f"admin:{model}_change", args=[quote(pk)])
 
 
 def events_about(seeded: Seeded, *fields: str, value: str) -> set[tuple[str, str]]:
@@ -155,7 +156,7 @@ def test_each_vouch_id_finds_its_own_object_first_and_what_names_it(seeded: Seed
         envelope.public_id: ("Envelope", change("envelopes_envelope", envelope.pk)),
         funding.public_id: (
             "Funding leg",
-            change("envelopes_envelope", envelope.pk) + "#envelope-funding",
+            change("envelopes_envelope", envelope.pk) + f"#funding-{funding.public_id}",
         ),
         operation.public_id: ("Refund", change("envelopes_refundoperation", operation.pk)),
         leg.public_id: (
