@@ -16,7 +16,9 @@ from django.urls import URLPattern, path, reverse
 
 from accounts.models import User
 from core.admin_base import ReadOnlyAdmin
+from core.display import micro_text
 from core.exceptions import VouchError
+from core.forms import DollarsField
 from envelopes.adjustments import (
     APPROVE_PERMISSION,
     PROPOSE_PERMISSION,
@@ -59,9 +61,11 @@ class ProposeForm(forms.Form):
 
 
 class ApproveForm(forms.Form):
-    confirmed_amount_micro = forms.IntegerField(
-        label="Amount you confirm (micro-dollars)",
-        help_text="Type the amount shown above: the correction is written only if it matches.",
+    # In dollars, as the page shows the amount: `2.00` or `$2.00` (cleaned to micro-dollars).
+    confirmed_amount = DollarsField(
+        label="Amount you confirm (dollars)",
+        help_text="Type the amount shown above in dollars, e.g. 2.00 or $2.00: the correction is "
+        "written only if it matches.",
     )
     note = forms.CharField(required=False, label="Note", widget=forms.Textarea(attrs={"rows": 3}))
 
@@ -123,6 +127,7 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             "adjustment": obj,
             "moves": MOVES.get(AdjustmentKind(obj.kind), ""),
             "amount_usd": dollars(obj.amount_micro),
+            "amount_micro_text": micro_text(obj.amount_micro),
             "provider_json": pretty_json(obj.provider_object) if obj.provider_object else "",
             "can_approve": waiting
             and user.has_perm(APPROVE_PERMISSION)
@@ -236,11 +241,11 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             if "approve" in request.POST:
                 form = ApproveForm(request.POST)
                 if not form.is_valid():
-                    raise _FormError("Type the amount to confirm, as an integer of micro-dollars.")
+                    raise _FormError("Type the amount to confirm in dollars, e.g. 2.00 or $2.00.")
                 adjustment_approve(
                     adjustment=adjustment,
                     actor=user,
-                    confirmed_amount_micro=form.cleaned_data["confirmed_amount_micro"],
+                    confirmed_amount_micro=form.cleaned_data["confirmed_amount"],
                     note=form.cleaned_data["note"],
                 )
                 done = f"Adjustment {adjustment.public_id} is approved and written to the journal."
@@ -256,7 +261,11 @@ class AdjustmentAdmin(ReadOnlyAdmin):
         except VouchError as exc:
             if exc.status_code == 403 and exc.code == "permission_denied":
                 raise PermissionDenied(exc.message) from exc
-            self.message_user(request, f"Not done ({exc.code}): {exc.message}", messages.ERROR)
+            said = f"Not done ({exc.code}): {exc.message}"
+            typed = exc.details.get("confirmed") if isinstance(exc.details, dict) else None
+            if exc.code == "adjustment_amount_mismatch" and isinstance(typed, int):
+                said += f" You typed {dollars(typed)}; it is {dollars(adjustment.amount_micro)}."
+            self.message_user(request, said, messages.ERROR)
         else:
             self.message_user(request, done, messages.SUCCESS)
         return HttpResponseRedirect(self._change_url(adjustment))

@@ -30,8 +30,11 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
 from accounts.models import User
+from core import display
 from core.admin_base import ReadOnlyAdmin
+from core.display import micro_text
 from core.exceptions import VouchError
+from core.links import id_link
 from envelopes.adjustments import APPROVE_PERMISSION, PROPOSE_PERMISSION
 from envelopes.admin import dollars
 from envelopes.models import AdjustmentKind, AdjustmentStatus
@@ -284,6 +287,7 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
         can_propose = (
             correction is not None and bool(correction.kinds) and user.has_perm(PROPOSE_PERMISSION)
         )
+        currency = _currency_of(obj)
         return {
             "discrepancy": obj,
             "severity_badge": self.severity_badge(obj),
@@ -293,8 +297,11 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
             ),
             "time_left": time_left(obj, timezone.now()),
             "amount_usd": dollars(obj.amount_micro),
-            "subject_html": provider_id(obj.subject_id),
+            "amount_html": display.money(obj.amount_micro),
+            "amount_micro_text": micro_text(obj.amount_micro),
+            "subject_html": id_link(obj.subject_id),
             "charge_html": provider_id(obj.charge_id) if obj.charge_id else "",
+            "envelope_html": id_link(obj.envelope_public_id),
             "envelope_url": _envelope_url(obj.envelope_public_id),
             "times": {
                 "first_seen": when(obj.first_seen_at),
@@ -310,8 +317,10 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
                     "field": row.field,
                     "differs": row.differs,
                     "cells": (
-                        _cell(row.vouch, row.vouch_absent),
-                        _cell(row.provider, row.provider_absent),
+                        _cell(row.vouch, row.vouch_absent, field=row.field, currency=currency),
+                        _cell(
+                            row.provider, row.provider_absent, field=row.field, currency=currency
+                        ),
                     ),
                 }
                 for row in discrepancy_sides(obj)
@@ -428,6 +437,14 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
             )
 
         return self._act(request, object_id, act)
+
+
+def _currency_of(discrepancy: Discrepancy) -> str:
+    """The currency its sides' amounts are in (usd when neither side names one)."""
+    for side in (discrepancy.provider_side, discrepancy.vouch_side):
+        if isinstance(side, dict) and isinstance(side.get("currency"), str) and side["currency"]:
+            return str(side["currency"])
+    return "usd"
 
 
 def _errors(form: forms.Form) -> str:

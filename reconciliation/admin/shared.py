@@ -8,12 +8,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.urls import reverse
-from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.timezone import localtime
 
 from core.dashboard import stripe_dashboard_url, stripe_link
+from core.display import MICRO_PER_CENT, cents_text, moment, money
 from envelopes.models import AdjustmentKind
 from reconciliation.models import Discrepancy, DiscrepancyStatus, RunStatus, Severity
 from verification.admin import compact_json
@@ -47,9 +46,9 @@ STATUS_TONES = {
 RUN_TONES = {RunStatus.RUNNING: "warn", RunStatus.COMPLETED: "good", RunStatus.FAILED: "bad"}
 
 
-def when(moment: datetime | None) -> str:
-    """Every time on these pages in the site's one format, with its time zone (config/formats)."""
-    return date_format(localtime(moment), "DATETIME_FORMAT") if moment is not None else "—"
+def when(value: datetime | None) -> str:
+    """Every time on these pages in the site's one format, with its time zone (core.display)."""
+    return moment(value)
 
 
 def span(delta: timedelta) -> str:
@@ -117,10 +116,24 @@ def _envelope_url(public_id: str) -> str:
     return f"{reverse('admin:envelopes_envelope_changelist')}?{urlencode({'q': public_id})}"
 
 
-def _cell(value: Any, absent: bool) -> dict[str, Any]:
+# The sides' fields that hold money as the provider counts it: whole cents.
+CENTS_FIELDS = frozenset({"amount", "amount_refunded", "amount_captured"})
+
+
+def _cell(value: Any, absent: bool, *, field: str = "", currency: str = "usd") -> dict[str, Any]:
+    """One side's value of one field. An amount in cents (both sides compare the provider's
+    unit) reads as dollars, the micro-dollars in its title, with the raw cents labelled."""
     text = compact_json(value) if not absent else ""
+    cents = (
+        field in CENTS_FIELDS
+        and not absent
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    )
     return {
         "absent": absent,
         "text": text,
+        "money": money(value * MICRO_PER_CENT) if cents else "",
+        "cents": cents_text(value, currency) if cents else "",
         "url": dashboard_url(value) if isinstance(value, str) else "",
     }

@@ -90,19 +90,17 @@ def test_ops_propose_and_a_second_person_approves_in_the_admin(
         assert "You proposed this adjustment" in own
         assert "Approve and write" not in own
         refused = as_(proposer).post(
-            decide, {"approve": "1", "confirmed_amount_micro": "2000000"}, follow=True
+            decide, {"approve": "1", "confirmed_amount": "2.00"}, follow=True
         )
         assert any("adjustment_self_approval" in m for m in messages_of(refused))
         theirs = as_(approver).get(page_url).content.decode()
         assert "Approve and write" in theirs
-        assert "2000000" in theirs
-        wrong = as_(approver).post(
-            decide, {"approve": "1", "confirmed_amount_micro": "200"}, follow=True
-        )
+        assert 'title="2,000,000 micro-dollars">$2.00<' in theirs
+        wrong = as_(approver).post(decide, {"approve": "1", "confirmed_amount": "200"}, follow=True)
         assert any("adjustment_amount_mismatch" in m for m in messages_of(wrong))
         assert Envelope.objects.get().reserved_micro == 2_000_000
         right = as_(approver).post(
-            decide, {"approve": "1", "confirmed_amount_micro": "2000000"}, follow=True
+            decide, {"approve": "1", "confirmed_amount": "$2.00"}, follow=True
         )
         assert any("approved and written" in m for m in messages_of(right))
     envelope = Envelope.objects.get()
@@ -157,9 +155,9 @@ def test_bad_input_to_the_adjustment_pages_changes_nothing(
         as_(proposer).post(propose, {"kind": "leg_release", "reason": "nothing at Stripe"})
         adjustment = Adjustment.objects.get()
         decide = reverse("admin:reconciliation_adjustment_decide", args=[adjustment.pk])
-        for amount in ("two million", "", "1e6", str(10**30)):
+        for amount in ("two million", "", "1e6", str(10**30), "2000000", "-2.00", "0.0000001"):
             response = as_(approver).post(
-                decide, {"approve": "1", "confirmed_amount_micro": amount}, follow=True
+                decide, {"approve": "1", "confirmed_amount": amount}, follow=True
             )
             assert any(
                 "Type the amount" in m or "adjustment_amount_mismatch" in m
@@ -167,9 +165,7 @@ def test_bad_input_to_the_adjustment_pages_changes_nothing(
             ), amount
         other = staff("olga", ("reconciliation", "approve_adjustment"))
         missing = reverse("admin:reconciliation_adjustment_decide", args=[999999])
-        assert as_(other).post(
-            missing, {"approve": "1", "confirmed_amount_micro": "1"}
-        ).status_code in (
+        assert as_(other).post(missing, {"approve": "1", "confirmed_amount": "1"}).status_code in (
             302,
             404,
         )

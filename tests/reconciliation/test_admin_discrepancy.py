@@ -149,7 +149,11 @@ def test_both_sides_next_to_each_other_with_the_differing_fields_marked() -> Non
     html = response.content.decode()
     rows = side_rows(html)
     assert list(rows) == ["amount", "charge", "metadata", "status"]  # the union, by name
-    assert rows["amount"] == ({"vouch-side", "vouch-differs"}, ["amount ≠ differs", "1000", "900"])
+    # Amounts in dollars, the raw cents both sides compare labelled as cents (issue 27, item 4).
+    assert rows["amount"] == (
+        {"vouch-side", "vouch-differs"},
+        ["amount ≠ differs", "$10.00 1,000 cents (usd)", "$9.00 900 cents (usd)"],
+    )
     assert rows["status"] == ({"vouch-side"}, ["status", "succeeded", "succeeded"])
     assert rows["charge"][1] == ["charge", "ch_123abc", "(absent)"]
     assert rows["metadata"][0] == {"vouch-side", "vouch-differs"}

@@ -1,0 +1,36 @@
+"""Form fields every Vouch form shares. Money is typed as people read it, in dollars (`2.00`,
+`$2.00`, `1,250.50`, or to the micro-dollar: `0.005433`), and cleaned to the integer micro-dollars
+the services take (STYLE rule 5): exact, never through a float; what is not an amount in dollars
+(`two`, `1e6`, `-1`, a fraction of a micro-dollar) is refused, never guessed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from core.admin_base import amount_micro_searched
+
+
+class DollarsField(forms.Field):
+    """An amount in dollars, cleaned to integer micro-dollars."""
+
+    default_error_messages = {
+        "invalid": "Type an amount in dollars, e.g. 2.00 or $2.00.",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "widget", forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "2.00"})
+        )
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> int | None:
+        text = str(value).strip() if value is not None else ""
+        if not text:
+            return None
+        micro = amount_micro_searched(text)  # at most 20 characters, exact, never negative
+        if micro is None:
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        return micro
