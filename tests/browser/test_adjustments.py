@@ -88,11 +88,13 @@ def test_one_proposes_another_approves_in_the_browser(
     adjustment_url = page.url
 
     log_in(page, live_server.url, "aron", adjustment_url)
-    page.get_by_label("Amount you confirm (micro-dollars)").fill("2000")
+    # The form takes dollars (issue 27): micro-dollars typed there are two million dollars.
+    page.get_by_label("Amount you confirm (dollars)").fill("2000000")
     page.get_by_role("button", name="Approve and write").click()
     expect(page.locator(".messagelist")).to_contain_text("adjustment_amount_mismatch")
+    expect(page.locator(".messagelist")).to_contain_text("You typed $2,000,000.00; it is $2.00.")
     assert Envelope.objects.get().reserved_micro == 2_000_000  # nothing moved
-    page.get_by_label("Amount you confirm (micro-dollars)").fill("2000000")
+    page.get_by_label("Amount you confirm (dollars)").fill("$2.00")
     page.get_by_role("button", name="Approve and write").click()
     expect(page.locator(".messagelist")).to_contain_text("approved and written to the journal")
     expect(page.locator("h2").first).to_contain_text("applied")

@@ -149,7 +149,7 @@ def test_a_foreign_refund_is_recorded_under_four_eyes_from_the_queue(
     assert (envelope.total_refunded_micro, envelope.unspent_micro) == (0, 5_000_000)
 
     log_in(page, live_server.url, "aron", adjustment_url)
-    page.get_by_label("Amount you confirm (micro-dollars)").fill("1500000")
+    page.get_by_label("Amount you confirm (dollars)").fill("1.50")
     page.get_by_role("button", name="Approve and write").click()
     expect(page.locator(".messagelist")).to_contain_text("approved and written to the journal")
     shot("approved")
