@@ -463,17 +463,20 @@ def _debit_page(debit: Debit) -> str:
 
 def _envelope_of_escalation(escalation: Escalation) -> list[tuple[str, str]]:
     """The envelope an escalation about one of its legs concerns."""
+    found: list[str] = []
     if escalation.subject_type == "refund_leg":
-        rows = RefundLeg.objects.filter(public_id=escalation.subject_id).values_list(
-            "operation__envelope__public_id", flat=True
+        found = list(
+            RefundLeg.objects.filter(public_id=escalation.subject_id).values_list(
+                "operation__envelope__public_id", flat=True
+            )[:1]
         )
     elif escalation.subject_type == "funding_leg":
-        rows = FundingLeg.objects.filter(public_id=escalation.subject_id).values_list(
-            "envelope__public_id", flat=True
+        found = list(
+            FundingLeg.objects.filter(public_id=escalation.subject_id).values_list(
+                "envelope__public_id", flat=True
+            )[:1]
         )
-    else:
-        return []
-    return [("envelope", value) for value in rows[:1]]
+    return [("envelope", value) for value in found]
 
 
 register_id("env_", "envelopes.Envelope")
