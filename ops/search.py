@@ -129,25 +129,32 @@ def _first(queryset: QuerySet[Any]) -> list[Any]:
     return list(queryset[: LIMIT + 1])
 
 
+def _envelope(envelope: Envelope, how: str, *, own: bool = False) -> Hit:
+    return Hit(
+        kind="Envelope",
+        model="envelopes.envelope",
+        ident=envelope.public_id,
+        url=_change("envelopes.envelope", envelope.pk),
+        how=how,
+        detail=f"{envelope.owner.email or envelope.owner.get_username()} · "
+        f"funded {dollars(envelope.total_funded_micro)}, "
+        f"unspent {dollars(envelope.unspent_micro)}",
+        own=own,
+    )
+
+
 def _envelopes(queryset: QuerySet[Envelope], how: str, *, own: bool = False) -> list[Hit]:
-    return [
-        Hit(
-            kind="Envelope",
-            model="envelopes.envelope",
-            ident=envelope.public_id,
-            url=_change("envelopes.envelope", envelope.pk),
-            how=how,
-            detail=f"{envelope.owner.email or envelope.owner.get_username()} · "
-            f"funded {dollars(envelope.total_funded_micro)}, "
-            f"unspent {dollars(envelope.unspent_micro)}",
-            own=own,
-        )
-        for envelope in _first(queryset.select_related("owner").order_by("-created_at", "-id"))
-    ]
+    rows = _first(queryset.select_related("owner").order_by("-created_at", "-id"))
+    return [_envelope(envelope, how, own=own) for envelope in rows]
 
 
-def _funding_legs(queryset: QuerySet[FundingLeg], how: str, *, own: bool = False) -> list[Hit]:
-    return [
+def _funding_legs(
+    queryset: QuerySet[FundingLeg], how: str, *, own: bool = False, envelopes: str = ""
+) -> list[Hit]:
+    """The legs; with `envelopes` (how they carry it), their envelopes first, read with them."""
+    legs = _first(queryset.select_related("envelope__owner").order_by("-created_at", "-id"))
+    parents = {leg.envelope_id: leg.envelope for leg in legs} if envelopes else {}
+    return [_envelope(envelope, envelopes) for envelope in parents.values()] + [
         Hit(
             kind="Funding leg",
             model="envelopes.envelope",
@@ -158,7 +165,7 @@ def _funding_legs(queryset: QuerySet[FundingLeg], how: str, *, own: bool = False
             + (f" · {leg.charge_id}" if leg.charge_id else ""),
             own=own,
         )
-        for leg in _first(queryset.select_related("envelope").order_by("-created_at", "-id"))
+        for leg in legs
     ]
 
 
@@ -501,15 +508,9 @@ def events_of_object(term: str) -> list[Hit]:
 
 
 def funding_legs_of_charge(term: str) -> list[Hit]:
-    return _funding_legs(FundingLeg.objects.filter(charge_id=term), "charge")
-
-
-def envelopes_of_charge(term: str) -> list[Hit]:
-    return _envelopes(
-        Envelope.objects.filter(
-            pk__in=FundingLeg.objects.filter(charge_id=term).values("envelope")
-        ),
-        "funded by this charge",
+    """The envelope the charge funded, and its funding leg."""
+    return _funding_legs(
+        FundingLeg.objects.filter(charge_id=term), "charge", envelopes="funded by this charge"
     )
 
 
@@ -525,41 +526,33 @@ def receipts_of_charge(term: str) -> list[Hit]:
     return _receipts(Receipt.objects.filter(charge_id=term), "charge")
 
 
-def _charges_of_payment_intent(term: str) -> list[str]:
-    return list(
-        FundingLeg.objects.filter(payment_intent_id=term)
-        .exclude(charge_id="")
-        .values_list("charge_id", flat=True)[: LIMIT + 1]
-    )
+def _charges_of_payment_intent(term: str) -> QuerySet[FundingLeg, Any]:
+    """The charges of the PaymentIntent's legs, as a subquery (a leg not charged yet has none)."""
+    legs = FundingLeg.objects.filter(payment_intent_id=term).exclude(charge_id="")
+    return legs.values("charge_id")
 
 
 def funding_legs_of_payment_intent(term: str) -> list[Hit]:
-    return _funding_legs(FundingLeg.objects.filter(payment_intent_id=term), "PaymentIntent")
-
-
-def envelopes_of_payment_intent(term: str) -> list[Hit]:
-    return _envelopes(
-        Envelope.objects.filter(
-            pk__in=FundingLeg.objects.filter(payment_intent_id=term).values("envelope")
-        ),
-        "funded by this PaymentIntent",
+    """The envelope the PaymentIntent funded, and its funding leg."""
+    return _funding_legs(
+        FundingLeg.objects.filter(payment_intent_id=term),
+        "PaymentIntent",
+        envelopes="funded by this PaymentIntent",
     )
 
 
 def disputes_of_payment_intent(term: str) -> list[Hit]:
     charges = _charges_of_payment_intent(term)
-    return _disputes(Dispute.objects.filter(charge_id__in=charges), "its charge") if charges else []
+    return _disputes(Dispute.objects.filter(charge_id__in=charges), "its charge")
 
 
 def receipts_of_payment_intent(term: str) -> list[Hit]:
     charges = _charges_of_payment_intent(term)
-    return _receipts(Receipt.objects.filter(charge_id__in=charges), "its charge") if charges else []
+    return _receipts(Receipt.objects.filter(charge_id__in=charges), "its charge")
 
 
 def discrepancies_of_payment_intent(term: str) -> list[Hit]:
     charges = _charges_of_payment_intent(term)
-    if not charges:
-        return []
     return _discrepancies(Discrepancy.objects.filter(charge_id__in=charges), "its charge")
 
 
@@ -670,7 +663,6 @@ NAMED = (  # what names a Vouch object's id: a discrepancy or an escalation abou
     _lookup(ESCALATION, escalations_naming),
 )
 CHARGE = (
-    _lookup(ENVELOPE, envelopes_of_charge),
     _lookup(ENVELOPE, funding_legs_of_charge),
     _lookup(REFUNDS, refund_legs_of_charge),
     _lookup(DISPUTE, disputes_of_charge),
@@ -680,7 +672,6 @@ CHARGE = (
     *NAMED,
 )
 PAYMENT_INTENT = (
-    _lookup(ENVELOPE, envelopes_of_payment_intent),
     _lookup(ENVELOPE, funding_legs_of_payment_intent),
     _lookup(DISPUTE, disputes_of_payment_intent, more=False),
     _lookup(RECEIPT, receipts_of_payment_intent, more=False),
