@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString, mark_safe
 from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, short_id, two_lines
 from core.dashboard import stripe_link
 from core.display import dollars
-from core.links import register_id, register_referrer
+from core.links import id_link, register_id, register_referrer
 from envelopes.models import (
     Debit,
     Envelope,
@@ -363,7 +363,7 @@ class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
         "PaymentIntent (pi_…) id, or an amount in dollars (12.50)."
     )
     date_hierarchy = "created_at"
-    fields = ("public_id", "envelope_link", "created_by", "created_at")
+    fields = ("public_id", "envelope_id_link", "created_by", "created_at")
     readonly_fields = fields
     change_form_template = "admin/envelopes/refundoperation/change_form.html"
 
@@ -397,6 +397,11 @@ class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
             short_id(obj.envelope.public_id),
             obj.envelope.owner.email or obj.envelope.owner.get_username(),
         )
+
+    @admin.display(description="envelope")
+    def envelope_id_link(self, obj: RefundOperation) -> SafeString | str:
+        """On the refund's page: the envelope's whole id, linked to its page."""
+        return id_link(obj.envelope.public_id)
 
     @admin.display(description="amount", ordering="requested_micro")
     def amount(self, obj: RefundOperation) -> SafeString:
