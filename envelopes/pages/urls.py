@@ -8,5 +8,5 @@ app_name = "buyer"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("envelopes/", views.envelope_list, name="envelopes"),
     path("envelopes/<str:envelope_id>/", views.envelope_detail, name="envelope"),
-    path("envelopes/<str:envelope_id>/refund/", views.envelope_refund, name="envelope-refund"),
+    path("envelopes/<str:envelope_id>/refund/", views.refund_form, name="envelope-refund"),
 ]

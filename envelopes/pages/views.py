@@ -104,7 +104,7 @@ def _form(request: HttpRequest, envelope: Envelope, **context: Any) -> HttpRespo
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def envelope_refund(request: HttpRequest, envelope_id: str) -> HttpResponse:
+def refund_form(request: HttpRequest, envelope_id: str) -> HttpResponse:
     """GET: the form (everything unspent, or an amount in dollars). POST `step=preview`: the
     last-in-first-out refund confirming would make now; `step=confirm`: the refund, once per
     form, then back to the envelope with what Stripe answered, in words."""

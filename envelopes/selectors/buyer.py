@@ -26,6 +26,7 @@ from envelopes.models import (
     RefundOperation,
 )
 from envelopes.selectors.data import envelope_get_owned, envelopes_of, refund_preview, refund_status
+from envelopes.services.funding import CHARGE_CONTRACT  # a name, not a write
 from verification.models import Verdict, VerificationRun
 
 if TYPE_CHECKING:
@@ -185,9 +186,11 @@ def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
     refunds (newest first), each leg's state in words; NotFound for another buyer's."""
     envelope = envelope_get_owned(user=user, envelope_id=envelope_id)
     funding = list(envelope.funding_legs.order_by("sequence"))
+    # Each funding charge's read-back: the run keyed by the leg's idempotency key (found through
+    # the runs' (contract, operation) index).
     verdicts = dict(
         VerificationRun.objects.filter(
-            operation_id__in=[leg.idempotency_key for leg in funding]
+            contract_id=CHARGE_CONTRACT, operation_id__in=[leg.idempotency_key for leg in funding]
         ).values_list("operation_id", "verdict")
     )
     labels = {leg.pk: _funding_label(leg) for leg in funding}
