@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from allauth.account.models import EmailAddress
 from django.test import Client
+from django.utils import timezone
 
+from core.idempotency import body_digest
+from core.models import IdempotencyRecord
 from envelopes.models import Envelope, RefundOperation
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
@@ -313,3 +317,25 @@ def test_the_site_has_an_icon(db: None) -> None:
     assert response["Content-Type"] == "image/svg+xml"
     assert b"<svg" in response.content
     assert '<link rel="icon" href="/favicon.ico"' in Client().get("/").content.decode()
+
+
+def test_a_second_sending_while_the_first_is_at_stripe_refunds_nothing(alice: Api) -> None:
+    """The first sending of the form still holds its key (its lease is live): the second is told
+    so and sent to the envelope, where the first's refund appears; it refunds nothing itself."""
+    envelope_id = _fund(alice)
+    key, expected, _ = _previewed(alice, envelope_id, None)
+    IdempotencyRecord.objects.create(
+        user=alice.user,
+        key=key,
+        operation=f"envelope.refund:{envelope_id}",
+        surface="web",
+        request_digest=body_digest({"amount_micro": None, "expected": expected}),
+        lease_until=timezone.now() + timedelta(minutes=5),
+    )
+    response = _confirm(alice, envelope_id, key, None, expected)
+    assert response.status_code == 302
+    assert response["Location"] == f"/escrow/envelopes/{envelope_id}/"
+    page = _text(alice.client.get(response["Location"]))
+    assert "This form was sent twice: the first is still at Stripe, and only it refunds." in page
+    assert RefundOperation.objects.count() == 0
+    assert Envelope.objects.get(public_id=envelope_id).unspent_micro == 13_000_000
