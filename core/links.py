@@ -28,6 +28,7 @@ from core.dashboard import stripe_dashboard_url, stripe_link
 NOTHING = "—"
 
 # An id inside text: a short lower-case prefix, an underscore, then letters and digits.
+WHOLE_ID = re.compile(r"[a-z]{2,5}_[A-Za-z0-9]+")
 ID_IN_TEXT = re.compile(r"(?<![\w/.#-])([a-z]{2,5}_[A-Za-z0-9]{3,})(?![\w/-])")
 
 
@@ -103,6 +104,8 @@ def link_ids(text: str | None) -> SafeString:
     """`text`, escaped, with every id in it that names something linked to it."""
     if not text:
         return mark_safe("")
+    if WHOLE_ID.fullmatch(text):  # the text is one id, however short (`re_1`)
+        return mark_safe(str(id_link(text)))  # noqa: S308 - built by format_html
     parts: list[str] = []
     last = 0
     for match in ID_IN_TEXT.finditer(text):

@@ -9,8 +9,9 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.models import User
+from tests.reconciliation.test_admin_formats import a_refund_leg
 from tests.verification.test_admin import CONTRACT, START, VIEW, condition, make_run, make_staff
-from verification.models import Attempt, Trigger, Verdict, VerificationRun
+from verification.models import Attempt, Escalation, Trigger, Verdict, VerificationRun
 
 pytestmark = pytest.mark.django_db
 
@@ -105,3 +106,28 @@ def test_a_verified_run_shows_the_attempts_it_made_not_zero(client: Client, view
     assert str(tries) == "1"
     assert '<th scope="row">Attempts</th><td>1 ' in page
     assert "Scheduled attempts</th><td>0" not in page
+
+
+def test_a_runs_page_links_the_ids_of_its_operation_and_its_escalations(
+    client: Client, viewer: User
+) -> None:
+    leg = a_refund_leg()
+    operation_id = f"{leg.operation.public_id}:{leg.public_id}"
+    run = make_run(operation_id, verdict=Verdict.UNVERIFIABLE)
+    Escalation.objects.create(
+        run=run,
+        verdict=run.verdict,
+        reason=f"No evidence for refund leg {leg.public_id} before the deadline.",
+    )
+    client.force_login(viewer)
+
+    page = client.get(
+        reverse("admin:verification_verificationrun_change", args=[run.pk])
+    ).content.decode()
+
+    refund_page = reverse("admin:envelopes_refundoperation_change", args=[leg.operation_id])
+    operation = page[page.index('id="run-operation"') : page.index('id="run-escalations"')]
+    assert f'href="{refund_page}">{leg.operation.public_id}</a>' in operation
+    assert f'href="{refund_page}#leg-{leg.public_id}">{leg.public_id}</a>' in operation
+    escalations = page[page.index('id="run-escalations"') : page.index('id="run-timeline"')]
+    assert f'href="{refund_page}#leg-{leg.public_id}">{leg.public_id}</a>' in escalations
