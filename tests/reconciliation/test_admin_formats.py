@@ -227,3 +227,28 @@ def test_the_adjustment_page_takes_the_amount_in_dollars_as_it_says(
     envelope = Envelope.objects.get()
     assert (envelope.reserved_micro, envelope.unspent_micro) == (0, 5_000_000)
     assert not Discrepancy.objects.exists()
+
+
+def test_a_runs_and_an_observations_pages_link_the_subjects_they_list() -> None:
+    leg = a_refund_leg()
+    run = a_run()
+    shown = a_page(run, {"object": "list", "data": [{"id": "re_3Abc", "amount": 100}]})
+    record(
+        run,
+        code="refund_mismatch",
+        subject_type="refund_leg",
+        subject_id=leg.public_id,
+        summary=f"Refund leg {leg.public_id} differs from re_3Abc.",
+        observation=shown,
+    )
+    leg_page = reverse("admin:envelopes_refundoperation_change", args=[leg.operation_id])
+    client = as_(
+        staff("rob", ("reconciliation", "view_run"), ("reconciliation", "view_observation"))
+    )
+
+    run_html = client.get(reverse("admin:reconciliation_run_change", args=[run.pk])).content
+    seen_html = client.get(reverse("admin:reconciliation_observation_change", args=[shown.pk]))
+
+    assert href(f"{leg_page}#leg-{leg.public_id}") in run_html.decode()
+    assert "https://dashboard.stripe.com/test/refunds/re_3Abc" in run_html.decode()
+    assert href(f"{leg_page}#leg-{leg.public_id}") in seen_html.content.decode()

@@ -131,3 +131,25 @@ def test_a_runs_page_links_the_ids_of_its_operation_and_its_escalations(
     assert f'href="{refund_page}#leg-{leg.public_id}">{leg.public_id}</a>' in operation
     escalations = page[page.index('id="run-escalations"') : page.index('id="run-timeline"')]
     assert f'href="{refund_page}#leg-{leg.public_id}">{leg.public_id}</a>' in escalations
+
+
+def test_the_resolve_page_links_what_it_resolves(client: Client) -> None:
+    leg = a_refund_leg()
+    run = make_run(f"{leg.operation.public_id}:{leg.public_id}", verdict=Verdict.UNVERIFIABLE)
+    escalation = Escalation.objects.create(
+        run=run,
+        subject_type="refund_leg",
+        subject_id=leg.public_id,
+        verdict=run.verdict,
+        reason=f"No evidence for refund leg {leg.public_id} before the deadline.",
+    )
+    client.force_login(make_staff("rosa", *VIEW, "resolve_escalation"))
+
+    page = client.get(
+        reverse("admin:verification_escalation_resolve", args=[escalation.pk])
+    ).content.decode()
+
+    refund_page = reverse("admin:envelopes_refundoperation_change", args=[leg.operation_id])
+    leg_link = f'href="{refund_page}#leg-{leg.public_id}">{leg.public_id}</a>'
+    assert page.count(leg_link) == 3  # the operation, what it is about, the reason
+    assert f'href="{refund_page}">{leg.operation.public_id}</a>' in page
