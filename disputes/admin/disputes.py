@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString
 
 from core import exceptions as core_errors
 from core.dashboard import stripe_link
+from core.display import money
 from disputes.admin.common import (
     PERM_ADMIT,
     _acting_user,
@@ -68,7 +69,7 @@ class DisputeAdmin(_DisputesAdmin):
         "provider",
         "provider_dispute",
         "charge",
-        "amount",
+        "amount_money",
         "currency",
         "reason",
         "response_deadline",
@@ -94,6 +95,15 @@ class DisputeAdmin(_DisputesAdmin):
                 current_approved_digest=_current_packet("approved_digest"),
                 current_filing=_current_packet("filing_status"),
             )
+        )
+
+    @admin.display(description="amount")
+    def amount_money(self, obj: Dispute) -> SafeString:
+        """On the dispute's page: `$10.00`, the micro-dollars in its title and beside it."""
+        return format_html(
+            '{} <span class="vouch-quiet">({} micro-dollars)</span>',
+            money(obj.amount_micro),
+            f"{obj.amount_micro:,}",
         )
 
     @admin.display(description="amount", ordering="amount_micro")

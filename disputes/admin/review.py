@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from accounts.models import User
 from core.dashboard import stripe_link
+from core.display import money
 from disputes.admin.common import (
     FILING_TONES,
     PERM_EDIT,
@@ -39,7 +41,7 @@ from disputes.services import (
     PERM_FILE,
     filing_key_proposal,
 )
-from envelopes.admin import dollars, micro
+from envelopes.admin import micro
 from verification.admin import VERDICT_TONES, pretty_json
 from verification.models import VerificationRun
 
@@ -93,7 +95,11 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
         "current": current,
         "versions": [(v, review_url(v)) for v in versions],
         "status_tone": STATUS_TONES.get(packet.status, "neutral"),
-        "amount": f"{micro(dispute.amount_micro)} micro ({dollars(dispute.amount_micro)})",
+        "amount": format_html(
+            '{} <span class="vouch-quiet">({} micro-dollars)</span>',
+            money(dispute.amount_micro),
+            micro(dispute.amount_micro),
+        ),
         "citations": citation_rows(packet),
         "evidence_refs": [
             (e, e.get("ref") in citations, _held_file_url(e, rows.get(str(e.get("ref")))))
