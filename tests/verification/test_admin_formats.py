@@ -153,3 +153,30 @@ def test_the_resolve_page_links_what_it_resolves(client: Client) -> None:
     leg_link = f'href="{refund_page}#leg-{leg.public_id}">{leg.public_id}</a>'
     assert page.count(leg_link) == 3  # the operation, what it is about, the reason
     assert f'href="{refund_page}">{leg.operation.public_id}</a>' in page
+
+
+def test_a_conditions_amounts_read_as_dollars_with_the_providers_cents_labelled(
+    client: Client, viewer: User
+) -> None:
+    """The contract compares the provider's amount in cents: shown as dollars, the raw cents
+    labelled as cents, never a bare `500` beside micro-dollars elsewhere."""
+    run = make_run("erf_7:leg_1", verdict=Verdict.CONTRADICTED)
+    Attempt.objects.create(
+        run=run,
+        number=1,
+        trigger=Trigger.POLL,
+        started_at=START,
+        finished_at=START + timedelta(seconds=1),
+        verdict=Verdict.CONTRADICTED,
+        conditions=[condition("refund_amount_mismatch", "contradicted", "true", 500, 876)],
+    )
+    client.force_login(viewer)
+
+    page = client.get(
+        reverse("admin:verification_verificationrun_change", args=[run.pk])
+    ).content.decode()
+
+    assert "$5.00 · 500 cents" in page
+    assert "$8.76 · 876 cents" in page
+    assert '<td class="vouch-mono">500</td>' not in page
+    assert "As the provider takes it: amounts in cents." in page  # the raw input, labelled

@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 
 from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, short_id, two_lines
 from core.dashboard import stripe_link
-from core.display import as_moment, moment
+from core.display import MICRO_PER_CENT, as_moment, dollars, moment
 from verification.admin.shared import (
     KINDS,
     LEVEL_MEANINGS,
@@ -75,17 +75,23 @@ def _meanings(contract: Contract | None) -> dict[str, str]:
     return meanings
 
 
-def _time_conditions(contract: Contract | None) -> set[str]:
-    """The names of the contract's conditions that compare times (`time_after`, `time_before`)."""
+def _condition_units(contract: Contract | None) -> dict[str, str]:
+    """What the contract's conditions compare, by name, where the page reads it otherwise than
+    as it is: `time` (`time_after`, `time_before`) or `cents` (the provider's `amount`)."""
     if contract is None:
-        return set()
+        return {}
     named = [
         *((c.name, c) for c in contract.verified),
         *((c.name, c) for c in contract.contradicted),
         *((r.name, r.match) for r in contract.pre_completion),
     ]
-    times = (Operator.TIME_AFTER, Operator.TIME_BEFORE)
-    return {name for name, condition in named if condition.operator in times}
+    units: dict[str, str] = {}
+    for name, condition in named:
+        if condition.operator in (Operator.TIME_AFTER, Operator.TIME_BEFORE):
+            units[name] = "time"
+        elif condition.path.rsplit(".", 1)[-1] == "amount":
+            units[name] = "cents"
+    return units
 
 
 def _is_iso_time(value: Any) -> bool:
@@ -96,17 +102,20 @@ def _is_iso_time(value: Any) -> bool:
     )
 
 
-def _condition_value(value: Any, *, is_time: bool) -> str:
+def _condition_value(value: Any, *, unit: str) -> str:
     """A condition's value as the page shows it: a time as `2026-12-01 22:18:10 UTC`, whether the
-    provider wrote it in seconds since the epoch or the engine as ISO 8601; the rest as is."""
+    provider wrote it in seconds since the epoch or the engine as ISO 8601; the provider's amount
+    as `$5.00 · 500 cents`; the rest as is."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    if _is_iso_time(value) or (is_time and number):
+    if _is_iso_time(value) or (unit == "time" and number):
         return moment(value)
+    if unit == "cents" and isinstance(value, int) and not isinstance(value, bool):
+        return f"{dollars(value * MICRO_PER_CENT)} · {value:,} cents"
     return compact_json(value)
 
 
 def _condition_row(
-    raw: Any, meanings: dict[str, str], time_names: set[str] | frozenset[str] = frozenset()
+    raw: Any, meanings: dict[str, str], units: dict[str, str] | None = None
 ) -> ConditionRow:
     item = raw if isinstance(raw, dict) else {"name": str(raw)}
     kind = str(item.get("kind", ""))
@@ -119,15 +128,17 @@ def _condition_row(
     actual, expected = item.get("actual"), item.get("expected")
     # A time compared with a time: the contract says so, or (its contract not loaded) one side
     # is an ISO time, so the other, a number, is the provider's epoch.
-    is_time = name in time_names or _is_iso_time(actual) or _is_iso_time(expected)
+    unit = (units or {}).get(name, "")
+    if _is_iso_time(actual) or _is_iso_time(expected):
+        unit = "time"
     return ConditionRow(
         name=name,
         kind=KINDS.get(kind, kind),
         meaning=meanings.get(name, ""),
         result=result,
         tone=tone,
-        actual=_condition_value(actual, is_time=is_time),
-        expected=_condition_value(expected, is_time=is_time),
+        actual=_condition_value(actual, unit=unit),
+        expected=_condition_value(expected, unit=unit),
     )
 
 
@@ -160,7 +171,7 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
         contract = None
     channels = {c.name: c.description for c in contract.channels} if contract else {}
     meanings = _meanings(contract)
-    time_names = _time_conditions(contract)
+    units = _condition_units(contract)
     attempts = run.attempts.order_by("started_at", "id").prefetch_related("observations")
     timeline = [
         AttemptRow(
@@ -168,7 +179,7 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
             label=_attempt_label(attempt),
             tone=VERDICT_TONES.get(attempt.verdict, "neutral"),
             decided_run=attempt.pk == run.decided_by_id,
-            conditions=[_condition_row(c, meanings, time_names) for c in attempt.conditions or []],
+            conditions=[_condition_row(c, meanings, units) for c in attempt.conditions or []],
             observations=[
                 ObservationRow(
                     observation=o,
