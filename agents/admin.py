@@ -26,7 +26,8 @@ from agents.oauth.policy import redirect_uri_refusal
 from agents.oauth.services import oauth_access_token_revoke, oauth_refresh_token_revoke
 from agents.selectors import client_acted_for, refund_request_refund, refund_request_status
 from core.admin_base import ReadOnlyAdmin, short_id, two_lines
-from core.links import register_id
+from core.display import money
+from core.links import id_link, register_id
 
 for model in (Application, AccessToken, RefreshToken, Grant, IDToken):
     if admin.site.is_registered(model):
@@ -215,6 +216,36 @@ class RefundRequestAdmin(ReadOnlyAdmin):
     list_filter = ("status",)
     search_fields = ("public_id", "owner__email", "owner__username", "envelope__public_id")
     ordering = ("-created_at", "-id")
+    fields = (
+        "public_id",
+        "owner",
+        "envelope_link",
+        "amount_money",
+        "status",
+        "refusal_code",
+        "refund_link",
+        "client_id",
+        "preview",
+        "idempotency",
+        "expires_at",
+        "confirm_lease_until",
+        "confirmed_at",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="envelope")
+    def envelope_link(self, obj: RefundRequest) -> SafeString | str:
+        return id_link(obj.envelope.public_id)
+
+    @admin.display(description="amount")
+    def amount_money(self, obj: RefundRequest) -> SafeString | str:
+        """`$2.00`, the micro-dollars asked in its title; no amount asks for everything unspent."""
+        return money(obj.amount_micro) if obj.amount_micro is not None else "everything unspent"
+
+    @admin.display(description="refund")
+    def refund_link(self, obj: RefundRequest) -> SafeString | str:
+        return id_link(obj.refund.public_id) if obj.refund is not None else "—"
 
     @admin.display(description="id", ordering="public_id")
     def request_id(self, obj: RefundRequest) -> SafeString:
