@@ -61,6 +61,11 @@ def register_referrer(model: str, find: Callable[[Any], Iterable[tuple[str, str]
     _REFERRERS.setdefault(model, []).append(find)
 
 
+def registered() -> dict[str, IdKind]:
+    """Every prefix the apps registered, with what it names."""
+    return dict(_KINDS)
+
+
 def _kind_of(value: str) -> IdKind | None:
     head, underscore, _ = value.partition("_")
     return _KINDS.get(f"{head}_") if underscore else None

@@ -2,9 +2,10 @@
 around it stays text, escaped; an id of nothing is not a dead link (issue 27, item 4)."""
 
 import pytest
+from django.apps import apps
 from django.urls import reverse
 
-from core.links import id_link, link_ids, object_url
+from core.links import id_link, link_ids, object_url, registered
 from tests.drivers.reconciliation import a_run
 
 pytestmark = pytest.mark.django_db
@@ -31,3 +32,16 @@ def test_an_unknown_prefix_or_a_plain_word_is_left_alone() -> None:
         "idempotency_key and snake_case_words"
     )
     assert str(link_ids("")) == ""
+
+
+def test_every_registered_prefix_names_a_model_with_a_page() -> None:
+    """Each app's registration names a real model, and one with an admin page (or a page of its
+    own): an id never links to a page that does not exist."""
+    expected = {"env_", "fnd_", "erf_", "rfl_", "dbt_", "rcpt_", "vrun_", "rec_", "dsc_", "adj_"}
+    assert expected | {"dsp_", "pkt_", "evd_", "rrq_"} <= set(registered())
+    for prefix, kind in registered().items():
+        model = apps.get_model(kind.model)
+        assert any(f.name == kind.field for f in model._meta.fields), prefix
+        if kind.page is None:
+            opts = model._meta
+            assert reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=["1"]), prefix
