@@ -453,13 +453,18 @@ def discrepancies_naming(term: str) -> list[Hit]:
 
 def escalations_naming(term: str) -> list[Hit]:
     """Escalations about the id (their subject), and those opened for a discrepancy that names
-    it: a foreign refund's escalation is about the funding leg it was taken from."""
-    about = Q(subject_id=term) | Q(
-        pk__in=Discrepancy.objects.filter(
+    it: a foreign refund's escalation is about the funding leg it was taken from. The
+    discrepancies' escalations are read first, their keys then given as values: `subject_id = …
+    OR pk IN (subquery)` is a scan of every escalation (no index serves an OR with a subquery)."""
+    of_discrepancies = list(
+        Discrepancy.objects.filter(
             Q(subject_id=term) | Q(charge_id=term) | Q(envelope_public_id=term),
             escalation__isnull=False,
-        ).values("escalation_id")
+        )
+        .order_by()
+        .values_list("escalation_id", flat=True)[: LIMIT + 1]
     )
+    about = Q(subject_id=term) | Q(pk__in=of_discrepancies)
     return _escalations(Escalation.objects.filter(about), "subject, or its discrepancy's")
 
 
