@@ -1,5 +1,6 @@
 """Shared admin building blocks."""
 
+import re
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -9,8 +10,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.formats import date_format
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -92,3 +93,10 @@ def short_id(public_id: str, *, keep: int = 10) -> SafeString:
     return format_html(
         '<span class="vouch-mono" title="{}">{}…</span>', public_id, public_id[:keep]
     )
+
+
+def breakable(text: str) -> SafeString:
+    """A dotted or snake_case name (`charge.dispute.funds_withdrawn`) that may wrap after its dots
+    and underscores, so a list column stays narrow without breaking it mid-word."""
+    parts = re.split(r"(?<=[._:])", text)
+    return format_html_join(mark_safe("<wbr>"), "{}", ((part,) for part in parts if part))

@@ -22,6 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core import exceptions as core_errors
+from core.admin_base import two_lines
 from disputes.admin.common import (
     PERM_EDIT,
     _acting_user,
@@ -61,7 +62,7 @@ class PacketAdmin(_DisputesAdmin):
         "status",
         "approval",
         "filing",
-        "created_at",
+        "created",
     )
     list_display_links = None
     list_filter = ("status", "posture", "approval_status", "filing_status")
@@ -72,6 +73,10 @@ class PacketAdmin(_DisputesAdmin):
     @admin.display(description="packet", ordering="public_id")
     def review(self, obj: Packet) -> SafeString:
         return format_html('<a href="{}">{}</a>', review_url(obj), obj.public_id)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Packet) -> SafeString:
+        return two_lines(obj.created_at)
 
     @admin.display(description="approval", ordering="approval_status")
     def approval(self, obj: Packet) -> str:

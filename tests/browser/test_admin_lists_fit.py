@@ -34,7 +34,14 @@ from tests.ops.console_seed import seed_console
 from verification.models import ProviderEvent
 
 PASSWORD = "pw-lead-123"
-SIZES = ((1366, 768), (1920, 1080))
+# (label, width, height, the navigation as a person left it: None when never touched). Below
+# 1600 px the navigation starts closed; a person who opens it still gets lists that wrap.
+WINDOWS = (
+    ("1366", 1366, 768, None),
+    ("1366 nav open", 1366, 768, "true"),
+    ("1920", 1920, 1080, None),
+)
+NAV_KEY = "django.admin.navSidebarIsOpen"
 LONG_REASON = (
     "The refund leg re_3QpXk2LkdIwHu7ix0a9b8c7d was answered by Stripe as succeeded, yet the "
     "charge it names shows no refund of that amount: a person must look before money moves again"
@@ -45,6 +52,8 @@ LONG_REASON = (
 class Measure:
     table: float
     box: float
+    nav_open: bool | None
+    columns: str
     page: float
     window: float
     rows: int
@@ -145,13 +154,19 @@ def measure(page: Page) -> Measure:
         """() => {
           const table = document.querySelector('#result_list');
           if (!table) {
-            return {table: 0, box: 0, page: document.documentElement.scrollWidth,
+            return {table: 0, box: 0, nav_open: null, columns: '',
+                    page: document.documentElement.scrollWidth,
                     window: window.innerWidth, rows: 0};
           }
           const box = document.querySelector('#changelist .results') || table.parentElement;
           return {
             table: table.getBoundingClientRect().width,
             box: box.clientWidth,
+            nav_open: document.querySelector('#nav-sidebar')
+              ? document.querySelector('#main').classList.contains('shifted') : null,
+            columns: [...table.querySelectorAll('thead th')].map(
+              th => `${[...th.classList].find(c => c.startsWith('column-')) || th.className} `
+                    + `${Math.round(th.getBoundingClientRect().width)}`).join(', '),
             page: document.documentElement.scrollWidth,
             window: window.innerWidth,
             rows: table.querySelectorAll('tbody tr').length,
@@ -178,9 +193,11 @@ def test_every_admin_list_fits_its_box_at_1366_and_1920(
 
     lists = changelists()
     assert len(lists) >= 18
-    measured: dict[tuple[str, int], Measure] = {}
-    for width, height in SIZES:
+    measured: dict[tuple[str, str], Measure] = {}
+    for label, width, height, nav in WINDOWS:
         context = browser.new_context(viewport={"width": width, "height": height})
+        if nav is not None:
+            context.add_init_script(f"localStorage.setItem('{NAV_KEY}', '{nav}')")
         try:
             page = context.new_page()
             page.goto(f"{live_server.url}{reverse('admin:login')}?next={reverse('admin:index')}")
@@ -192,18 +209,24 @@ def test_every_admin_list_fits_its_box_at_1366_and_1920(
                 response = page.goto(f"{live_server.url}{url}")
                 assert response is not None, (name, url)
                 assert response.status == 200, (name, url)
-                measured[(name, width)] = measure(page)
-                page.screenshot(path=str(artifacts / f"list-{name}-{width}.png"))
+                measured[(name, label)] = measure(page)
+                page.screenshot(path=str(artifacts / f"list-{name}-{label.replace(' ', '-')}.png"))
         finally:
             context.close()
 
     report = "\n".join(
-        f"{name:40} {width}: table {m.table:.0f} / box {m.box:.0f}, page {m.page:.0f} / "
-        f"{m.window:.0f}, {m.rows} rows{'' if m.fits else '  OVERFLOWS'}"
-        for (name, width), m in sorted(measured.items())
+        f"{name:36} {label:13}: table {m.table:.0f} / box {m.box:.0f}, page {m.page:.0f} / "
+        f"{m.window:.0f}, {m.rows} rows{'' if m.fits else f'  OVERFLOWS: {m.columns}'}"
+        for (name, label), m in sorted(measured.items())
     )
     print(report)
     empty = sorted({name for (name, _), m in measured.items() if m.rows == 0})
     assert not empty, f"lists measured without rows: {empty}\n{report}"
-    overflowing = [f"{name} at {width}" for (name, width), m in measured.items() if not m.fits]
+    # The navigation (on the lists that have it): closed at 1366 until opened, open at 1920.
+    navs = {
+        label: {m.nav_open for (_, at), m in measured.items() if at == label} - {None}
+        for label, *_ in WINDOWS
+    }
+    assert navs == {"1366": {False}, "1366 nav open": {True}, "1920": {True}}, navs
+    overflowing = [f"{name} at {label}" for (name, label), m in measured.items() if not m.fits]
     assert not overflowing, f"lists wider than their box: {overflowing}\n{report}"

@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
 from accounts.models import User
-from core.admin_base import ReadOnlyAdmin
+from core.admin_base import ReadOnlyAdmin, two_lines
 from core.links import id_link, link_ids, referring_ids
 from verification.models import (
     Escalation,
@@ -75,7 +75,7 @@ class EscalationAdmin(ReadOnlyAdmin):
         "verdict_class",
         "short_reason",
         "about",
-        "created_at",
+        "created",
         "resolved_by",
     )
     list_filter = ("status", "money", "verdict")
@@ -100,6 +100,10 @@ class EscalationAdmin(ReadOnlyAdmin):
     inlines = (NotificationInline,)
     change_form_template = "admin/verification/escalation/change_form.html"
     resolve_template = "admin/verification/escalation/resolve.html"
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Escalation) -> SafeString:
+        return two_lines(obj.created_at)
 
     @admin.display(description="reason")
     def short_reason(self, obj: Escalation) -> str:

@@ -13,7 +13,7 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from core.admin_base import ReadOnlyAdmin
+from core.admin_base import ReadOnlyAdmin, breakable, short_id, two_lines
 from core.dashboard import stripe_link
 from verification.admin.shared import pretty_json
 from verification.models import ProviderEvent
@@ -53,15 +53,16 @@ EVENT_FIELDS = (
 @admin.register(ProviderEvent)
 class ProviderEventAdmin(ReadOnlyAdmin):
     list_display = (
-        "event_id",
+        "event",
         "dashboard",
-        "type",
-        "provider_created_at",
-        "received_at",
-        "processed_at",
+        "event_type",
+        "sent",
+        "received",
+        "processed",
         "duplicates",
         "attempts",
     )
+    list_display_links = ("event",)
     list_filter = ("type", ProcessedFilter)
     search_fields = ("event_id",)
     date_hierarchy = "received_at"
@@ -73,6 +74,27 @@ class ProviderEventAdmin(ReadOnlyAdmin):
         ("The body exactly as received", {"classes": ("collapse",), "fields": ("raw",)}),
     )
     readonly_fields = (*EVENT_FIELDS, "raw")
+
+    @admin.display(description="event", ordering="event_id")
+    def event(self, obj: ProviderEvent) -> SafeString:
+        return short_id(obj.event_id, keep=14)
+
+    @admin.display(description="type", ordering="type")
+    def event_type(self, obj: ProviderEvent) -> SafeString:
+        return breakable(obj.type)
+
+    @admin.display(description="provider created", ordering="provider_created")
+    def sent(self, obj: ProviderEvent) -> SafeString:
+        """When the provider made it (its epoch is on the event's page)."""
+        return two_lines(datetime.fromtimestamp(obj.provider_created, UTC))
+
+    @admin.display(description="received", ordering="received_at")
+    def received(self, obj: ProviderEvent) -> SafeString:
+        return two_lines(obj.received_at)
+
+    @admin.display(description="processed", ordering="processed_at")
+    def processed(self, obj: ProviderEvent) -> SafeString | str:
+        return two_lines(obj.processed_at) if obj.processed_at is not None else "—"
 
     @admin.display(description="Stripe")
     def dashboard(self, obj: ProviderEvent) -> SafeString | str:
