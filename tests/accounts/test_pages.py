@@ -66,17 +66,18 @@ def test_signed_in_pages_render_in_the_admins_look(user: User) -> None:
     _assert_styled(client.get(reverse("account_set_password")), "set password")
 
 
-def test_the_home_page_shows_the_messages_of_signing_in(user: User) -> None:
+def test_the_buyers_landing_page_shows_the_messages_of_signing_in(user: User) -> None:
+    """A buyer lands on their envelopes (issue 27), which shows allauth's message once."""
     client = Client()
     response = client.post(
         reverse("account_login"), {"login": "pagey", "password": PASSWORD}, follow=True
     )
-    page = _assert_styled(response, "/")
-    assert response.redirect_chain[-1][0] == "/"
+    page = _assert_styled(response, "/escrow/envelopes/")
+    assert response.redirect_chain[-1][0] == "/escrow/envelopes/"
     assert 'class="messagelist"' in page
     assert "Successfully signed in as pagey." in page
     # Shown once: the next page has no message left.
-    assert "Successfully signed in" not in client.get("/").content.decode()
+    assert "Successfully signed in" not in client.get("/escrow/envelopes/").content.decode()
 
 
 def test_the_closed_sign_up_page_renders_in_the_admins_look(db: None, settings: Any) -> None:
