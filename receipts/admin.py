@@ -108,8 +108,9 @@ class ReceiptAdmin(ReadOnlyAdmin):
         return stripe_link(obj.charge_id)
 
     @admin.display(description="amount", ordering="amount_micro")
-    def amount(self, obj: Receipt) -> str:
-        return f"{obj.amount_micro:,} {obj.currency}"
+    def amount(self, obj: Receipt) -> SafeString | str:
+        """In the list: `$10.00`, the micro-dollars in its title (a receipt's amounts are USD)."""
+        return money(obj.amount_micro)
 
     @admin.display(description="amount")
     def amount_money(self, obj: Receipt) -> SafeString | str:

@@ -9,8 +9,6 @@ from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
 
 from accounts.models import User
 from core.admin_base import ReadOnlyAdmin
@@ -26,7 +24,6 @@ from disputes.services import (
     PERM_APPROVE,
     PERM_FILE,
 )
-from envelopes.admin import dollars, micro
 
 PERM_EDIT = "disputes.change_packet"
 PERM_ADMIT = "disputes.add_evidence"
@@ -91,10 +88,6 @@ def approval_label(status: str, digest: str, approved_digest: str) -> str:
     if status != ApprovalStatus.APPROVED:
         return "not approved"
     return "approved" if approved_digest == digest else "approved, DRIFTED since"
-
-
-def _amount(value: int) -> SafeString:
-    return format_html('{}<br><span class="vouch-quiet">{}</span>', micro(value), dollars(value))
 
 
 def _can_review(user: Any) -> bool:

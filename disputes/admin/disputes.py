@@ -27,7 +27,6 @@ from core.display import money
 from disputes.admin.common import (
     PERM_ADMIT,
     _acting_user,
-    _amount,
     _DisputesAdmin,
     approval_label,
     evidence_file_url,
@@ -107,8 +106,9 @@ class DisputeAdmin(_DisputesAdmin):
         )
 
     @admin.display(description="amount", ordering="amount_micro")
-    def amount(self, obj: Dispute) -> SafeString:
-        return _amount(obj.amount_micro)
+    def amount(self, obj: Dispute) -> SafeString | str:
+        """In the list: `$10.00`, the micro-dollars in its title."""
+        return money(obj.amount_micro)
 
     @admin.display(description="provider dispute id")
     def provider_dispute(self, obj: Dispute) -> SafeString | str:

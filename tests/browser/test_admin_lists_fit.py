@@ -106,6 +106,11 @@ def seed_the_rest(world: World, ops: Ops, origin: str) -> None:
         client_id=application.client_id,
         origin=origin,
     )
+    # A refund spanning two funding charges: two provider refunds on one row.
+    world.envelope_id = world.buyer.create(10_000_000)["envelope_id"]
+    world.buyer.top_up(world.envelope_id, 3_000_000)
+    refund = world.refund(12_500_000)
+    assert len(RefundLeg.objects.filter(operation__public_id=refund["refund_id"])) == 2
     leg = RefundLeg.objects.select_related("operation__envelope").first()
     assert leg is not None
     Adjustment.objects.create(
