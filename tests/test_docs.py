@@ -89,7 +89,8 @@ def test_the_readme_shows_the_money_bodies_and_what_a_missing_key_does() -> None
     (tests/envelopes/test_idempotency.py holds that it does)."""
     text = " ".join((ROOT / "README.md").read_text().split())
     assert '"reference": "claim-42"' in text
-    assert '{"amount_micro": 12000000}' in text and "at least 10,000: one cent" in text
+    assert '{"amount_micro": 12000000}' in text
+    assert "at least 10,000: one cent" in text
     assert "The `Idempotency-Key` header is **optional**, as it is at Stripe" in text
     assert "**without one, a retry acts again**" in text
     api = " ".join((DOCS / "api.md").read_text().split())
