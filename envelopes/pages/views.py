@@ -8,9 +8,11 @@ named by, so a form sent twice refunds once (the second sending replays the firs
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
@@ -22,7 +24,8 @@ from django.views.decorators.http import require_http_methods
 from accounts.exceptions import EmailUnverified
 from accounts.models import User
 from accounts.selectors import user_email_verified
-from core.exceptions import NotFound, VouchError
+from core.api.throttling import window_count
+from core.exceptions import NotFound, Throttled, VouchError
 from core.idempotency import (
     IdempotencyKeyInUse,
     StoredAnswer,
@@ -98,7 +101,9 @@ def _form(request: HttpRequest, envelope: Envelope, **context: Any) -> HttpRespo
         "amount_text": context.pop("amount_text", ""),
         **context,
     }
-    status = 200 if not data.get("error") else 422
+    status = (
+        200 if not data.get("error") else 429 if data.get("error_code") == "rate_limited" else 422
+    )
     return render(request, "envelopes/refund.html", data, status=status)
 
 
@@ -129,6 +134,7 @@ def refund_form(request: HttpRequest, envelope_id: str) -> HttpResponse:
         if request.POST.get("step") != "confirm":
             preview = selectors.buyer_refund_preview(envelope=envelope, amount_micro=amount)
             return _form(request, envelope, preview=preview, **shown)
+        _money_window(user)
         return _refund(request, user, envelope, amount, key=key)
     except VouchError as exc:
         envelope.refresh_from_db()
@@ -146,6 +152,15 @@ def refund_form(request: HttpRequest, envelope_id: str) -> HttpResponse:
             preview=preview,
             **shown,
         )
+
+
+def _money_window(user: User) -> None:
+    """The refund counts in the person's `money` window, as the REST refund does (one budget
+    for every surface that moves their money): over it, `rate_limited` and nothing runs."""
+    rate = dict(settings.VOUCH_THROTTLE_RATES).get("money")
+    wait_s = window_count(scope="money", ident=user.pk, rate=rate) if rate else None
+    if wait_s is not None:
+        raise Throttled(details={"retry_after_s": math.ceil(wait_s)})
 
 
 def _refund(

@@ -350,6 +350,10 @@ def refusal_text(error: VouchError, *, envelope: Envelope | None = None) -> str:
             "Nothing was refunded by this form: its key was used elsewhere. Check the envelope's "
             "refunds, then open the refund form again."
         ),
+        "rate_limited": (
+            "Nothing was refunded: too many refunds in a short time. Try again in "
+            f"{(error.details or {}).get('retry_after_s', 60)} seconds."
+        ),
         "invalid_idempotency_key": (
             "Nothing was refunded: the form was incomplete. Open the refund form again."
         ),

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from allauth.account.models import EmailAddress
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
+from core.api.throttling import throttle_cache_key
 from core.idempotency import body_digest
 from core.models import IdempotencyRecord
 from envelopes.models import Envelope, RefundOperation
@@ -339,3 +341,25 @@ def test_a_second_sending_while_the_first_is_at_stripe_refunds_nothing(alice: Ap
     assert "This form was sent twice: the first is still at Stripe, and only it refunds." in page
     assert RefundOperation.objects.count() == 0
     assert Envelope.objects.get(public_id=envelope_id).unspent_micro == 13_000_000
+
+
+def test_the_refund_form_counts_in_the_money_limit_the_api_counts_in(
+    alice: Api, sandbox: SandboxControl, settings: Any
+) -> None:
+    """The form moves money as the REST refund does, so it counts in the same per-person `money`
+    window (VOUCH_THROTTLE_RATES): over it, the page says when to try again and refunds nothing."""
+
+    envelope_id = _fund(alice)
+    settings.VOUCH_THROTTLE_RATES = {**settings.VOUCH_THROTTLE_RATES, "money": "1/hour"}
+    user_pk = Envelope.objects.get(public_id=envelope_id).owner_id
+    window = int(timezone.now().timestamp() // 3600)
+    cache.delete(throttle_cache_key("money", user_pk, window))  # never cache.clear(): shared
+    key, expected, _ = _previewed(alice, envelope_id, "1.00")
+    assert _confirm(alice, envelope_id, key, "1.00", expected).status_code == 302
+    key, expected, _ = _previewed(alice, envelope_id, "2.00")
+    refused = _confirm(alice, envelope_id, key, "2.00", expected)
+    assert refused.status_code == 429
+    assert "Nothing was refunded: too many refunds in a short time" in _text(refused)
+    assert RefundOperation.objects.count() == 1
+    assert sandbox.state()["counts"]["refunds"] == 1
+    cache.delete(throttle_cache_key("money", user_pk, window))
