@@ -2,7 +2,6 @@
 
 import re
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.contrib import admin
@@ -12,6 +11,8 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+
+from core.amounts import micro_from_dollars
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -44,20 +45,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 def amount_micro_searched(term: str) -> int | None:
-    """The amount a search term names in dollars (`12.50`, `$12.50`, `1,250`), in micro-dollars,
-    or None when the term is not an amount. Exact: `0.0000001` (below a micro-dollar) is None."""
-    text = term.strip().removeprefix("$").replace(",", "")
-    if not text or len(text) > 20 or not all(c.isdigit() or c == "." for c in text):
-        return None
-    if text.count(".") > 1 or text in (".",):
-        return None
-    try:
-        value = Decimal(text).scaleb(6)
-    except InvalidOperation:
-        return None
-    if value != value.to_integral_value():
-        return None
-    return int(value)
+    """The amount a search term names in dollars, in micro-dollars, or None (core.amounts)."""
+    return micro_from_dollars(term)
 
 
 class AmountSearchAdmin(admin.ModelAdmin):

@@ -10,7 +10,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from core.admin_base import amount_micro_searched
+from core.amounts import micro_from_dollars
 
 
 class DollarsField(forms.Field):
@@ -30,7 +30,7 @@ class DollarsField(forms.Field):
         text = str(value).strip() if value is not None else ""
         if not text:
             return None
-        micro = amount_micro_searched(text)  # at most 20 characters, exact, never negative
+        micro = micro_from_dollars(text)  # at most 20 characters, exact, never negative
         if micro is None:
             raise ValidationError(self.error_messages["invalid"], code="invalid")
         return micro

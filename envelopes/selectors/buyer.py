@@ -7,13 +7,13 @@ here; the templates show them as dollars (core.display through `{% load vouch %}
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.core.paginator import Page, Paginator
 
+from core.amounts import dollars_typed
 from core.display import MICRO_PER_DOLLAR, dollars
 from core.exceptions import VouchError
 from envelopes.exceptions import InvalidAmount
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 ENVELOPES_PER_PAGE = 20
 # The largest amount the form takes: no envelope holds more (SPEC §1, $5,000.00 of funding).
 MAX_FORM_MICRO = 5_000_000_000
-# Digits with an optional decimal part: no sign, exponent, or words (NaN, Infinity).
-_DOLLARS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
 # --- the list ------------------------------------------------------------------------------------
@@ -250,10 +248,9 @@ def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
 def dollars_to_micro(text: str) -> int:
     """The amount a person typed, in dollars (`12.50`, `$1,200`, `0.01`), as micro-dollars: at
     least one cent, whole cents, at most MAX_FORM_MICRO; else `invalid_amount` in words."""
-    cleaned = text.strip().replace(",", "").removeprefix("$").strip()
-    if not _DOLLARS.fullmatch(cleaned):
+    amount = dollars_typed(text)
+    if amount is None:
         raise InvalidAmount("Enter the amount in dollars, as a number such as 12.50.")
-    amount = Decimal(cleaned)
     if amount < Decimal("0.01"):
         raise InvalidAmount("A refund is at least one cent ($0.01).")
     if amount * MICRO_PER_DOLLAR > MAX_FORM_MICRO:

@@ -191,10 +191,11 @@ def test_amount_micro_states_the_bounds_the_services_enforce(schema: dict[str, A
     assert funding["minimum"] == MIN_FUNDING_MICRO == 1_000_000
     assert funding["maximum"] == MAX_ENVELOPE_MICRO == 5_000_000_000
     assert funding["multipleOf"] == MICRO_PER_CENT == 10_000
-    for operation_id in ("envelopes_debit", "envelopes_refund"):
+    # A debit is any positive amount, a refund at least a cent (issue 27).
+    for operation_id, minimum in (("envelopes_debit", 1), ("envelopes_refund", MICRO_PER_CENT)):
         amount = _body(schema, operation_id)["properties"]["amount_micro"]
         # No envelope's unspent balance exceeds its largest funding: nothing above can succeed.
-        assert (amount["minimum"], amount["maximum"]) == (1, MAX_ENVELOPE_MICRO), operation_id
+        assert (amount["minimum"], amount["maximum"]) == (minimum, MAX_ENVELOPE_MICRO), operation_id
         assert "multipleOf" not in amount
     disputed = _body(schema, "disputes_enter")["properties"]["amount_micro"]
     assert disputed["minimum"] == disputed["multipleOf"] == MICRO_PER_CENT
