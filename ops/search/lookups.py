@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KT
+from django.db.models.lookups import Exact
 
 from accounts.models import User
 from agents.models import RefundRequest
@@ -213,13 +214,16 @@ def runs_keyed(term: str) -> list[Hit]:
 
 
 def _events_with(term: str, *keys: str) -> list[Hit]:
+    """Events whose object's `id` (or its `charge`, `payment_intent`) is `term`. Compared as text
+    with the plain `Exact` lookup: the same expression as the indexes on PostgreSQL
+    (`payload #>> '{data,object,id}'`), and on SQLite (`make run`) a text comparison, where
+    Django's JSON key lookup would read the term itself as JSON and fail on `re_…`."""
     condition = Q()
     for key in keys:
-        condition |= Q(**{f"object_{key}": term})
-    annotated = ProviderEvent.objects.annotate(
-        **{f"object_{key}": KT(f"payload__data__object__{key}") for key in keys}
+        condition |= Q(Exact(KT(f"payload__data__object__{key}"), term))
+    return _events(
+        ProviderEvent.objects.filter(condition), "object" if keys == ("id",) else "object or its"
     )
-    return _events(annotated.filter(condition), "object" if keys == ("id",) else "object or its")
 
 
 def events_of_charge(term: str) -> list[Hit]:
