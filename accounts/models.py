@@ -8,7 +8,7 @@ class User(AbstractUser):
     """Vouch's user: buyers and operations staff alike (staff by `is_staff` and permissions)."""
 
     class Meta(AbstractUser.Meta):
-        # The ops search box (ops/search.py) finds a person by e-mail, whatever its case.
+        # The ops search box (ops/search/) finds a person by e-mail, whatever its case.
         indexes = [models.Index(Upper("email"), name="user_email_upper")]
 
 

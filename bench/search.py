@@ -1,4 +1,4 @@
-"""Benchmark: the console's search box (ops/search.py, issue 27 item 2) with `--rows` (100,000)
+"""Benchmark: the console's search box (ops/search/, issue 27 item 2) with `--rows` (100,000)
 rows in every table it asks. Target: every id kind under 100 ms.
 
 Runs in a database of its own (`--database`, default `vouch_bench_search`, on the server named by

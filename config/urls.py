@@ -28,7 +28,7 @@ urlpatterns = [
     path("admin/login/", admin_login, name="admin-login"),
     # The admin's home page is the ops console (ops/console.py); the rest is the stock admin.
     path("admin/", admin.site.admin_view(console_index), name="admin-console"),
-    path("admin/search/", include("ops.admin_urls")),  # the console's search box (ops/search.py)
+    path("admin/search/", include("ops.admin_urls")),  # the console's search box (ops/search/)
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),

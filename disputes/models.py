@@ -70,7 +70,7 @@ class Dispute(models.Model):
             ),
             models.CheckConstraint(condition=Q(amount_micro__gt=0), name="dispute_amount_positive"),
         ]
-        # The unique constraint leads with `provider`: the ops search box (ops/search.py) finds a
+        # The unique constraint leads with `provider`: the ops search box (ops/search/) finds a
         # dispute by the provider's id alone.
         indexes = [models.Index(fields=["provider_dispute_id"], name="dispute_provider_id")]
 

@@ -138,7 +138,7 @@ class FundingLeg(models.Model):
                 name="funding_capacity_not_exceeded",
             ),
         ]
-        # The ops search box (ops/search.py) finds a leg by its PaymentIntent, exactly.
+        # The ops search box (ops/search/) finds a leg by its PaymentIntent, exactly.
         indexes = [
             models.Index(
                 fields=["payment_intent_id"],

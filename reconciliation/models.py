@@ -330,7 +330,7 @@ class Discrepancy(models.Model):
         ]
         indexes = [
             models.Index(fields=["status", "severity", "first_seen_at"]),
-            # The ops search box (ops/search.py) finds discrepancies by any id they name, exactly.
+            # The ops search box (ops/search/) finds discrepancies by any id they name, exactly.
             models.Index(fields=["subject_id"], name="discrepancy_subject"),
             models.Index(
                 fields=["envelope_public_id"],

@@ -218,7 +218,7 @@ class Escalation(models.Model):
                 name="one_open_escalation_per_subject",
             ),
         ]
-        # The ops search box (ops/search.py) finds every escalation about a subject, resolved
+        # The ops search box (ops/search/) finds every escalation about a subject, resolved
         # ones too (the constraint above holds open ones only).
         indexes = [
             models.Index(
@@ -294,7 +294,7 @@ class ProviderEvent(models.Model):
             models.Index(
                 fields=["received_at"], name="event_unprocessed", condition=Q(processed_at=None)
             ),
-            # The ops search box (ops/search.py) finds the events about a provider object: the
+            # The ops search box (ops/search/) finds the events about a provider object: the
             # object itself, or the charge and PaymentIntent it belongs to (a refund, a dispute).
             *[
                 models.Index(KT(f"payload__data__object__{key}"), name=f"event_object_{key}")

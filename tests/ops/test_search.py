@@ -1,5 +1,5 @@
 """The console's search box (issue 27): any Vouch or provider id, or an e-mail, finds every object
-that carries it (ops/search.py), the id's own object first; one object opens straight away; an
+that carries it (ops/search/), the id's own object first; one object opens straight away; an
 unknown id says so; a person sees only what their admin lists show, and a table they may not read
 is not asked. The world is made the way it happens: an envelope funded and refunded through the
 API against the sandbox (its runs verified, its receipts signed), a dispute opened there, the
