@@ -13,8 +13,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from accounts.models import User
 from envelopes import services
-from envelopes.exceptions import AmountExceedsUnspent, NothingToRefund
-from envelopes.models import Envelope, FundingLeg, LegOutcome, RefundLeg
+from envelopes.exceptions import AmountExceedsUnspent, InvalidAmount, NothingToRefund
+from envelopes.models import MICRO_PER_CENT, Envelope, FundingLeg, LegOutcome, RefundLeg
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
 
@@ -57,8 +57,14 @@ def build_machine(sandbox: SandboxControl, buyer: User, staff: User) -> type[Rul
             assert self.envelope is not None
             self.envelope.refresh_from_db()
             amount = None if whole else max(1, int(self.envelope.unspent_micro * fraction))
-            with contextlib.suppress(AmountExceedsUnspent, NothingToRefund):
-                services.envelope_refund(envelope=self.envelope, actor=buyer, amount_micro=amount)
+            try:
+                with contextlib.suppress(AmountExceedsUnspent, NothingToRefund):
+                    services.envelope_refund(
+                        envelope=self.envelope, actor=buyer, amount_micro=amount
+                    )
+            except InvalidAmount:  # less than a cent asked for: refused, nothing moved
+                assert amount is not None
+                assert amount < MICRO_PER_CENT, amount
 
         def live_legs(self) -> list[RefundLeg]:
             """This example's accepted, unreleased legs (earlier examples' rows stay in the
