@@ -153,135 +153,156 @@ def _funding_legs(
     ]
 
 
-def _refund_legs(queryset: QuerySet[RefundLeg], how: str, *, own: bool = False) -> list[Hit]:
-    return [
-        Hit(
-            kind="Refund leg",
-            model="envelopes.refundoperation",
-            ident=leg.public_id,
-            url=_change("envelopes.refundoperation", leg.operation_id, f"leg-{leg.public_id}"),
-            how=how,
-            detail=f"of {leg.operation.public_id} · {leg.outcome} · {dollars(leg.amount_micro)}"
-            + (f" · {leg.provider_refund_id}" if leg.provider_refund_id else ""),
-            own=own,
+@dataclass(frozen=True)
+class Shown:
+    """How one table's rows read as hits: what they are, the admin page that shows them (a row of
+    a parent's page, by its anchor), their own id, a line of detail, and their order."""
+
+    kind: str
+    model: str
+    ident: Callable[[Any], str]
+    detail: Callable[[Any], str]
+    order: tuple[str, ...]
+    page: Callable[[Any], tuple[Any, str]] = lambda row: (row.pk, "")
+    related: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+
+
+def _shown(spec: Shown, queryset: QuerySet[Any], how: str, *, own: bool = False) -> list[Hit]:
+    if spec.related:
+        queryset = queryset.select_related(*spec.related)
+    if spec.only:
+        queryset = queryset.only(*spec.only)
+    hits = []
+    for row in _first(queryset.order_by(*spec.order)):
+        pk, anchor = spec.page(row)
+        hits.append(
+            Hit(
+                kind=spec.kind,
+                model=spec.model,
+                ident=spec.ident(row),
+                url=_change(spec.model, pk, anchor),
+                how=how,
+                detail=spec.detail(row),
+                own=own,
+            )
         )
-        for leg in _first(queryset.select_related("operation").order_by("-reserved_at", "-id"))
-    ]
+    return hits
+
+
+def _then(value: str, before: str = " · ") -> str:
+    return f"{before}{value}" if value else ""
+
+
+REFUND_LEG = Shown(
+    kind="Refund leg",
+    model="envelopes.refundoperation",
+    ident=lambda leg: leg.public_id,
+    page=lambda leg: (leg.operation_id, f"leg-{leg.public_id}"),
+    detail=lambda leg: (
+        f"of {leg.operation.public_id} · {leg.outcome} · "
+        f"{dollars(leg.amount_micro)}{_then(leg.provider_refund_id)}"
+    ),
+    order=("-reserved_at", "-id"),
+    related=("operation",),
+)
+DISPUTE = Shown(
+    kind="Dispute",
+    model="disputes.dispute",
+    ident=lambda dispute: dispute.public_id,
+    detail=lambda dispute: (
+        f"{dispute.provider_dispute_id} on {dispute.charge_id} · "
+        f"{dispute.reason} · {dollars(dispute.amount_micro)}{_then(dispute.provider_status)}"
+    ),
+    order=("-created_at", "-id"),
+)
+RECEIPT = Shown(
+    kind="Receipt",
+    model="receipts.receipt",
+    ident=lambda receipt: receipt.pk,
+    detail=lambda receipt: (
+        f"{receipt.kind} {receipt.provider_object_id} · "
+        f"{dollars(receipt.amount_micro)} · {moment(receipt.occurred_at)}"
+    ),
+    order=("occurred_at", "id"),
+)
+RUN = Shown(
+    kind="Verification run",
+    model="verification.verificationrun",
+    ident=lambda run: run.public_id,
+    detail=lambda run: f"{run.contract_id} · {run.verdict}{_then(run.verdict_class)}",
+    order=("-created_at", "-id"),
+)
+ESCALATION = Shown(
+    kind="Escalation",
+    model="verification.escalation",
+    ident=lambda escalation: f"#{escalation.pk}",
+    detail=lambda escalation: (
+        f"{escalation.status} · {escalation.verdict}"
+        + _then(escalation.verdict_class, " ")
+        + (f" · {escalation.subject_label}" if escalation.subject_id else "")
+    ),
+    order=("status", "-created_at", "-id"),
+)
+DISCREPANCY = Shown(
+    kind="Discrepancy",
+    model="reconciliation.discrepancy",
+    ident=lambda discrepancy: discrepancy.public_id,
+    detail=lambda discrepancy: (
+        f"{discrepancy.status} · {discrepancy.severity} · "
+        f"{discrepancy.code} · {discrepancy.subject_type} {discrepancy.subject_id}"
+    ),
+    order=("-first_seen_at", "-id"),
+)
+EVENT = Shown(
+    kind="Provider event",
+    model="verification.providerevent",
+    ident=lambda event: event.event_id,
+    detail=lambda event: f"{event.type} · {moment(event.provider_created)}",
+    order=("-provider_created", "-id"),
+    only=("id", "event_id", "type", "provider_created"),
+)
+ADJUSTMENT = Shown(
+    kind="Adjustment",
+    model="reconciliation.adjustment",
+    ident=lambda adjustment: adjustment.public_id,
+    detail=lambda adjustment: (
+        f"{adjustment.kind} · {adjustment.status} · {dollars(adjustment.amount_micro)}"
+    ),
+    order=("-proposed_at", "-id"),
+)
+
+
+def _refund_legs(queryset: QuerySet[RefundLeg], how: str, *, own: bool = False) -> list[Hit]:
+    return _shown(REFUND_LEG, queryset, how, own=own)
 
 
 def _disputes(queryset: QuerySet[Dispute], how: str, *, own: bool = False) -> list[Hit]:
-    return [
-        Hit(
-            kind="Dispute",
-            model="disputes.dispute",
-            ident=dispute.public_id,
-            url=_change("disputes.dispute", dispute.pk),
-            how=how,
-            detail=f"{dispute.provider_dispute_id} on {dispute.charge_id} · {dispute.reason} · "
-            f"{dollars(dispute.amount_micro)}"
-            + (f" · {dispute.provider_status}" if dispute.provider_status else ""),
-            own=own,
-        )
-        for dispute in _first(queryset.order_by("-created_at", "-id"))
-    ]
+    return _shown(DISPUTE, queryset, how, own=own)
 
 
 def _receipts(queryset: QuerySet[Receipt], how: str, *, own: bool = False) -> list[Hit]:
-    return [
-        Hit(
-            kind="Receipt",
-            model="receipts.receipt",
-            ident=receipt.pk,
-            url=_change("receipts.receipt", receipt.pk),
-            how=how,
-            detail=f"{receipt.kind} {receipt.provider_object_id} · {dollars(receipt.amount_micro)}"
-            f" · {moment(receipt.occurred_at)}",
-            own=own,
-        )
-        for receipt in _first(queryset.order_by("occurred_at", "id"))
-    ]
+    return _shown(RECEIPT, queryset, how, own=own)
 
 
 def _runs(queryset: QuerySet[VerificationRun], how: str, *, own: bool = False) -> list[Hit]:
-    return [
-        Hit(
-            kind="Verification run",
-            model="verification.verificationrun",
-            ident=run.public_id,
-            url=_change("verification.verificationrun", run.pk),
-            how=how,
-            detail=f"{run.contract_id} · {run.verdict}"
-            + (f" · {run.verdict_class}" if run.verdict_class else ""),
-            own=own,
-        )
-        for run in _first(queryset.order_by("-created_at", "-id"))
-    ]
+    return _shown(RUN, queryset, how, own=own)
 
 
 def _escalations(queryset: QuerySet[Escalation], how: str) -> list[Hit]:
-    return [
-        Hit(
-            kind="Escalation",
-            model="verification.escalation",
-            ident=f"#{escalation.pk}",
-            url=_change("verification.escalation", escalation.pk),
-            how=how,
-            detail=f"{escalation.status} · {escalation.verdict}"
-            + (f" {escalation.verdict_class}" if escalation.verdict_class else "")
-            + (f" · {escalation.subject_label}" if escalation.subject_id else ""),
-        )
-        for escalation in _first(queryset.order_by("status", "-created_at", "-id"))
-    ]
+    return _shown(ESCALATION, queryset, how)
 
 
 def _discrepancies(queryset: QuerySet[Discrepancy], how: str, *, own: bool = False) -> list[Hit]:
-    return [
-        Hit(
-            kind="Discrepancy",
-            model="reconciliation.discrepancy",
-            ident=discrepancy.public_id,
-            url=_change("reconciliation.discrepancy", discrepancy.pk),
-            how=how,
-            detail=f"{discrepancy.status} · {discrepancy.severity} · {discrepancy.code} · "
-            f"{discrepancy.subject_type} {discrepancy.subject_id}",
-            own=own,
-        )
-        for discrepancy in _first(queryset.order_by("-first_seen_at", "-id"))
-    ]
+    return _shown(DISCREPANCY, queryset, how, own=own)
 
 
 def _events(queryset: QuerySet[ProviderEvent], how: str, *, own: bool = False) -> list[Hit]:
-    return [
-        Hit(
-            kind="Provider event",
-            model="verification.providerevent",
-            ident=event.event_id,
-            url=_change("verification.providerevent", event.pk),
-            how=how,
-            detail=f"{event.type} · {moment(event.provider_created)}",
-            own=own,
-        )
-        for event in _first(
-            queryset.only("id", "event_id", "type", "provider_created").order_by(
-                "-provider_created", "-id"
-            )
-        )
-    ]
+    return _shown(EVENT, queryset, how, own=own)
 
 
 def _adjustments(queryset: QuerySet[Adjustment], how: str, *, own: bool = False) -> list[Hit]:
-    return [
-        Hit(
-            kind="Adjustment",
-            model="reconciliation.adjustment",
-            ident=adjustment.public_id,
-            url=_change("reconciliation.adjustment", adjustment.pk),
-            how=how,
-            detail=f"{adjustment.kind} · {adjustment.status} · {dollars(adjustment.amount_micro)}",
-            own=own,
-        )
-        for adjustment in _first(queryset.order_by("-proposed_at", "-id"))
-    ]
+    return _shown(ADJUSTMENT, queryset, how, own=own)
 
 
 def _one(model: str, kind: str, row: Any, detail: str) -> list[Hit]:
