@@ -172,7 +172,9 @@ class StrictSerializerScheme(OpenApiSerializerExtension):
 
 # What a DRF CharField accepts (trim_whitespace, allow_blank off, ProhibitNullCharactersValidator):
 # no NUL character, and something besides whitespace.
-TEXT_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
+# `\s` as JSON Schema (ECMA-262) reads it, plus what Python's str.strip() also drops (the
+# separators \x1c-\x1f and NEL \x85): a value of those alone is blank to DRF, so not non-blank here.
+TEXT_PATTERN = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
 
 
 class StrictCharFieldScheme(OpenApiSerializerFieldExtension):

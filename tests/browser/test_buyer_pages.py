@@ -18,6 +18,7 @@ from playwright.sync_api import Browser, Page, expect
 from envelopes.models import Envelope, RefundOperation
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
+from tests.agents.oauth import client_register, tokens_for
 from tests.browser.test_refund_confirm import fits
 from tests.drivers.api import Api
 
@@ -235,3 +236,22 @@ def test_no_page_asks_for_a_missing_icon(window: Page, live_server: Any, alice: 
     assert icon.status == 200
     assert icon.headers["content-type"] == "image/svg+xml"
     assert missing == []
+
+
+def test_the_connected_assistants_page_passes_axe_and_fits_at_1366_and_390(
+    window: Page, phone: Page, live_server: Any, alice: Api, artifacts: Path
+) -> None:
+    """SPEC §10.1 names "Connected assistants" among the buyer's pages: reached from their
+    envelopes, it lists each assistant with its scopes and a Revoke, passes axe-core and fits."""
+    claude = client_register(name="Claude on my laptop, with a rather long name for a phone")
+    tokens_for(claude, alice.user, scope="escrow:read escrow:refund_request")
+    base = live_server.url
+    for page in (window, phone):
+        sign_in(page, base, "alice")
+        page.wait_for_url(f"{base}/escrow/envelopes/")
+        page.get_by_role("link", name="Connected assistants").first.click()
+        page.wait_for_url(f"{base}/escrow/assistants/")
+        row = page.locator(f'tr[data-client="{claude.client_id}"]')
+        expect(row).to_contain_text("escrow:refund_request")
+        expect(row.get_by_role("button", name="Revoke")).to_be_visible()
+        check(page, artifacts, "7-assistants")
