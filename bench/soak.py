@@ -61,7 +61,6 @@ import queue
 import random
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -94,7 +93,9 @@ from bench.refund_api import (  # noqa: E402 - after the path fix above
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/vouch"
 SETTINGS = "config.settings.bench"
-BROKER_URL = "redis://127.0.0.1:6379/10"
+# The broker: --redis-url, else SOAK_REDIS_URL, else this (its own Redis database).
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/10"
+BROKER_URL = os.environ.get("SOAK_REDIS_URL", DEFAULT_BROKER_URL)
 STRIPE_KEY = "sk_test_soak"
 WEBHOOK_SECRET = "whsec_soak"  # noqa: S105 - a sandbox signing secret, not a credential
 ENVELOPES = "/api/v1/escrow/envelopes"
@@ -104,6 +105,7 @@ READ_TIMEOUT_S = 30.0
 OP_DEADLINE_S = 180.0  # one operation's retries (a kill's lease must lapse first)
 START_TIMEOUT_S = 60.0
 PROGRESS_EVERY_S = 10.0
+QUEUE_SAMPLE_S = 0.25
 MAX_ENVELOPE_MICRO = 5_000_000_000
 DECLINING_CARDS = (
     "pm_card_chargeDeclined",
@@ -236,8 +238,10 @@ class Service:
     """A process in its own session (so a group kill takes its children too), restartable; its
     output appended to one log file across restarts."""
 
-    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log: Path) -> None:
-        self.name, self.cmd, self.env, self.log = name, cmd, env, log
+    def __init__(
+        self, name: str, cmd: list[str], env: dict[str, str], log: Path, url: str = ""
+    ) -> None:
+        self.name, self.cmd, self.env, self.log, self.url = name, cmd, env, log, url
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -314,22 +318,30 @@ def wait_for(what: str, ready: Any, service: Service | None = None) -> None:
 
 @dataclass
 class System:
-    sandbox: Service
-    web: Service
-    worker: Service
-    beat: Service
-    base: str
-    sandbox_url: str
+    """The processes: one sandbox, one beat, web nodes (gunicorn masters) and Celery workers;
+    one of each unless --topology asks for two nodes and a worker per queue."""
 
-    def web_ready(self) -> None:
-        wait_for(
-            "gunicorn",
-            lambda: requests.get(self.base + ME, timeout=2).status_code in (401, 403),
-            self.web,
-        )
+    sandbox: Service
+    webs: list[Service]
+    workers: list[Service]
+    beat: Service
+    sandbox_url: str
+    worker_processes: int  # pool processes over every worker
+
+    @property
+    def bases(self) -> list[str]:
+        return [web.url for web in self.webs]
+
+    def web_ready(self, web: Service | None = None) -> None:
+        for node in [web] if web is not None else self.webs:
+            wait_for(
+                node.name,
+                lambda node=node: requests.get(node.url + ME, timeout=2).status_code in (401, 403),
+                node,
+            )
 
     def all(self) -> list[Service]:
-        return [self.beat, self.worker, self.web, self.sandbox]
+        return [self.beat, *self.workers, *self.webs, self.sandbox]
 
 
 class Killer(threading.Thread):
@@ -355,15 +367,16 @@ class Killer(threading.Thread):
         time.sleep(kill.delay_s)
         system = self.system
         if kill.target in ("web", "worker"):
-            service = system.web if kill.target == "web" else system.worker
+            service = self.rng.choice(system.webs if kill.target == "web" else system.workers)
             service.kill_group()
             time.sleep(kill.down_s)
             service.start()
-            if service is system.web:
-                system.web_ready()
+            if service in system.webs:
+                system.web_ready(service)
             what = f"kill -9 {service.name} (group), down {kill.down_s:.1f} s"
         else:
-            service = system.web if kill.target == "web-worker" else system.worker
+            group = system.webs if kill.target == "web-worker" else system.workers
+            service = self.rng.choice(group)
             victim = service.kill_child(self.rng)
             what = f"kill -9 {service.name} child {victim}"
         self.done.append(f"op {kill.at_op}: {what}")
@@ -387,11 +400,17 @@ class Answer:
     body: str = ""
     tries: int = 0
     timeouts: int = 0  # client timeouts (the short first one included)
-    dropped: int = 0  # connection refused or reset: a kill
+    dropped: int = 0  # connection refused or reset, or a body cut short: a kill
     in_use: int = 0  # 409 idempotency_key_in_use while the first request still ran
     throttled: int = 0
     seconds: float = 0.0
-    replay: str = ""  # "", "identical", or what differed
+    key: str = ""
+    replayed: bool = False  # the answer carried `Idempotent-Replayed: true`
+    # "", "identical" (a stored answer replayed byte for byte), "re-evaluated" (a refusal that
+    # was not stored, evaluated again: judged by what the key holds, `refusal_traces`), or what
+    # broke the API's promise.
+    replay: str = ""
+    again: Answer | None = None
 
 
 @dataclass
@@ -466,13 +485,8 @@ class Buyer:
         if op.fail_later and kind == "refund" and answer.status == 200:
             self.fail_first_leg(answer)
         if op.replay and answer.status > 0:
-            again = self.send(op, session, path, body, key, None)
-            same = (again.status, again.body) == (answer.status, answer.body)
-            answer.replay = (
-                "identical"
-                if same
-                else (f"{answer.status} then {again.status}: {again.body[:200]}")
-            )
+            answer.again = again = self.send(op, session, path, body, key, None)
+            answer.replay = replay_verdict(answer, again)
         return answer
 
     def fail_first_leg(self, answer: Answer) -> None:
@@ -503,7 +517,7 @@ class Buyer:
     ) -> Answer:
         """One request with its key, retried as a careful client does until a final answer;
         `abandon`: not retried after a timeout (status -1)."""
-        answer = Answer(op, 0)
+        answer = Answer(op, 0, key=key)
         started = time.monotonic()
         timeout = first_timeout or READ_TIMEOUT_S
         pause = 0.2
@@ -523,7 +537,10 @@ class Buyer:
                     break
                 timeout = READ_TIMEOUT_S
                 continue  # at once: the first request may still hold the key (409, below)
-            except requests.ConnectionError:
+            except requests.RequestException:
+                # Refused or reset (a kill), or a body cut short by a worker killed while it sent
+                # it (ChunkedEncodingError, IncompleteRead): the outcome is unknown, so the same
+                # request goes again under the same key.
                 answer.dropped += 1
                 time.sleep(pause)
                 pause = min(pause * 2, 2.0)
@@ -539,9 +556,31 @@ class Buyer:
                 time.sleep(float(response.headers.get("Retry-After") or 1))
                 continue
             answer.status, answer.code, answer.body = response.status_code, code, response.text
+            answer.replayed = response.headers.get("Idempotent-Replayed") == "true"
             break
         answer.seconds = time.monotonic() - started
         return answer
+
+
+def replay_verdict(first: Answer, again: Answer) -> str:
+    """What the API promises of a request sent again under its key (SPEC §4): a stored answer
+    comes back byte for byte, marked `Idempotent-Replayed`; a refusal that changed nothing was not
+    stored, so it is evaluated again (a concurrent debit may change the details, or even let it
+    through): that is judged afterwards by what the key holds (`refusal_traces`)."""
+    if again.status <= 0:
+        return f"{first.status} then no answer"
+    if (again.status, again.body) == (first.status, first.body):
+        return "identical"
+    if first.status == 202:  # in progress: the key's answer becomes the operation's outcome
+        return f"202 in progress, then {again.status}"
+    if again.replayed:
+        return f"replayed {again.status} differs from {first.status}: {again.body[:200]}"
+    if 400 <= first.status < 500 and not first.replayed:
+        return "re-evaluated"
+    return f"{first.status} not replayed: {again.status} {again.body[:200]}"
+
+
+REPLAY_KEPT = ("identical", "re-evaluated", "202 in progress")
 
 
 def _json(text: str) -> dict[str, Any]:
@@ -552,9 +591,12 @@ def _json(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def drive(ops: list[Op], kills: list[Kill], buyers: list[Buyer], killer: Killer) -> list[Answer]:
+def drive(
+    ops: list[Op], kills: list[Kill], buyers: list[Buyer], killer: Killer
+) -> tuple[list[Answer], list[BaseException]]:
     """Every buyer runs its operations in order, each in its own thread; a kill is handed to the
-    killer when its operation starts. Progress: a tqdm bar on a terminal, lines otherwise."""
+    killer when its operation starts. Progress: a tqdm bar on a terminal, lines otherwise. A
+    client that dies is reported with the answers (the rest still settle and are checked)."""
     from tqdm import tqdm
 
     kill_at = {kill.at_op: kill for kill in kills}
@@ -589,9 +631,7 @@ def drive(ops: list[Op], kills: list[Kill], buyers: list[Buyer], killer: Killer)
                 f"operations: {done}/{len(ops)} in {last - started:.0f} s, kills {len(killer.done)}"
             )
     bar.close()
-    if errors:
-        raise errors[0]
-    return answers
+    return answers, errors
 
 
 # --- settling and checks ------------------------------------------------------------------------
@@ -671,8 +711,6 @@ def provider_refunds(sandbox_url: str) -> list[dict[str, Any]]:
 
 
 def checks(sandbox_url: str, answers: list[Answer], failed_later: set[str]) -> list[Check]:
-    from django.db.models import F
-
     from envelopes.models import (
         MICRO_PER_CENT,
         Envelope,
@@ -820,13 +858,18 @@ def checks(sandbox_url: str, answers: list[Answer], failed_later: set[str]) -> l
         )
     )
     replays = [a for a in answers if a.replay]
-    changed = [a for a in replays if a.replay != "identical" and not a.replay.startswith("202")]
+    broken = [a for a in replays if not a.replay.startswith(REPLAY_KEPT)]
+    evaluated = [a for a in replays if a.replay == "re-evaluated"]
+    traces = refusal_traces(evaluated)
     found.append(
         Check(
-            "replays identical",
-            not changed,
-            f"{len(replays) - len(changed)} of {len(replays)}"
-            + "".join(f"; op {a.op.index}: {a.replay}" for a in changed[:3]),
+            "replays as promised (stored: byte for byte; refusals: nothing kept)",
+            not broken and not traces,
+            f"{sum(a.replay == 'identical' for a in replays)} replayed identical, "
+            f"{len(evaluated)} refusals evaluated again ({len(traces)} left a trace), "
+            f"{len(broken)} broken of {len(replays)}"
+            + "".join(f"; op {a.op.index}: {a.replay}" for a in broken[:3])
+            + "".join(f"; {t}" for t in traces[:3]),
         )
     )
 
@@ -835,16 +878,66 @@ def checks(sandbox_url: str, answers: list[Answer], failed_later: set[str]) -> l
     )
     found.append(Check("open escalations", not escalations, str(dict(escalations) or 0)))
 
-    # How long legs took: the answer recorded, and the run's verdict.
-    decided = RefundLeg.objects.exclude(decided_at=None)
+    return found
+
+
+def refusal_traces(evaluated: list[Answer]) -> list[str]:
+    """A refusal is not stored (SPEC §4): what its key holds afterwards is only what the request
+    sent again made of it: nothing if that was refused too, else its own answer."""
+    from core.models import IdempotencyRecord
+
+    found = []
+    for answer in evaluated:
+        again = answer.again
+        kept = list(IdempotencyRecord.objects.filter(key=answer.key))
+        if again is None or not 200 <= again.status < 300:
+            if kept:
+                found.append(f"op {answer.op.index}: refused twice, yet its key holds an answer")
+        elif len(kept) != 1 or kept[0].response_body != again.body:
+            found.append(f"op {answer.op.index}: its key does not hold the second answer")
+    return found
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The nearest-rank percentile: the smallest value with at least `share` of them at or
+    below it."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * share // 1))  # ceil(n * share), at least 1
+    return ordered[int(rank) - 1]
+
+
+def distribution(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return (
+        f"p50 {percentile(values, 0.5):.1f} s, p95 {percentile(values, 0.95):.1f} s, "
+        f"max {max(values):.1f} s (n {len(values)})"
+    )
+
+
+@dataclass
+class Latencies:
+    answer_s: list[float]  # a refund leg: reserved, then its answer recorded
+    verdict_s: list[float]  # an accepted leg's run: the operation began, then its verdict
+    funding_s: list[float]  # a funding leg: created, then funded
+    contract_min_s: float  # the refund contract's own minimum: initial delay + stale-read window
+
+
+def latencies() -> Latencies:
+    from envelopes.models import FundingLeg, LegOutcome, RefundLeg
+    from verification.contracts import get_contract
+
     answer_s = [
-        (d - r).total_seconds() for d, r in decided.values_list("decided_at", "reserved_at")
+        (d - r).total_seconds()
+        for d, r in RefundLeg.objects.exclude(decided_at=None).values_list(
+            "decided_at", "reserved_at"
+        )
     ]
     verdict_s = [
-        (d - r).total_seconds()
-        for d, r in accepted.exclude(verification_run__decided_at=None).values_list(
-            "verification_run__decided_at", "reserved_at"
-        )
+        (d - c).total_seconds()
+        for d, c in RefundLeg.objects.filter(outcome=LegOutcome.ACCEPTED)
+        .exclude(verification_run__decided_at=None)
+        .values_list("verification_run__decided_at", "verification_run__operation_created_at")
     ]
     funding_s = [
         (d - c).total_seconds()
@@ -852,27 +945,40 @@ def checks(sandbox_url: str, answers: list[Answer], failed_later: set[str]) -> l
             "funded_at", "created_at"
         )
     ]
-    slowest = decided.annotate(took=F("decided_at") - F("reserved_at")).order_by("-took").first()
-    found.append(
-        Check(
-            "longest settle: refund leg answer / its verdict / funding leg",
-            True,
-            f"{_max(answer_s)} / {_max(verdict_s)} / {_max(funding_s)} (medians "
-            f"{_median(answer_s)} / {_median(verdict_s)} / {_median(funding_s)})"
-            + (
-                f"; slowest leg {slowest.public_id}, {slowest.attempts} attempts" if slowest else ""
-            ),
-        )
-    )
-    return found
+    timing = get_contract("stripe.refund.created").timing
+    minimum = (timing.initial_delay_ms + timing.stale_read_window_ms) / 1000
+    return Latencies(answer_s, verdict_s, funding_s, minimum)
 
 
-def _max(values: list[float]) -> str:
-    return f"{max(values):.1f} s" if values else "-"
+class QueueWatch(threading.Thread):
+    """Samples the depth of this run's Celery queues (the default and the money queue) every
+    QUEUE_SAMPLE_S until stopped: the deepest, and when."""
 
+    def __init__(self, queues: list[str]) -> None:
+        super().__init__(daemon=True, name="queue-watch")
+        self.queues = queues
+        self.deepest = 0
+        self.deepest_at = 0.0
+        self.samples = 0
+        self.began = time.monotonic()
+        self.stopped = threading.Event()
 
-def _median(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} s" if values else "-"
+    def run(self) -> None:
+        import redis
+
+        client = redis.Redis.from_url(BROKER_URL)
+        while not self.stopped.wait(QUEUE_SAMPLE_S):
+            try:
+                depth = sum(int(client.llen(name)) for name in self.queues)
+            except redis.RedisError:
+                continue
+            self.samples += 1
+            if depth > self.deepest:
+                self.deepest, self.deepest_at = depth, time.monotonic() - self.began
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)
 
 
 # --- setup --------------------------------------------------------------------------------------
@@ -921,11 +1027,14 @@ def django_setup(clients: int) -> tuple[list[str], str]:
 
 
 def system_start(
-    database_url: str, queue_name: str, seed: int, logs: Path
+    database_url: str, queue_name: str, seed: int, logs: Path, options: argparse.Namespace
 ) -> tuple[System, dict[str, str]]:
-    sandbox_port, app_port = free_port(), free_port()
+    """The processes, not started yet. One web node and one worker on every queue; with
+    `options.topology` two web nodes (gunicorn masters on two ports, ASGI with uvicorn workers
+    as in production, each with its own Prometheus folder) and one worker per queue (the money
+    queue, and everything else)."""
+    sandbox_port = options.sandbox_port or free_port()
     sandbox_url = f"http://127.0.0.1:{sandbox_port}"
-    base = f"http://127.0.0.1:{app_port}"
     env = dict(os.environ)
     env.pop("VOUCH_CRASH_AT", None)  # a test-only crash point must never fire here
     env.update(
@@ -943,59 +1052,66 @@ def system_start(
     )
     py = sys.executable
     celery = [py, "-m", "celery", "-A", "config.celery_app"]
+    nodes = 2 if options.topology else 1
+    ports = list(options.web_port or [])
+    ports += [free_port() for _ in range(nodes - len(ports))]
+    webs = []
+    for number, port in enumerate(ports[:nodes], start=1):
+        node_env = dict(env)
+        if options.topology:
+            metrics = logs / f"prometheus-node{number}"
+            metrics.mkdir(exist_ok=True)
+            node_env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
+            app = ["config.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
+        else:
+            app = ["config.wsgi:application"]
+        webs.append(
+            Service(
+                f"gunicorn node {number}" if options.topology else "gunicorn",
+                [
+                    *[py, "-m", "gunicorn", *app],
+                    *["--bind", f"127.0.0.1:{port}", "--workers", "2", "--timeout", "60"],
+                    *["--graceful-timeout", "5", "--log-level", "warning"],
+                ],
+                node_env,
+                logs / f"gunicorn-{number}.log",
+                url=f"http://127.0.0.1:{port}",
+            )
+        )
+    money_queue = f"{queue_name}.money"
+    queues = [[money_queue], [queue_name]] if options.topology else [[money_queue, queue_name]]
+    workers = [
+        Service(
+            f"celery worker {','.join(consumed)}",
+            [
+                *celery,
+                "worker",
+                f"--concurrency={options.worker_processes}",
+                "--loglevel=WARNING",
+                "--without-mingle",
+                "--without-gossip",
+                "-Q",
+                ",".join(consumed),
+                "-n",
+                f"{consumed[0]}@%h",
+            ],
+            env,
+            logs / f"worker-{consumed[0]}.log",
+        )
+        for consumed in queues
+    ]
     system = System(
         sandbox=Service(
             "sandbox",
             [
-                py,
-                "-m",
-                "stripe_sandbox",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(sandbox_port),
-                "--seed",
-                str(seed),
+                *[py, "-m", "stripe_sandbox", "--host", "127.0.0.1"],
+                *["--port", str(sandbox_port), "--seed", str(seed)],
             ],
             env,
             logs / "sandbox.log",
         ),
-        web=Service(
-            "gunicorn",
-            [
-                py,
-                "-m",
-                "gunicorn",
-                "config.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{app_port}",
-                "--workers",
-                "2",
-                "--timeout",
-                "60",
-                "--graceful-timeout",
-                "5",
-                "--log-level",
-                "warning",
-            ],
-            env,
-            logs / "gunicorn.log",
-        ),
-        worker=Service(
-            "celery worker",
-            [
-                *celery,
-                "worker",
-                "--concurrency=2",
-                "--loglevel=WARNING",
-                "--without-mingle",
-                "--without-gossip",
-                "-n",
-                f"{queue_name}@%h",
-            ],
-            env,
-            logs / "worker.log",
-        ),
+        webs=webs,
+        workers=workers,
         beat=Service(
             "celery beat",
             [
@@ -1008,8 +1124,8 @@ def system_start(
             env,
             logs / "beat.log",
         ),
-        base=base,
         sandbox_url=sandbox_url,
+        worker_processes=options.worker_processes * len(queues),
     )
     return system, env
 
@@ -1034,6 +1150,7 @@ def broker_forget(queue_name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global BROKER_URL  # --redis-url: every helper of this module reads it
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--operations", type=int, default=1000)
     parser.add_argument("--kills", type=int, default=4)
@@ -1044,11 +1161,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep-db", action="store_true", help="keep the database and logs, also on success"
     )
+    parser.add_argument(
+        "--database-name",
+        default=os.environ.get("SOAK_DATABASE_NAME", ""),
+        help="the throw-away database, created and dropped on DATABASE_URL's server "
+        "(env SOAK_DATABASE_NAME; default vouch_soak_<pid>)",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=BROKER_URL,
+        help=f"the Celery broker (env SOAK_REDIS_URL; default {DEFAULT_BROKER_URL}); the run's "
+        "queues are named soak-<pid> in it",
+    )
+    parser.add_argument(
+        "--sandbox-port",
+        type=int,
+        default=int(os.environ.get("SOAK_SANDBOX_PORT") or 0),
+        help="the sandbox's port (env SOAK_SANDBOX_PORT; default: a free one)",
+    )
+    parser.add_argument(
+        "--web-port",
+        type=int,
+        action="append",
+        help="a web node's port, once per node (default: free ones)",
+    )
+    parser.add_argument(
+        "--worker-processes", type=int, default=2, help="pool processes of each Celery worker"
+    )
+    parser.add_argument(
+        "--topology",
+        action="store_true",
+        help="scale-out: two web nodes (ASGI, each its own Prometheus folder; clients spread over "
+        "both), a worker for the money queue and one for everything else, one beat",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.operations <= 1_000_000 or not 1 <= args.clients <= 64:
         parser.error("--operations must be in [1, 1000000] and --clients in [1, 64]")
     if not 0 <= args.fault_rate <= 0.2 or args.kills < 0:
         parser.error("--fault-rate must be in [0, 0.2] and --kills >= 0")
+    if not 1 <= args.worker_processes <= 32:
+        parser.error("--worker-processes must be in [1, 32]")
+    BROKER_URL = args.redis_url
 
     def terminated(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)  # unwinds through the finally blocks
@@ -1062,7 +1215,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.fault_rate} each ({len(faults(args.fault_rate))} faults)",
         flush=True,
     )
-    name = f"vouch_soak_{os.getpid()}"
+    name = args.database_name or f"vouch_soak_{os.getpid()}"
     queue_name = f"soak-{os.getpid()}"
     bench_url, maintenance = bench_database_urls(
         os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), name
@@ -1083,22 +1236,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         database.create()
         sessions, staff_token = django_setup(args.clients)
-        system, _ = system_start(bench_url, queue_name, args.seed, logs)
+        system, _ = system_start(bench_url, queue_name, args.seed, logs, args)
         system.sandbox.start()
         wait_for(
             "stripe_sandbox",
             lambda: requests.get(f"{system.sandbox_url}/_sandbox/state", timeout=2).ok,
             system.sandbox,
         )
-        system.web.start()
-        system.worker.start()
-        system.beat.start()
+        for service in [*system.webs, *system.workers, system.beat]:
+            service.start()
         system.web_ready()
         control = f"{system.sandbox_url}/_sandbox"
         requests.post(
             f"{control}/webhooks",
             json={
-                "url": f"{system.base}/webhooks/stripe",
+                "url": f"{system.bases[0]}/webhooks/stripe",
                 "secret": WEBHOOK_SECRET,
                 "max_attempts": 8,
                 "backoff_ms": 500,
@@ -1110,14 +1262,18 @@ def main(argv: list[str] | None = None) -> int:
             json={"duplicate_probability": args.fault_rate, "drop_probability": args.fault_rate},
             timeout=10,
         ).raise_for_status()
-        say(f"gunicorn on {system.base}, sandbox on {system.sandbox_url}, queue {queue_name}")
+        say(
+            f"web on {', '.join(system.bases)}, sandbox on {system.sandbox_url}, queues "
+            f"{queue_name} and {queue_name}.money, "
+            + "; ".join(f"{w.name} x{args.worker_processes}" for w in system.workers)
+        )
 
         failed_later: set[str] = set()
         everyone: list[str] = []
         buyers = [
             Buyer(
                 n,
-                system.base,
+                system.bases[n % len(system.bases)],
                 sid,
                 staff_token,
                 args.seed,
@@ -1134,8 +1290,10 @@ def main(argv: list[str] | None = None) -> int:
 
         killer = Killer(system, args.seed)
         killer.start()
+        watch = QueueWatch([queue_name, f"{queue_name}.money"])
+        watch.start()
         started = time.monotonic()
-        answers = drive(ops, kills, buyers, killer)
+        answers, client_errors = drive(ops, kills, buyers, killer)
         killer.finish()
         ops_s = time.monotonic() - started
         for service in system.all():
@@ -1162,6 +1320,7 @@ def main(argv: list[str] | None = None) -> int:
             if settled
             else f"NOT settled after {settle_s:.0f} s: {left}"
         )
+        watch.stop()
         results = checks(system.sandbox_url, answers, failed_later)
         results.insert(
             0,
@@ -1169,6 +1328,34 @@ def main(argv: list[str] | None = None) -> int:
                 "settled", settled, f"in {settle_s:.0f} s" + ("" if settled else f"; left {left}")
             ),
         )
+        results.insert(
+            0,
+            Check(
+                "every client ran its operations to the end",
+                not client_errors,
+                f"{len(answers)} of {len(ops)} answered"
+                + "".join(f"; {type(e).__name__}: {e}" for e in client_errors[:3]),
+            ),
+        )
+        took = latencies()
+        bound = 2 * took.contract_min_s
+        p95 = percentile(took.verdict_s, 0.95) if took.verdict_s else 0.0
+        depth_bound = 10 * system.worker_processes
+        figures = [
+            ("refund leg answer (reserved to answered)", distribution(took.answer_s)),
+            (
+                "refund verdict (operation began to verdict)",
+                f"{distribution(took.verdict_s)}; target p95 <= {bound:.0f} s (twice the "
+                f"contract's {took.contract_min_s:.0f} s): {'met' if p95 <= bound else 'MISSED'}",
+            ),
+            ("funding leg (created to funded)", distribution(took.funding_s)),
+            (
+                "deepest queue (both queues)",
+                f"{watch.deepest} tasks at {watch.deepest_at:.0f} s ({watch.samples} samples); "
+                f"target <= {depth_bound} (10 x {system.worker_processes} worker processes): "
+                + ("met" if watch.deepest <= depth_bound else "MISSED"),
+            ),
+        ]
         client_lines = [
             (
                 "answers by operation and status",
@@ -1186,7 +1373,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(killer.done)}; starts: "
                 + ", ".join(f"{s.name} {s.starts}" for s in system.all()),
             ),
-            ("slowest operation (with its retries)", f"{max(a.seconds for a in answers):.1f} s"),
+            (
+                "slowest operation (with its retries)",
+                f"{max((a.seconds for a in answers), default=0):.1f} s",
+            ),
+            ("operations", f"{len(answers)} in {ops_s:.0f} s ({len(answers) / ops_s:.1f}/s)"),
+            *figures,
         ]
     finally:
         with signals_held():

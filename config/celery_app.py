@@ -1,14 +1,40 @@
 """The Celery application. Tasks are thin: they take ids and call services."""
 
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
 from django_structlog.celery.steps import DjangoStructLogInitStep
 from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
-app = Celery("vouch")
+
+class SingleRunTask(Task):  # type: ignore[misc]
+    """Every task: a message sent by a beat tick (config/beat.py) holds its job's slot while it runs
+    and frees it when it ends, however it ends (core.ticks); a tick's message that came after its
+    slot was taken again does nothing. Any other message runs as it is."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from core import ticks  # the app registry is ready only once a worker runs tasks
+
+        request = self.request
+        claim = ticks.claim_from_headers(
+            {header: getattr(request, header, None) for header in ticks.HEADERS}
+            if getattr(request, ticks.SLOT_HEADER, None)
+            else request.headers
+        )
+        if claim is None:
+            return super().__call__(*args, **kwargs)
+        if not ticks.tick_started(claim):
+            return None
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            ticks.tick_done(claim)
+
+
+app = Celery("vouch", task_cls=SingleRunTask)
 # Each job run logs one line with the request id of the request that enqueued it (ops/logs.py).
 app.steps["worker"].add(DjangoStructLogInitStep)
 # Every Celery setting is read from Django settings with the CELERY_ prefix.
@@ -19,9 +45,11 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # consumes every queue in task_queues and takes from both in turn. Found by bench/soak.py.
 MONEY_TASKS = ("envelopes.resume_stranded", "disputes.resume_filings")
 MONEY_QUEUE = f"{app.conf.task_default_queue}.money"
+# The money queue first: a worker on both (started without -Q) asks Redis for money work before
+# anything else (CELERY_BROKER_TRANSPORT_OPTIONS' queue_order_strategy "priority").
 app.conf.task_queues = tuple(
     Queue(name, Exchange(name), routing_key=name)
-    for name in (app.conf.task_default_queue, MONEY_QUEUE)
+    for name in (MONEY_QUEUE, app.conf.task_default_queue)
 )
 app.conf.task_routes = {name: {"queue": MONEY_QUEUE} for name in MONEY_TASKS}
 app.autodiscover_tasks()

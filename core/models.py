@@ -85,3 +85,29 @@ class ProviderCallBudget(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: next call at {self.next_slot_at:.3f}"
+
+
+class SlotState(models.TextChoices):
+    FREE = "free", "free"
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+
+
+class PeriodicSlot(models.Model):
+    """The one run a periodic job may have queued or running at a time (SPEC §11, core.ticks):
+    beat takes the slot before it sends a tick and a tick that finds it taken sends nothing, so a
+    busy worker pool never builds a backlog of ticks. The slot is held until the run ends, or
+    until `held_until` passes (a message lost with the broker, a worker killed mid-run)."""
+
+    name = models.CharField(primary_key=True, max_length=200, help_text="The beat entry's name.")
+    state = models.CharField(max_length=10, choices=SlotState.choices, default=SlotState.FREE)
+    token = models.CharField(max_length=32, blank=True, help_text="The run's, sent in its headers.")
+    held_until = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    skipped = models.PositiveBigIntegerField(
+        default=0, help_text="Ticks that found the slot taken and sent nothing."
+    )
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.state}"

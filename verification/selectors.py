@@ -1,4 +1,4 @@
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db.models import Q
 
@@ -25,6 +25,14 @@ def events_unprocessed(*, older_than_s: float, limit: int = 500) -> list[int]:
         .order_by("received_at")
         .values_list("pk", flat=True)[:limit]
     )
+
+
+def runs_in_flight(*, now: datetime | None = None) -> int:
+    """Undecided runs leased now: an attempt of each is queued or running (sent by the poll or by
+    an event), or its worker died and the lease has not run out yet."""
+    return VerificationRun.objects.filter(
+        verdict=Verdict.PENDING, leased_until__gt=now or clock.now()
+    ).count()
 
 
 def runs_pending_count() -> int:

@@ -264,13 +264,23 @@ SPECTACULAR_SETTINGS = {
 # --- Celery (config/celery_app.py) ---------------------------------------------------------
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
-CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+# Redis: BRPOP over the consumed queues in their order (the money queue first, config/celery_app.py)
+# instead of kombu's round robin, so a worker on both queues serves money work before polling.
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"queue_order_strategy": "priority"}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's database scheduler, sending a periodic job's tick only when no run of it
+# is queued or running (config/beat.py, core/ticks.py; SPEC §11).
+CELERY_BEAT_SCHEDULER = "config.beat:SingleRunScheduler"
+# A tick's message that waits longer than this is taken for lost: the next tick sends another
+# (and the late one, if it comes, does not run).
+PERIODIC_QUEUED_HOLD_S = env.float("PERIODIC_QUEUED_HOLD_S", default=120.0)
+# A started run holds its slot for its interval, within these bounds (core.ticks.run_lease_s).
+PERIODIC_RUN_LEASE_MIN_S = env.float("PERIODIC_RUN_LEASE_MIN_S", default=60.0)
+PERIODIC_RUN_LEASE_MAX_S = env.float("PERIODIC_RUN_LEASE_MAX_S", default=3600.0)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Stripe (reached only through the provider adapter) ------------------------------------
@@ -300,7 +310,11 @@ IDEMPOTENCY_KEEP_DAYS = env.int("IDEMPOTENCY_KEEP_DAYS", default=30)
 # --- Verification (SPEC §6) -------------------------------------------------------------------
 
 VERIFICATION_POLL_EVERY_S = env.int("VERIFICATION_POLL_EVERY_S", default=2)
+# The poll claims at most this many due runs at a time, and sends an attempt only while fewer
+# than VERIFICATION_IN_FLIGHT_MAX are queued or running: the queue never holds a backlog of
+# attempts (SPEC §11). About 4 per worker process consuming the default queue.
 VERIFICATION_BATCH_SIZE = env.int("VERIFICATION_BATCH_SIZE", default=100)
+VERIFICATION_IN_FLIGHT_MAX = env.int("VERIFICATION_IN_FLIGHT_MAX", default=8)
 VERIFICATION_LEASE_S = env.float("VERIFICATION_LEASE_S", default=300.0)
 VERIFICATION_CLOCK_SKEW_S = env.float("VERIFICATION_CLOCK_SKEW_S", default=2.0)
 VERIFICATION_EVENT_RETRY_AFTER_S = 30

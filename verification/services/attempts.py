@@ -24,6 +24,7 @@ from verification.models import (
     Trigger,
     VerificationRun,
 )
+from verification.selectors import runs_in_flight
 from verification.services.escalations import escalation_open
 from verification.services.runs import run_context
 from verification.verifiers import verifier_for
@@ -71,6 +72,15 @@ def runs_claim_due(*, limit: int = 100, now: datetime | None = None) -> list[tup
                 ),
             )
     return [(run_id, held or token) for run_id, held in rows]
+
+
+def runs_claim_within(*, in_flight_max: int, limit: int) -> list[tuple[int, str]]:
+    """Lease the due runs the workers have room for: at most `limit`, and no more than bring the
+    runs in flight (`selectors.runs_in_flight`) to `in_flight_max`. So the queue holds at most
+    about `in_flight_max` attempts however many runs fall due at once; each attempt that ends
+    makes room for the next (verification.tasks), and the oldest due run goes first."""
+    room = min(limit, in_flight_max - runs_in_flight())
+    return runs_claim_due(limit=room) if room > 0 else []
 
 
 def run_claim_for_event(*, run_id: int) -> str | None:
