@@ -19,7 +19,7 @@ def _every_s(entry: Any) -> float:
     return run_every.total_seconds() if run_every is not None else 0.0
 
 
-class SingleRunScheduler(DatabaseScheduler):  # type: ignore[misc]
+class SingleRunScheduler(DatabaseScheduler):
     _claim: ticks.Claim | None = None
 
     def apply_entry(self, entry: Any, producer: Any = None) -> None:

@@ -10,7 +10,7 @@ from kombu import Exchange, Queue
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
 
-class SingleRunTask(Task):  # type: ignore[misc]
+class SingleRunTask(Task):
     """Every task: a message sent by a beat tick (config/beat.py) holds its job's slot while it runs
     and frees it when it ends, however it ends (core.ticks); a tick's message that came after its
     slot was taken again does nothing. Any other message runs as it is."""
