@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import queue
 import random
@@ -918,7 +919,7 @@ def distribution(values: list[float]) -> str:
 @dataclass
 class Latencies:
     answer_s: list[float]  # a refund leg: reserved, then its answer recorded
-    verdict_s: list[float]  # an accepted leg's run: the operation began, then its verdict
+    verdict_s: list[float]  # an accepted leg's run: begun with the leg's answer, then its verdict
     funding_s: list[float]  # a funding leg: created, then funded
     contract_min_s: float  # the refund contract's own minimum: initial delay + stale-read window
 
@@ -937,7 +938,7 @@ def latencies() -> Latencies:
         (d - c).total_seconds()
         for d, c in RefundLeg.objects.filter(outcome=LegOutcome.ACCEPTED)
         .exclude(verification_run__decided_at=None)
-        .values_list("verification_run__decided_at", "verification_run__operation_created_at")
+        .values_list("verification_run__decided_at", "verification_run__created_at")
     ]
     funding_s = [
         (d - c).total_seconds()
@@ -959,6 +960,7 @@ class QueueWatch(threading.Thread):
         self.queues = queues
         self.deepest = 0
         self.deepest_at = 0.0
+        self.deepest_tasks: Counter[str] = Counter()  # what the deepest queue held
         self.samples = 0
         self.began = time.monotonic()
         self.stopped = threading.Event()
@@ -975,6 +977,12 @@ class QueueWatch(threading.Thread):
             self.samples += 1
             if depth > self.deepest:
                 self.deepest, self.deepest_at = depth, time.monotonic() - self.began
+                with contextlib.suppress(redis.RedisError, ValueError, KeyError):
+                    self.deepest_tasks = Counter(
+                        json.loads(raw)["headers"]["task"]
+                        for name in self.queues
+                        for raw in client.lrange(name, 0, -1)
+                    )
 
     def stop(self) -> None:
         self.stopped.set()
@@ -1344,14 +1352,16 @@ def main(argv: list[str] | None = None) -> int:
         figures = [
             ("refund leg answer (reserved to answered)", distribution(took.answer_s)),
             (
-                "refund verdict (operation began to verdict)",
+                "refund verdict (run begun with the answer, to verdict)",
                 f"{distribution(took.verdict_s)}; target p95 <= {bound:.0f} s (twice the "
                 f"contract's {took.contract_min_s:.0f} s): {'met' if p95 <= bound else 'MISSED'}",
             ),
             ("funding leg (created to funded)", distribution(took.funding_s)),
             (
                 "deepest queue (both queues)",
-                f"{watch.deepest} tasks at {watch.deepest_at:.0f} s ({watch.samples} samples); "
+                f"{watch.deepest} tasks at {watch.deepest_at:.0f} s ({watch.samples} samples: "
+                + ", ".join(f"{t} x{n}" for t, n in watch.deepest_tasks.most_common(4))
+                + "); "
                 f"target <= {depth_bound} (10 x {system.worker_processes} worker processes): "
                 + ("met" if watch.deepest <= depth_bound else "MISSED"),
             ),

@@ -32,6 +32,9 @@ class SingleRunTask(Task):
             return super().__call__(*args, **kwargs)
         finally:
             ticks.tick_done(claim)
+            follow = getattr(self, "after_run", None)
+            if follow is not None:  # e.g. the events' drain looks once more (no lost wake-up)
+                follow()
 
 
 app = Celery("vouch", task_cls=SingleRunTask)

@@ -35,8 +35,8 @@ class Claim:
     token: str
     lease_s: float
 
-    def headers(self) -> dict[str, object]:
-        return {SLOT_HEADER: self.name, TOKEN_HEADER: self.token, LEASE_HEADER: self.lease_s}
+    def headers(self) -> dict[str, str]:
+        return {SLOT_HEADER: self.name, TOKEN_HEADER: self.token, LEASE_HEADER: str(self.lease_s)}
 
 
 def run_lease_s(every_s: float) -> float:

@@ -1,12 +1,14 @@
 """Thin Celery tasks: they take ids and call services."""
 
 import logging
+import time
 from datetime import datetime
 
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 
+from core import ticks
 from verification import clock, selectors, services
 
 logger = logging.getLogger("vouch.verification")
@@ -64,19 +66,64 @@ def attempt(run_id: int, token: str, trigger: str) -> None:
 
 @shared_task(name="verification.process_event")
 def process_event(event_pk: int) -> None:
+    """One stored event (a message sent before the events' drain existed, or by hand)."""
     services.provider_event_process(event_pk=event_pk, enqueue=_enqueue)
+
+
+# The slot of the events' drain (core.ticks): at most one queued or running.
+EVENTS_SLOT = "verification: process stored events"
+
+
+def process_events_soon() -> None:
+    """Have the stored events processed: send the drain, unless one is queued or running (it
+    sees every event committed before it frees its slot, and looks once more after)."""
+    claim = ticks.tick_claim(EVENTS_SLOT, every_s=0)
+    if claim is None:
+        return
+    try:
+        process_events.apply_async(headers=claim.headers())
+    except BaseException:
+        ticks.tick_done(claim)
+        raise
+
+
+def _events_left() -> None:
+    """After the drain freed its slot: an event stored meanwhile gets a drain of its own."""
+    if selectors.events_unprocessed(older_than_s=0, limit=1):
+        process_events_soon()
+
+
+@shared_task(name="verification.process_events")
+def process_events() -> int:
+    """The events' drain: the stored events not processed yet (and failed ones whose backoff ran
+    out), oldest first, in batches, for at most VERIFICATION_EVENT_DRAIN_S; one webhook is one
+    row, not one task, so a burst of deliveries never fills the queue (SPEC §11)."""
+    done = 0
+    deadline = time.monotonic() + settings.VERIFICATION_EVENT_DRAIN_S
+    while time.monotonic() < deadline:
+        batch = selectors.events_unprocessed(older_than_s=0, limit=settings.VERIFICATION_BATCH_SIZE)
+        if not batch:
+            break
+        for event_pk in batch:
+            services.provider_event_process(event_pk=event_pk, enqueue=_enqueue)
+            done += 1
+    return done
+
+
+process_events.after_run = _events_left  # type: ignore[attr-defined]  # config/celery_app.py
 
 
 @shared_task(name="verification.retry_events")
 def retry_events() -> int:
-    """Process again the stored events whose processing did not finish: a lost task, a crash, or
-    a failed attempt whose backoff has run out (bounded: VERIFICATION_EVENT_MAX_ATTEMPTS)."""
+    """Process again the stored events whose processing did not finish: a lost message, a
+    crash, or a failed attempt whose backoff has run out (bounded: VERIFICATION_EVENT_MAX_ATTEMPTS):
+    the drain is sent if any is waiting."""
     pending = selectors.events_unprocessed(
         older_than_s=settings.VERIFICATION_EVENT_RETRY_AFTER_S,
         limit=settings.VERIFICATION_BATCH_SIZE,
     )
-    for event_pk in pending:
-        process_event.delay(event_pk)
+    if pending:
+        process_events_soon()
     return len(pending)
 
 

@@ -315,6 +315,9 @@ VERIFICATION_POLL_EVERY_S = env.int("VERIFICATION_POLL_EVERY_S", default=2)
 # attempts (SPEC §11). About 4 per worker process consuming the default queue.
 VERIFICATION_BATCH_SIZE = env.int("VERIFICATION_BATCH_SIZE", default=100)
 VERIFICATION_IN_FLIGHT_MAX = env.int("VERIFICATION_IN_FLIGHT_MAX", default=8)
+# One run of the stored events' drain (verification.process_events) stops after this long and
+# sends the next one, so its slot's lease (PERIODIC_RUN_LEASE_MIN_S) never runs out under it.
+VERIFICATION_EVENT_DRAIN_S = env.float("VERIFICATION_EVENT_DRAIN_S", default=20.0)
 VERIFICATION_LEASE_S = env.float("VERIFICATION_LEASE_S", default=300.0)
 VERIFICATION_CLOCK_SKEW_S = env.float("VERIFICATION_CLOCK_SKEW_S", default=2.0)
 VERIFICATION_EVENT_RETRY_AFTER_S = 30

@@ -13,7 +13,7 @@ from providers import StripeProvider, WebhookSignatureError
 from verification import clock
 from verification.events import InvalidProviderEvent
 from verification.services import provider_event_store
-from verification.tasks import process_event
+from verification.tasks import process_events_soon
 
 
 def _refused(code: str, message: str, status: int = 400, details: object = None) -> JsonResponse:
@@ -45,9 +45,9 @@ def stripe_webhook(request: HttpRequest) -> JsonResponse:
     except RecursionError:  # parsed only once the signature verified: JSON nested too deep
         return _refused("malformed_request", "The payload's JSON is nested too deep.")
     try:
-        stored, created = provider_event_store(event=event, raw=raw)
+        _, created = provider_event_store(event=event, raw=raw)
     except InvalidProviderEvent as exc:
         return _refused(exc.code, exc.message, details=exc.details)
     if created:
-        transaction.on_commit(lambda: process_event.delay(stored.pk))
+        transaction.on_commit(process_events_soon)
     return JsonResponse({"received": True, "duplicate": not created})

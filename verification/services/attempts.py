@@ -83,6 +83,22 @@ def runs_claim_within(*, in_flight_max: int, limit: int) -> list[tuple[int, str]
     return runs_claim_due(limit=room) if room > 0 else []
 
 
+def run_wake_later(*, run_id: int, monitor: bool = False) -> None:
+    """An event for a run while the workers have no room: the run is made due now (if it is
+    leased, its holder attempts again when done), or, decided, its monitoring is; the bounded
+    poll sends it, oldest due first."""
+    now = clock.now()
+    runs = VerificationRun.objects.filter(id=run_id)
+    if monitor:
+        runs.filter(Q(monitor_at__isnull=True) | Q(monitor_at__gt=now)).update(monitor_at=now)
+        return
+    pending = runs.filter(verdict=Verdict.PENDING)
+    pending.filter(leased_until__gte=now).update(event_pending=True)
+    pending.filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now)).filter(
+        next_attempt_at__gt=now
+    ).update(next_attempt_at=now)
+
+
 def run_claim_for_event(*, run_id: int) -> str | None:
     """Lease one pending run for an event-triggered attempt; if it is leased already, mark that an
     event is waiting (the holder attempts again when done). Returns the lease token or None."""

@@ -22,7 +22,8 @@ from verification.models import (
     Trigger,
     VerificationRun,
 )
-from verification.services.attempts import run_claim_for_event
+from verification.selectors import runs_in_flight
+from verification.services.attempts import run_claim_for_event, run_wake_later
 from verification.services.escalations import escalation_open
 from verification.subjects import Subject
 from verification.verifiers import dig
@@ -130,17 +131,29 @@ def _event_wake_runs(event: ProviderEvent, enqueue: Callable[[int, str, str], No
                 continue
             runs = VerificationRun.objects.filter(query, contract_id=contract.id).distinct()
             for run in runs.filter(verdict=Verdict.PENDING).only("id"):
-                token = run_claim_for_event(run_id=run.id)
-                if token is not None:
-                    enqueue(run.id, token, Trigger.EVENT)
+                if _room():
+                    token = run_claim_for_event(run_id=run.id)
+                    if token is not None:
+                        enqueue(run.id, token, Trigger.EVENT)
+                else:
+                    run_wake_later(run_id=run.id)
                 woken.append(run.id)
             monitor_since = clock.now() - timedelta(milliseconds=contract.timing.timeout_ms)
             for run in runs.filter(verdict=Verdict.VERIFIED, decided_at__gte=monitor_since).only(
                 "id"
             ):
-                enqueue(run.id, "", Trigger.MONITOR)
+                if _room():
+                    enqueue(run.id, "", Trigger.MONITOR)
+                else:
+                    run_wake_later(run_id=run.id, monitor=True)
                 woken.append(run.id)
     return woken
+
+
+def _room() -> bool:
+    """Whether an attempt may be sent now: fewer than VERIFICATION_IN_FLIGHT_MAX in flight. If
+    not, the woken run is made due instead, and the bounded poll sends it (SPEC §11)."""
+    return runs_in_flight() < settings.VERIFICATION_IN_FLIGHT_MAX
 
 
 def _event_failed(event: ProviderEvent, exc: Exception) -> None:
