@@ -1,0 +1,118 @@
+"""Under load the queue holds no backlog (SPEC §11, issue 28): a burst of webhook deliveries is one
+drain of the stored events, not one task each; attempts are sent only while the workers have room
+(VERIFICATION_IN_FLIGHT_MAX), whether the poll or an event wakes the run. Against the real broker
+and a real worker."""
+
+import json
+import time
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+from celery.contrib.testing.worker import start_worker
+from django.test import Client
+from django.utils import timezone
+
+from config.celery_app import app
+from core.models import PeriodicSlot, SlotState
+from stripe_sandbox.webhooks import sign
+from verification.models import ProviderEvent, VerificationRun
+from verification.services import provider_event_process, runs_claim_within
+from verification.tasks import EVENTS_SLOT
+
+from .conftest import Refunds
+
+SECRET = "whsec_vouch_sandbox"  # settings.STRIPE_WEBHOOK_SECRET under test settings
+
+
+def _purge() -> None:
+    with app.connection_for_write() as connection:
+        for queue in app.conf.task_queues:
+            connection.default_channel.queue_purge(queue.name)
+
+
+def _queued() -> Counter[str]:
+    client = redis.Redis.from_url(app.conf.broker_url)
+    return Counter(
+        json.loads(raw)["headers"]["task"]
+        for queue in app.conf.task_queues
+        for raw in client.lrange(queue.name, 0, -1)
+    )
+
+
+def _event(number: int) -> bytes:
+    return json.dumps(
+        {
+            "id": f"evt_burst_{number}",
+            "object": "event",
+            "type": "charge.updated",
+            "created": int(time.time()),
+            "data": {"object": {"id": f"ch_burst_{number}", "object": "charge"}},
+        }
+    ).encode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_deliveries_is_one_drain_in_the_queue(celery_broker: str) -> None:
+    _purge()
+    for number in range(30):  # no worker takes anything meanwhile
+        body = _event(number)
+        response = Client().post(
+            "/webhooks/stripe",
+            body,
+            content_type="application/json",
+            HTTP_STRIPE_SIGNATURE=sign(body, SECRET, int(time.time())),
+        )
+        assert response.status_code == 200
+    assert _queued() == Counter({"verification.process_events": 1})
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+        deadline = time.monotonic() + 20
+        while ProviderEvent.objects.filter(processed_at=None).exists():
+            assert time.monotonic() < deadline, "the drain did not process the 30 events in 20 s"
+            time.sleep(0.1)
+    assert ProviderEvent.objects.filter(event_id__startswith="evt_burst_").count() == 30
+    assert PeriodicSlot.objects.get(name=EVENTS_SLOT).state == SlotState.FREE
+    _purge()
+
+
+@pytest.mark.django_db
+def test_the_poll_claims_only_what_the_workers_have_room_for(
+    refunds: Refunds, settings: Any
+) -> None:
+    settings.VERIFICATION_IN_FLIGHT_MAX = 3
+    runs = [refunds.make(refunds.charge()) for _ in range(5)]
+    VerificationRun.objects.filter(pk__in=[r.pk for r in runs]).update(
+        next_attempt_at=timezone.now() - timedelta(seconds=1)
+    )
+    first = runs_claim_within(in_flight_max=3, limit=100)
+    assert len(first) == 3
+    assert runs_claim_within(in_flight_max=3, limit=100) == []  # three in flight: no room
+    VerificationRun.objects.filter(pk=first[0][0]).update(leased_until=None, lease_token="")
+    assert len(runs_claim_within(in_flight_max=3, limit=100)) == 1  # one ended: one more
+    assert runs_claim_within(in_flight_max=10, limit=0) == []
+
+
+@pytest.mark.django_db
+def test_an_event_with_no_room_makes_its_run_due_instead_of_sending_an_attempt(
+    refunds: Refunds, settings: Any
+) -> None:
+    run = refunds.make(refunds.charge())
+    far = timezone.now() + timedelta(hours=1)
+    VerificationRun.objects.filter(pk=run.pk).update(next_attempt_at=far)
+    sent: list[tuple[int, str, str]] = []
+    settings.VERIFICATION_IN_FLIGHT_MAX = 0
+    assert refunds.store_events("refund.created") == 1
+    event = ProviderEvent.objects.get(type="refund.created")
+    assert provider_event_process(event_pk=event.pk, enqueue=lambda *a: sent.append(a)) == [run.pk]
+    assert sent == []
+    run.refresh_from_db()
+    assert run.next_attempt_at is not None
+    assert run.next_attempt_at <= timezone.now()
+    assert run.leased_until is None
+    settings.VERIFICATION_IN_FLIGHT_MAX = 8  # with room, the same event sends an attempt at once
+    VerificationRun.objects.filter(pk=run.pk).update(next_attempt_at=far)
+    ProviderEvent.objects.filter(pk=event.pk).update(processed_at=None)
+    provider_event_process(event_pk=event.pk, enqueue=lambda *a: sent.append(a))
+    assert [(run_id, trigger) for run_id, _, trigger in sent] == [(run.pk, "event")]
