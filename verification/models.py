@@ -76,6 +76,10 @@ class VerificationRun(models.Model):
             models.Index(
                 fields=["monitor_at"], name="run_monitor_due", condition=Q(monitor_at__isnull=False)
             ),
+            # The runs in flight (selectors.runs_in_flight): only those leased now are indexed.
+            models.Index(
+                fields=["leased_until"], name="run_leased", condition=Q(leased_until__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:

@@ -28,11 +28,9 @@ def events_unprocessed(*, older_than_s: float, limit: int = 500) -> list[int]:
 
 
 def runs_in_flight(*, now: datetime | None = None) -> int:
-    """Undecided runs leased now: an attempt of each is queued or running (sent by the poll or by
-    an event), or its worker died and the lease has not run out yet."""
-    return VerificationRun.objects.filter(
-        verdict=Verdict.PENDING, leased_until__gt=now or clock.now()
-    ).count()
+    """Runs leased now: an attempt (or a decided run's monitoring attempt) of each is queued or
+    running, sent by the poll or by an event, or its worker died and the lease has not run out."""
+    return VerificationRun.objects.filter(leased_until__gt=now or clock.now()).count()
 
 
 def runs_pending_count() -> int:

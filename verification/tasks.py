@@ -35,7 +35,9 @@ def _send_due() -> int:
 def poll() -> int:
     """Send the due runs' attempts the workers have room for, and the due monitoring attempts."""
     sent = _send_due()
-    monitored = services.runs_claim_monitor_due(limit=settings.VERIFICATION_BATCH_SIZE)
+    monitored = services.runs_claim_monitor_within(
+        in_flight_max=settings.VERIFICATION_IN_FLIGHT_MAX, limit=settings.VERIFICATION_BATCH_SIZE
+    )
     for run_id in monitored:
         attempt.delay(run_id, "", "monitor")
     _pending_log_once_a_minute()

@@ -9,6 +9,7 @@ from verification.services.attempts import (
     run_claim_for_event,
     runs_claim_due,
     runs_claim_monitor_due,
+    runs_claim_monitor_within,
     runs_claim_within,
 )
 from verification.services.escalations import (
@@ -50,6 +51,7 @@ __all__ = [
     "run_context",
     "runs_claim_due",
     "runs_claim_monitor_due",
+    "runs_claim_monitor_within",
     "runs_claim_within",
     "verification_prepare",
     "verification_start",

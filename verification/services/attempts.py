@@ -176,6 +176,8 @@ def run_attempt(
         Observation.objects.bulk_create(observations)
         if trigger == Trigger.MONITOR:
             _monitor_outcome(locked, decision)
+            if locked.decided:  # its monitoring lease ends (a pending run's lease is its own)
+                VerificationRun.objects.filter(id=run_id).update(leased_until=None)
             return attempt
         if counted:
             locked.attempts_made = number or 0
@@ -252,15 +254,37 @@ def _monitor_outcome(run: VerificationRun, decision: Decision) -> None:
 
 def runs_claim_monitor_due(*, limit: int = 100, now: datetime | None = None) -> list[int]:
     """Decided runs whose held monitoring is due again (`monitor_at` passed): taken once (the mark
-    is cleared in the claiming transaction, SKIP LOCKED), for a monitoring attempt each."""
+    is cleared in the claiming transaction, SKIP LOCKED), for a monitoring attempt each, leased
+    while it is in flight (one at a time per run)."""
     now = now or clock.now()
     with transaction.atomic():
         ids = list(
             VerificationRun.objects.select_for_update(skip_locked=True)
             .filter(monitor_at__lte=now)
+            .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
             .order_by("monitor_at")
             .values_list("id", flat=True)[:limit]
         )
         if ids:
-            VerificationRun.objects.filter(id__in=ids).update(monitor_at=None)
+            VerificationRun.objects.filter(id__in=ids).update(
+                monitor_at=None, leased_until=now + _lease()
+            )
     return ids
+
+
+def runs_claim_monitor_within(*, in_flight_max: int, limit: int) -> list[int]:
+    """`runs_claim_monitor_due` for the room the workers have (as `runs_claim_within`)."""
+    room = min(limit, in_flight_max - runs_in_flight())
+    return runs_claim_monitor_due(limit=room) if room > 0 else []
+
+
+def run_claim_monitor(*, run_id: int) -> bool:
+    """Lease a decided run for one monitoring attempt (an event came for it): False if one is in
+    flight already, or the run is not decided."""
+    now = clock.now()
+    return bool(
+        VerificationRun.objects.filter(id=run_id)
+        .exclude(verdict=Verdict.PENDING)
+        .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
+        .update(leased_until=now + _lease())
+    )
