@@ -97,9 +97,10 @@ def _charge_refunded(charge_id: str) -> bytes:
 def test_a_job_run_enqueued_by_a_request_logs_that_requests_id(
     alice: Api, logging_worker: WorkerLog, log_tap: LogTap, settings: Any
 ) -> None:
-    """A signed `charge.refunded` webhook (the request) enqueues `verification.process_event`;
-    the real worker runs it (it reads the charge again at the sandbox) and writes one line for
-    the run, with the request's id, the task's name, its duration and its provider time."""
+    """A signed `charge.refunded` webhook (the request) enqueues the drain of stored events,
+    `verification.process_events`; the real worker runs it (it reads the charge again at the
+    sandbox) and writes one line for the run, with the request's id, the task's name, its
+    duration and its provider time."""
     envelope_id = alice.create(2_000_000)["envelope_id"]
     (leg,) = alice.get(f"/api/v1/escrow/envelopes/{envelope_id}").json()["data"]["funding_legs"]
     body = _charge_refunded(leg["charge"])
@@ -127,7 +128,7 @@ def test_a_job_run_enqueued_by_a_request_logs_that_requests_id(
     # One line per run at INFO: no "task_started", no Celery "received" / "succeeded in" lines.
     (run,) = run_lines()
     assert run["event"] == "task_succeeded"
-    assert run["task"] == "verification.process_event"
+    assert run["task"] == "verification.process_events"
     assert run["level"] == "info"
     assert uuid.UUID(run["task_id"])
     assert run["duration_ms"] >= 0

@@ -4,14 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('verification', '0009_search_indexes'),
+        ("verification", "0009_search_indexes"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='verificationrun',
-            index=models.Index(condition=models.Q(('leased_until__isnull', False)), fields=['leased_until'], name='run_leased'),
+            model_name="verificationrun",
+            index=models.Index(
+                condition=models.Q(("leased_until__isnull", False)),
+                fields=["leased_until"],
+                name="run_leased",
+            ),
         ),
     ]
