@@ -30,7 +30,9 @@ the pool); `--no-pool`: a new connection per request. The per-token MCP tool-cal
 (MCP_TOOL_CALL_RATE empty), as the REST throttles are in the test settings.
 
 Run from the repo root: .venv/bin/python bench/mcp_vs_rest.py [--seconds 20] [--clients 8]
-    [--rounds 2] [--workers 2] [--protocol 2026-07-28] [--no-pool]
+    [--rounds 2] [--workers 2] [--protocol 2026-07-28] [--no-pool] [--database-name NAME]
+    [--redis-url URL] [--sandbox-port P] [--web-port P] (the last four also from
+    BENCH_DATABASE_NAME, BENCH_REDIS_URL, BENCH_SANDBOX_PORT, BENCH_WEB_PORT)
 Exit status 1 if a check fails or the target is missed; the summary is printed either way.
 """
 
@@ -70,10 +72,13 @@ from bench.refund_api import (  # noqa: E402 - after the path fix above
     Phase,
     Sample,
     Server,
+    add_database_flag,
+    add_port_flag,
+    add_redis_flag,
     bench_database_urls,
     django_setup,
-    free_port,
     in_parallel,
+    port_or_free,
     postmaster_pid,
     progress,
     run_phase,
@@ -84,7 +89,7 @@ from bench.refund_api import (  # noqa: E402 - after the path fix above
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/vouch"
 SETTINGS = "config.settings.test"
-BROKER_URL = "redis://127.0.0.1:6379/9"  # isolated; purged at the end
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/9"  # isolated; purged at the end
 STRIPE_KEY = "sk_test_bench"
 RATIO_TARGET = 0.5
 REQUEST_TIMEOUT_S = 30.0
@@ -256,7 +261,7 @@ def phase_lines(phase: Phase) -> list[tuple[str, str]]:
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="per surface, in all (s)")
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
@@ -272,6 +277,15 @@ def main(argv: list[str] | None = None) -> int:
         default=120.0,
         help="seconds the sandbox and gunicorn each have to answer (default 120)",
     )
+    add_database_flag(parser, "vouch_bench_mcp_<pid>")
+    add_redis_flag(parser, DEFAULT_BROKER_URL)
+    add_port_flag(parser, "--sandbox-port", "the stripe_sandbox's port")
+    add_port_flag(parser, "--web-port", "gunicorn's port")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not 0 < args.seconds <= 600 or not 1 <= args.clients <= 64:
         parser.error("--seconds must be in (0, 600] and --clients in [1, 64]")
@@ -287,11 +301,11 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(SIGTERM, terminated)
 
-    name = f"vouch_bench_mcp_{os.getpid()}"
+    name = args.database_name or f"vouch_bench_mcp_{os.getpid()}"
     bench_url, maintenance = bench_database_urls(
         os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), name
     )
-    sandbox_port, app_port = free_port(), free_port()
+    sandbox_port, app_port = port_or_free(args.sandbox_port), port_or_free(args.web_port)
     sandbox_url = f"http://127.0.0.1:{sandbox_port}"
     base = f"http://127.0.0.1:{app_port}"
     os.environ.update(
@@ -299,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         DJANGO_SETTINGS_MODULE=SETTINGS,
         STRIPE_API_BASE=sandbox_url,
         STRIPE_API_KEY=STRIPE_KEY,
-        CELERY_BROKER_URL=BROKER_URL,
+        CELERY_BROKER_URL=args.redis_url,
     )
     os.environ.pop("VOUCH_CRASH_AT", None)
     logging.getLogger("stripe").setLevel(logging.WARNING)
@@ -314,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             django_setup()
             env = server_env(bench_url, sandbox_url)
             env["MCP_TOOL_CALL_RATE"] = ""
-            env["CELERY_BROKER_URL"] = BROKER_URL
+            env["CELERY_BROKER_URL"] = args.redis_url
             if not args.no_pool:
                 (Path(tmp) / "bench_mcp_settings.py").write_text(POOL_SETTINGS)
                 env["PYTHONPATH"] = os.pathsep.join([tmp, str(REPO), env.get("PYTHONPATH", "")])

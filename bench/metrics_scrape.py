@@ -15,7 +15,8 @@ collector runs `--scrapes` (20) times after one warm-up, and the script prints t
 scrape and the median and worst time.
 
 Run from the repo root: .venv/bin/python bench/metrics_scrape.py [--sizes 10000,100000]
-    [--scrapes 20]
+    [--scrapes 20] [--database-name NAME] [--redis-url URL] (the last two also from
+    BENCH_DATABASE_NAME, BENCH_REDIS_URL)
 """
 
 from __future__ import annotations
@@ -29,28 +30,45 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
+# Run as `python bench/metrics_scrape.py`, sys.path[0] is bench/, where bench/verification.py would
+# shadow the project's `verification` package: put the repo root there instead.
+if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
+    sys.path[0] = str(ROOT)
+elif str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.refund_api import add_database_flag, add_redis_flag  # noqa: E402 - after the path fix
+
 BATCH = 5_000
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--scrapes", type=int, default=20)
-    args = parser.parse_args()
+    add_database_flag(parser, "vouch_bench_metrics_<pid>")
+    add_redis_flag(parser, "", "CELERY_BROKER_URL as set, else the test settings' Redis db 0")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
     base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/vouch")
-    name = f"vouch_bench_metrics_{os.getpid()}"
+    name = args.database_name or f"vouch_bench_metrics_{os.getpid()}"
     parts = urlsplit(base)
     os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-    sys.path.insert(0, str(ROOT))
+    if args.redis_url:
+        os.environ["CELERY_BROKER_URL"] = args.redis_url
 
     import psycopg
+    from psycopg import sql
 
     admin = urlunsplit(parts._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         import django
 
@@ -70,7 +88,9 @@ def main() -> int:
 
         connections.close_all()
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 def _seed(*, start: int, count: int) -> None:

@@ -38,7 +38,8 @@ functions that cost the most.
 
 Run from the repo root: .venv/bin/python bench/reconciliation.py [--charges 5000]
     [--refunds-per-charge 4] [--large-refunds 100000] [--budget-seconds 6] [--listers 2]
-    [--profile]
+    [--profile] [--database-name NAME] [--redis-url URL] [--sandbox-port P]
+(the last three also from BENCH_DATABASE_NAME, BENCH_REDIS_URL, BENCH_SANDBOX_PORT)
 Exit status 1 if a check fails or a target is missed; the summary is printed either way.
 """
 
@@ -71,9 +72,17 @@ if sys.path and Path(sys.path[0]).resolve() == REPO / "bench":
 elif str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.refund_api import (  # noqa: E402 - after the path fix above
+    add_database_flag,
+    add_port_flag,
+    add_redis_flag,
+    port_or_free,
+)
+
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/vouch"
 SETTINGS = "config.settings.test"
-BROKER_URL = "redis://127.0.0.1:6379/7"  # isolated; a clean run enqueues nothing anyway
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/7"  # isolated; a clean run enqueues nothing anyway
+BROKER_URL = DEFAULT_BROKER_URL  # --redis-url (env BENCH_REDIS_URL) in main
 STRIPE_KEY = "sk_test_bench"
 MICRO_PER_CENT = 10_000
 SEED_CHUNK = 2_500  # charges per seed request and per database transaction
@@ -875,7 +884,7 @@ def run_checks(label: str, result: dict[str, Any], refunds: int, per: int) -> li
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--charges", type=int, default=5_000, help="funding charges (a)-(c)")
     parser.add_argument("--refunds-per-charge", type=int, default=4, help="refunds on each")
@@ -907,7 +916,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-out", help=argparse.SUPPRESS)
     parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    add_database_flag(parser, "vouch_bench_recon_<pid>")
+    add_redis_flag(parser, DEFAULT_BROKER_URL)
+    add_port_flag(parser, "--sandbox-port", "the sandbox's port")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    global BROKER_URL  # --redis-url: child_env reads it (the children get it in their env)
+    parser = build_parser()
     args = parser.parse_args(argv)
+    BROKER_URL = args.redis_url
     if args.serve_sandbox is not None:
         return serve_sandbox(args.serve_sandbox)
     if args.child == "reconcile":
@@ -929,7 +948,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(SIGTERM, terminated)
 
-    name = f"vouch_bench_recon_{os.getpid()}"
+    name = args.database_name or f"vouch_bench_recon_{os.getpid()}"
     bench_url, maintenance = bench_database_urls(
         os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), name
     )
@@ -959,7 +978,7 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"migrated in {time.perf_counter() - t:.1f} s")
             from envelopes.selectors import ledger_breaches
 
-            port = free_port()
+            port = port_or_free(args.sandbox_port)
             sandbox_url = f"http://127.0.0.1:{port}"
             sandbox = Server(
                 [*this, "--serve-sandbox", str(port)],

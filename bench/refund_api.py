@@ -57,7 +57,10 @@ no idempotency), so its idempotency record is written too.
 
 Run from the repo root: .venv/bin/python bench/refund_api.py [--seconds 30] [--clients 16]
     [--rounds 3] [--workers 2] [--threads 1] [--baseline-seconds 3] [--conn-max-age N]
-    [--against naive] [--idempotency-key]
+    [--against naive] [--idempotency-key] [--database-name NAME] [--redis-url URL]
+    [--sandbox-port P] [--web-port P] [--naive-port P]
+(each of the last five also from the environment, BENCH_DATABASE_NAME, BENCH_REDIS_URL,
+BENCH_SANDBOX_PORT, ...: two runs side by side each take their own)
 Exit status 1 if a check fails or a target is missed; the summary is printed either way.
 """
 
@@ -103,7 +106,8 @@ elif str(REPO) not in sys.path:
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/vouch"
 SETTINGS = "config.settings.test"
-BROKER_URL = "redis://127.0.0.1:6379/7"  # isolated; a refund enqueues nothing anyway
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/7"  # isolated; a refund enqueues nothing anyway
+BROKER_URL = DEFAULT_BROKER_URL  # --redis-url (env BENCH_REDIS_URL) in main
 STRIPE_KEY = "sk_test_bench"
 FUND_MICRO = 5_000_000_000  # $5,000.00, the most one envelope holds
 REFUND_MICRO = 10_000  # one cent
@@ -221,6 +225,56 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# --- side by side: a run's database, broker and ports from its flags or the environment ---------
+
+
+def add_database_flag(
+    parser: argparse.ArgumentParser, default_help: str, default: str = ""
+) -> None:
+    """`--database-name` (env BENCH_DATABASE_NAME): the bench's database; '' means the bench's
+    own default, described by `default_help` (a name with the pid in it, most often)."""
+    parser.add_argument(
+        "--database-name",
+        default=os.environ.get("BENCH_DATABASE_NAME") or default,
+        help=f"the bench's database on DATABASE_URL's server (env BENCH_DATABASE_NAME; default "
+        f"{default_help})",
+    )
+
+
+def add_redis_flag(parser: argparse.ArgumentParser, default: str, default_help: str = "") -> None:
+    """`--redis-url` (env BENCH_REDIS_URL): the Celery broker the bench and its servers use."""
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("BENCH_REDIS_URL") or default,
+        help=f"the Celery broker, a Redis database of its own (env BENCH_REDIS_URL; default "
+        f"{default_help or default})",
+    )
+
+
+def add_port_flag(parser: argparse.ArgumentParser, flag: str, what: str) -> None:
+    """A port flag, e.g. `--sandbox-port` (env BENCH_SANDBOX_PORT); 0, the default, picks a free
+    port at start (free_port), so two runs never take the same one."""
+    env = "BENCH_" + flag.lstrip("-").replace("-", "_").upper()
+    parser.add_argument(
+        flag,
+        type=port_number,
+        default=os.environ.get(env) or "0",  # argparse converts a string default with `type`
+        help=f"{what} (env {env}; default 0: a free port)",
+    )
+
+
+def port_number(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65_535:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (0 picks a free one)")
+    return port
+
+
+def port_or_free(port: int) -> int:
+    """The port asked for, or a free one if 0."""
+    return port or free_port()
 
 
 class Server:
@@ -779,7 +833,7 @@ def naive_check(database: Database, refunds_ok: int) -> tuple[str, bool]:
     return f"MISMATCH: {count} rows, {cents} cents, {refunds_ok} answers 201", False
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="each timed window (s)")
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients")
@@ -816,7 +870,23 @@ def main(argv: list[str] | None = None) -> int:
         help="each of Vouch's refunds sends an Idempotency-Key of its own, as a careful client "
         "does: the idempotency record is then written too (the peer has none)",
     )
+    add_database_flag(
+        parser,
+        "vouch_bench_refund_<pid>; the --against peer's is <name>_naive, by default "
+        "vouch_bench_naive_<pid>",
+    )
+    add_redis_flag(parser, DEFAULT_BROKER_URL)
+    add_port_flag(parser, "--sandbox-port", "the stripe_sandbox's port")
+    add_port_flag(parser, "--web-port", "Vouch's gunicorn's port")
+    add_port_flag(parser, "--naive-port", "the --against peer's gunicorn's port")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    global BROKER_URL  # --redis-url: server_env reads it
+    parser = build_parser()
     args = parser.parse_args(argv)
+    BROKER_URL = args.redis_url
     if not 0 < args.seconds <= 600 or not 1 <= args.clients <= 64:
         parser.error("--seconds must be in (0, 600] and --clients in [1, 64]")
     if not 1 <= args.rounds <= 10 or args.seconds / args.rounds < 1:
@@ -829,7 +899,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(SIGTERM, terminated)
 
-    name = f"vouch_bench_refund_{os.getpid()}"
+    name = args.database_name or f"vouch_bench_refund_{os.getpid()}"
+    peer_name = f"{name}_naive" if args.database_name else f"vouch_bench_naive_{os.getpid()}"
     bench_url, maintenance = bench_database_urls(
         os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), name
     )
@@ -839,7 +910,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("stripe").setLevel(logging.WARNING)
     started = time.perf_counter()
     database = Database(maintenance, name)
-    peer = Database(maintenance, f"vouch_bench_naive_{os.getpid()}") if args.against else None
+    peer = Database(maintenance, peer_name) if args.against else None
     servers: list[Server] = []
     phases: list[Phase] = []
     warmup_ok = naive_warmup_ok = 0
@@ -852,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
             session_ids = buyers_login(args.clients)
             progress(f"{args.clients} buyers created and logged in")
 
-            sandbox_port, app_port = free_port(), free_port()
+            sandbox_port, app_port = port_or_free(args.sandbox_port), port_or_free(args.web_port)
             sandbox_url = f"http://127.0.0.1:{sandbox_port}"
             base = f"http://127.0.0.1:{app_port}"
             app_db_url = bench_url
@@ -884,7 +955,7 @@ def main(argv: list[str] | None = None) -> int:
             sandbox.wait_until(lambda: requests.get(f"{sandbox_url}/_sandbox/state", timeout=2).ok)
             naive_clients: list[Client] = []
             if peer:
-                naive_port = free_port()
+                naive_port = port_or_free(args.naive_port)
                 naive_base = f"http://127.0.0.1:{naive_port}"
                 peer_url = bench_database_urls(bench_url, peer.name)[0]
                 peer_env = naive_env(peer_url, sandbox_url, str(counts["naive"]))

@@ -6,6 +6,8 @@ metadata) made by N threads, each on its own big charge, against (1) our `stripe
 dependency). Setup (server start, charge creation) is outside the timed window.
 
 Run from the repo root: .venv/bin/python bench/sandbox.py [--seconds 10] [--threads 4]
+    [--skip-localstripe] [--sandbox-port P] [--localstripe-port P] (ports also from
+    BENCH_SANDBOX_PORT, BENCH_LOCALSTRIPE_PORT; by default free ones)
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ from typing import Any
 import stripe
 
 REPO = Path(__file__).resolve().parent.parent
+# Run as `python bench/sandbox.py`, sys.path[0] is bench/: put the repo root there instead, for
+# `bench.refund_api` (and so that no file of bench/ shadows a package of the project).
+if sys.path and Path(sys.path[0]).resolve() == REPO / "bench":
+    sys.path[0] = str(REPO)
+elif str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.refund_api import add_port_flag, port_or_free  # noqa: E402 - after the path fix
+
 LS_VENV = REPO / "bench" / ".venv-localstripe"
 CHARGE_CENTS = 9_000_000  # $90,000.00 per thread: far more 1-cent refunds than a run can make
 MAX_REFUNDS_PER_THREAD = 1_000_000  # a hard bound on count, besides the time bound
@@ -51,13 +62,6 @@ class Result:
     elapsed: float
     refunds: int
     errors: list[str]
-
-
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_json(url: str, body: dict[str, Any] | None = None) -> Any:
@@ -190,7 +194,7 @@ def check_sandbox(url: str, result: Result) -> list[str]:
 
 def bench_sandbox(args: argparse.Namespace, logdir: Path) -> tuple[str, bool]:
     """Measure the sandbox and check its state; return the summary line and whether it passed."""
-    port = free_port()
+    port = port_or_free(args.sandbox_port)
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "stripe_sandbox", "--host", "127.0.0.1", "--port", str(port)]
     proc = start_server("stripe_sandbox", cmd, port, logdir / "sandbox.log")
@@ -227,7 +231,7 @@ def bench_localstripe(args: argparse.Namespace, logdir: Path) -> str:
     proc = None
     try:
         exe = install_localstripe()
-        port = free_port()
+        port = port_or_free(args.localstripe_port)
         # --from-scratch: do not load the state an earlier run pickled to /tmp/localstripe.pickle
         cmd = [str(exe), "--port", str(port), "--from-scratch"]
         proc = start_server("localstripe", cmd, port, logdir / "localstripe.log")
@@ -253,13 +257,20 @@ def interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> int:
-    """Parse arguments, measure both targets, print the summary; 1 if the sandbox check failed."""
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Refunds/s through the stripe SDK.")
     parser.add_argument("--seconds", type=float, default=10.0, help="timed window per target")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--skip-localstripe", action="store_true")
-    args = parser.parse_args()
+    add_port_flag(parser, "--sandbox-port", "the stripe_sandbox's port")
+    add_port_flag(parser, "--localstripe-port", "localstripe's port")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, measure both targets, print the summary; 1 if the sandbox check failed."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if not 0 < args.seconds <= 600 or not 1 <= args.threads <= 64:
         parser.error("--seconds must be in (0, 600] and --threads in [1, 64]")
     signal.signal(signal.SIGTERM, interrupt)

@@ -1,8 +1,8 @@
 """Benchmark: the console's search box (ops/search/, issue 27 item 2) with `--rows` (100,000)
 rows in every table it asks. Target: every id kind under 100 ms.
 
-Runs in a database of its own (`--database`, default `vouch_bench_search`, on the server named by
-DATABASE_URL, default postgres://postgres@127.0.0.1:5432): dropped if it exists, created,
+Runs in a database of its own (`--database-name`, default `vouch_bench_search`, on the server
+named by DATABASE_URL, default postgres://postgres@127.0.0.1:5432): dropped if it exists, created,
 migrated, filled, and dropped at the end (also on error or Ctrl-C) unless `--keep`. The
 developer's database is never touched.
 
@@ -22,7 +22,9 @@ the rendered list). Prints p50 / p95 / max in milliseconds per kind; exit 1 if a
 more.
 
 Run from the repo root: .venv/bin/python bench/search.py [--rows 100000] [--samples 200]
-    [--database vouch_bench_search] [--keep]
+    [--database-name vouch_bench_search] [--redis-url URL] [--keep]
+(--database-name, once --database, also from BENCH_DATABASE_NAME; --redis-url from
+BENCH_REDIS_URL. The database is dropped first if it exists: two runs side by side need two names.)
 """
 
 from __future__ import annotations
@@ -49,7 +51,11 @@ if sys.path and Path(sys.path[0]).resolve() == REPO / "bench":
 elif str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.refund_api import add_redis_flag  # noqa: E402 - after the path fix above
+
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/vouch"
+DEFAULT_DATABASE_NAME = "vouch_bench_search"
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/7"
 TARGET_MS = 100.0
 BATCH = 5_000
 
@@ -499,21 +505,36 @@ def measure(rows: int, samples: int, seed: int) -> list[tuple[str, int, list[flo
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--database", default="vouch_bench_search")
+    parser.add_argument(
+        "--database-name",
+        "--database",
+        dest="database",
+        metavar="NAME",
+        default=os.environ.get("BENCH_DATABASE_NAME") or DEFAULT_DATABASE_NAME,
+        help="the bench's database on DATABASE_URL's server, dropped first if it exists (env "
+        f"BENCH_DATABASE_NAME; default {DEFAULT_DATABASE_NAME})",
+    )
+    add_redis_flag(parser, "", f"CELERY_BROKER_URL as set, else {DEFAULT_BROKER_URL}")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--keep", action="store_true", help="leave the database for a look")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     url, maintenance = database_urls(
         os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), args.database
     )
     os.environ["DATABASE_URL"] = url
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-    os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/7")
+    if args.redis_url:
+        os.environ["CELERY_BROKER_URL"] = args.redis_url
+    os.environ.setdefault("CELERY_BROKER_URL", DEFAULT_BROKER_URL)
     with own_database(maintenance, args.database, keep=args.keep):
         import django
 

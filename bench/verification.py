@@ -27,6 +27,8 @@ end, also on error, Ctrl-C or SIGTERM. The developer's database is never touched
    most 2 per verified refund, the create included.
 
 Run from the repo root: .venv/bin/python bench/verification.py [--seconds 3] [--decided 200000]
+    [--database-name NAME] [--redis-url URL] [--sandbox-port P] (the last three also from
+    BENCH_DATABASE_NAME, BENCH_REDIS_URL, BENCH_SANDBOX_PORT)
 Exit status 1 if a check fails (a run not VERIFIED, a tick claiming the wrong number of runs) or a
 target is missed; the summary is printed either way.
 """
@@ -63,6 +65,12 @@ if sys.path and Path(sys.path[0]).resolve() == REPO / "bench":
     sys.path[0] = str(REPO)
 elif str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.refund_api import (  # noqa: E402 - after the path fix above
+    add_database_flag,
+    add_port_flag,
+    add_redis_flag,
+)
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/vouch"
 CONTRACT_ID = "stripe.refund.created"
@@ -400,7 +408,7 @@ def explain(scenario: Scenario) -> str:
 # --- 3. provider calls on the happy path ------------------------------------------------------
 
 
-def provider_calls_per_refund(refunds: int) -> float:
+def provider_calls_per_refund(refunds: int, port: int = 0) -> float:
     """Refund-route calls at the sandbox per VERIFIED refund: refund_create, then the engine's
     attempts until every run is VERIFIED."""
     import stripe
@@ -415,7 +423,7 @@ def provider_calls_per_refund(refunds: int) -> float:
     from verification.services import run_attempt, runs_claim_due, verification_start
 
     runs_reset()  # the tick benchmark's runs must not be claimed here
-    server = SandboxServer(port=0, seed=1234).start()
+    server = SandboxServer(port=port, seed=1234).start()
     try:
         settings.STRIPE_API_BASE = server.url
         control = SandboxControl(server.url)
@@ -515,26 +523,35 @@ def measure_ticks(
     return alone, among
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="evaluation window (s)")
     parser.add_argument("--decided", type=int, default=200_000, help="decided runs for tick (b)")
     parser.add_argument("--ticks", type=int, default=11, help="timed ticks per scenario")
     parser.add_argument("--refunds", type=int, default=20, help="refunds on the happy path")
     parser.add_argument("--explain", action="store_true", help="always print the claim's plans")
-    args = parser.parse_args(argv)
+    add_database_flag(parser, "vouch_bench_<pid>; the tick with history's is <name>_history")
+    add_redis_flag(parser, "", "CELERY_BROKER_URL as set, else the test settings' Redis db 0")
+    add_port_flag(parser, "--sandbox-port", "the in-process sandbox's port")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     def terminated(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)  # unwinds through the finally that drops the databases
 
     signal.signal(SIGTERM, terminated)
 
-    name = f"vouch_bench_{os.getpid()}"
+    name = args.database_name or f"vouch_bench_{os.getpid()}"
     bench_url, maintenance = bench_database_urls(
         os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL), name
     )
     os.environ["DATABASE_URL"] = bench_url
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
+    if args.redis_url:
+        os.environ["CELERY_BROKER_URL"] = args.redis_url
     started = time.perf_counter()
     databases = Databases(maintenance)
     scenarios: list[Scenario] = []
@@ -552,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = explain(among) if args.explain or ratio > TICK_RATIO_TARGET else ""
 
         print(f"3. provider calls, {args.refunds} refunds on the happy path", flush=True)
-        calls = provider_calls_per_refund(args.refunds)
+        calls = provider_calls_per_refund(args.refunds, args.sandbox_port)
     finally:
         if "django" in sys.modules:
             from django.db import connections
