@@ -18,7 +18,8 @@ def test_other_jobs_stay_on_the_default_queue(task: str) -> None:
 
 def test_a_worker_started_without_q_consumes_both_queues() -> None:
     # `celery worker` with no -Q consumes every queue in task_queues: make run, CI and the soak
-    # start it that way, and so does docs/deploy.md's worker command.
+    # start it that way, and so does docs/deploy.md's one-worker form for a small machine (its
+    # topology runs one worker per queue, `-Q celery.money` and `-Q celery`).
     names = {queue.name for queue in app.conf.task_queues}
     assert names == {app.conf.task_default_queue, MONEY_QUEUE}
     bindings = {queue.name: queue.routing_key for queue in app.conf.task_queues}
