@@ -205,9 +205,12 @@ def path_id(value: str) -> str:
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser, with two more refusals: a body over DATA_UPLOAD_MAX_MEMORY_SIZE
-    (`payload_too_large`, before it is read) and JSON nested deeper than MAX_JSON_DEPTH
-    (`malformed_request`, where the plain parser raises RecursionError)."""
+    """DRF's JSON parser, with three more refusals: a body over DATA_UPLOAD_MAX_MEMORY_SIZE
+    (`payload_too_large`, before it is read), JSON nested deeper than MAX_JSON_DEPTH
+    (`malformed_request`, where the plain parser raises RecursionError), and a lone surrogate
+    (`validation_error`): JSON's `"\\ud800"` parses to a str that no UTF-8 encodes, which neither
+    a column nor the response could hold. The error names the top-level field whose key or value
+    holds it (`body` for a body that is no object), by its escaped form (see `escaped`)."""
 
     def parse(
         self,
@@ -229,6 +232,7 @@ class JSONParser(parsers.JSONParser):
             raise ParseError(_TOO_DEEP) from exc
         if _nested_deeper_than(data, MAX_JSON_DEPTH):
             raise ParseError(_TOO_DEEP)
+        _refuse_lone_surrogates(data)
         return data
 
 
@@ -246,3 +250,45 @@ def _nested_deeper_than(value: Any, most: int) -> bool:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return False
+
+
+def escaped(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate becomes its Python escape (`\\ud800`, six
+    characters), everything else is left as it is. Stable, so a field is named the same way on
+    every answer."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _unencodable(value: Any) -> bool:
+    """Whether a lone surrogate lies anywhere in `value` (its keys included)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and escaped(item) != item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+_LONE_SURROGATE = "Holds a lone surrogate (shown escaped, as \\ud800), which is not text."
+
+
+def _refuse_lone_surrogates(data: Any) -> None:
+    if not _unencodable(data):
+        return
+    fields = (
+        sorted(escaped(name) for name, value in data.items() if _unencodable([name, value]))
+        if isinstance(data, dict)
+        else ["body"]
+    )
+    raise core_errors.InvalidInput(
+        "The body holds text that is not valid Unicode.",
+        details={name: [_LONE_SURROGATE] for name in fields},
+    )

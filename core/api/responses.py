@@ -7,6 +7,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serial
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from core.api.parsing import escaped
 from core.exceptions import VouchError
 
 
@@ -16,10 +17,28 @@ def ok(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    """The error envelope. Every string in it (the message, a field's name, a detail) is made
+    encodable: a lone surrogate echoed from the request becomes its escaped form (`\\ud800`, as
+    `core.api.parsing.escaped` writes it), which the JSON renderer can send where the raw one
+    would fail it with a 500."""
     return {
         "success": False,
-        "error": {"code": code, "message": message, "details": {} if details is None else details},
+        "error": {
+            "code": code,
+            "message": _encodable(message),
+            "details": {} if details is None else _encodable(details),
+        },
     }
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return escaped(value)  # an ErrorDetail stays a str (its code is not rendered)
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(item) for item in value]
+    return value
 
 
 def error_json_response(code: str, message: str, status: int) -> JsonResponse:
