@@ -363,12 +363,17 @@ class StripeProvider:
     ) -> dict[str, Any]:
         """Verify Stripe's `Stripe-Signature` (t=..,v1=..,v1=..) over `"{t}.{payload}"` with any of
         `secrets` (rotation), in constant time, within `tolerance_s` of `now` (the caller's clock).
-        Returns the parsed event; raises WebhookSignatureError otherwise."""
+        Returns the parsed event; raises WebhookSignatureError otherwise, whatever the header
+        holds (anyone can send one: a timestamp too long for a float is refused, not a 500)."""
         timestamp: int | None = None
         signatures: list[str] = []
         for item in signature_header.split(","):
             name, _, value = item.strip().partition("=")
-            if name == "t" and value.isdigit():
+            if name == "t":
+                # ASCII digits only (str.isdigit() takes "²", which int() refuses), and few enough
+                # for a float: 12 digits reach past the year 30000.
+                if not (value.isascii() and value.isdigit() and len(value) <= 12):
+                    raise WebhookSignatureError("the signature's timestamp is not a Unix time")
                 timestamp = int(value)
             elif name == "v1" and value:
                 signatures.append(value)
@@ -377,7 +382,7 @@ class StripeProvider:
                 "the Stripe-Signature header has no timestamp or no v1 signature"
             )
         current = time.time() if now is None else now
-        if abs(current - timestamp) > tolerance_s:
+        if not abs(current - timestamp) <= tolerance_s:  # a NaN `now` is outside too
             raise WebhookSignatureError(
                 f"the signature's timestamp is outside the {tolerance_s} s tolerance"
             )
