@@ -21,6 +21,9 @@ timeout: never expose gunicorn directly to the internet."""
 
 import os
 import tempfile
+from typing import Any
+
+from gunicorn.glogging import Logger
 
 limit_request_line = 0
 limit_request_fields = 200
@@ -33,6 +36,29 @@ limit_request_field_size = 32768
 # must be in the environment before a worker imports prometheus-client: here, before the app.
 if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="vouch-prometheus-")
+
+
+class QueryValuesDroppedLogger(Logger):
+    """gunicorn's logger, whose access lines keep a query string's names and drop its values
+    (docs/operations/logs.md): `"GET /metrics?token=[dropped] HTTP/1.1"`. Every atom holding a
+    URL (`%(r)s`, the referer `%(f)s`, `%({location}o)s`, `%({raw_uri}e)s`, ...) is rewritten, and
+    `%(q)s` too, so that no access_log_format can print a value; `%(U)s` is the path alone."""
+
+    def atoms(self, resp: Any, req: Any, environ: Any, request_time: Any) -> dict[str, Any]:
+        # Imported here, in a worker that has loaded the application: the master reads this file
+        # before PROMETHEUS_MULTIPROC_DIR is set (below) and needs nothing of Vouch.
+        from ops.logs import query_names_only, query_values_dropped
+
+        atoms: dict[str, Any] = super().atoms(resp, req, environ, request_time)
+        for name, value in atoms.items():
+            if name in ("q", "{query_string}e"):
+                atoms[name] = query_names_only(value) if value else value
+            elif isinstance(value, str) and "?" in value:
+                atoms[name] = query_values_dropped(value)
+        return atoms
+
+
+logger_class = QueryValuesDroppedLogger
 
 
 def child_exit(server: object, worker: object) -> None:

@@ -13,6 +13,7 @@ The request line is django-structlog's `request_finished` (its `request_started`
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -82,6 +83,56 @@ def _shared_processors() -> list[Processor]:
     ]
 
 
+# --- query strings: the names are logged, never the values -------------------------------------
+
+DROPPED = "[dropped]"
+# The loggers whose message is an access line with the URL in it (runserver's, under `make run`).
+_ACCESS_LOGGERS = frozenset({"django.server"})
+# A query in free text: from `?` to the next space or quote (a request line's target ends there).
+_QUERY_IN_TEXT = re.compile(r"\?([^\s\"']*)")
+
+
+def query_names_only(query: str) -> str:
+    """A query string (without its `?`) with every value written `[dropped]` and every name kept:
+    `token=abc&limit=5&flag` → `token=[dropped]&limit=[dropped]&flag` (a name sent without `=`
+    has no value to drop). A secret wrongly put in a URL is then never written down."""
+    return "&".join(
+        f"{name}={DROPPED}" if equals else name
+        for name, equals, _ in (part.partition("=") for part in query.split("&"))
+    )
+
+
+def query_values_dropped(text: str) -> str:
+    """`text` (a URL, a path, a request line, an access line) with the values of every query
+    string in it dropped as `query_names_only` drops them."""
+    if "?" not in text:
+        return text
+    return _QUERY_IN_TEXT.sub(lambda match: "?" + query_names_only(match.group(1)), text)
+
+
+def _request_line_dropped(line: str) -> str:
+    """ "GET /path?query": everything after the first `?` is the query, spaces or not."""
+    path, mark, query = line.partition("?")
+    return f"{path}?{query_names_only(query)}" if mark else line
+
+
+def drop_query_values(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """The last step before a record is rendered, whoever logged it: django-structlog's `request`
+    ("GET /metrics?token=[dropped]"), a `request` object some Django loggers add as an extra (its
+    repr would show the whole URL: written as that line instead) and runserver's access line
+    keep a query's names, not its values (docs/operations/logs.md)."""
+    request = event_dict.get("request")
+    if isinstance(request, str):
+        event_dict["request"] = _request_line_dropped(request)
+    elif request is not None and callable(getattr(request, "get_full_path", None)):
+        line = f"{getattr(request, 'method', '')} {request.get_full_path()}"
+        event_dict["request"] = _request_line_dropped(line)
+    event = event_dict.get("event")
+    if event_dict.get("logger") in _ACCESS_LOGGERS and isinstance(event, str):
+        event_dict["event"] = query_values_dropped(event)
+    return event_dict
+
+
 def structlog_configure() -> None:
     """structlog's loggers hand their records to the standard library (filtered by its levels,
     rendered by the root handler's formatter)."""
@@ -117,7 +168,11 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
         "formatters": {
             "structured": {
                 "()": structlog.stdlib.ProcessorFormatter,
-                "processors": [structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
+                "processors": [
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    drop_query_values,
+                    *final,
+                ],
                 # Records from the standard library (ours, Django's, Celery's): the same context.
                 "foreign_pre_chain": [
                     *_shared_processors(),
