@@ -1,5 +1,6 @@
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Q
 
 from verification import clock
@@ -28,9 +29,17 @@ def events_unprocessed(*, older_than_s: float, limit: int = 500) -> list[int]:
 
 
 def runs_in_flight(*, now: datetime | None = None) -> int:
-    """Runs leased now: an attempt (or a decided run's monitoring attempt) of each is queued or
-    running, sent by the poll or by an event, or its worker died and the lease has not run out."""
-    return VerificationRun.objects.filter(leased_until__gt=now or clock.now()).count()
+    """Runs whose attempt (or a decided run's monitoring attempt) is queued or running: leased,
+    and sent within the last VERIFICATION_IN_FLIGHT_WINDOW_S. Every claim leases a run for
+    VERIFICATION_LEASE_S from its sending, so `leased_until` tells when it was sent. An attempt
+    lost with a killed worker keeps its run leased (never claimed twice) for the whole lease, but
+    gives its room back once the window has passed: the other due runs are not held up for
+    minutes by attempts that will never end."""
+    now = now or clock.now()
+    lease_s = float(getattr(settings, "VERIFICATION_LEASE_S", 120.0))
+    window_s = float(getattr(settings, "VERIFICATION_IN_FLIGHT_WINDOW_S", lease_s))
+    sent_after = now + timedelta(seconds=max(lease_s - window_s, 0.0))
+    return VerificationRun.objects.filter(leased_until__gt=sent_after).count()
 
 
 def runs_pending_count() -> int:

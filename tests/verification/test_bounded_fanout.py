@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+import time_machine
 from celery.contrib.testing.worker import start_worker
 from django.test import Client
 from django.utils import timezone
@@ -116,3 +117,28 @@ def test_an_event_with_no_room_makes_its_run_due_instead_of_sending_an_attempt(
     ProviderEvent.objects.filter(pk=event.pk).update(processed_at=None)
     provider_event_process(event_pk=event.pk, enqueue=lambda *a: sent.append(a))
     assert [(run_id, trigger) for run_id, _, trigger in sent] == [(run.pk, "event")]
+
+
+@pytest.mark.django_db
+def test_attempts_lost_with_a_killed_worker_give_their_room_back_within_the_window(
+    refunds: Refunds, settings: Any
+) -> None:
+    """A worker killed with attempts reserved: their runs stay leased for VERIFICATION_LEASE_S
+    (300 s), but they count as in flight for VERIFICATION_IN_FLIGHT_WINDOW_S only, so the poll
+    sends the other due runs' attempts again after that, not after five minutes without a
+    verdict."""
+    settings.VERIFICATION_LEASE_S = 300.0
+    settings.VERIFICATION_IN_FLIGHT_WINDOW_S = 20.0
+    runs = [refunds.make(refunds.charge()) for _ in range(4)]
+    VerificationRun.objects.filter(pk__in=[r.pk for r in runs]).update(
+        next_attempt_at=timezone.now() - timedelta(seconds=1)
+    )
+    lost = runs_claim_within(in_flight_max=2, limit=100)  # sent; the worker dies holding them
+    assert len(lost) == 2
+    with time_machine.travel(timezone.now() + timedelta(seconds=10), tick=False):
+        assert runs_claim_within(in_flight_max=2, limit=100) == []  # inside the window: in flight
+    with time_machine.travel(timezone.now() + timedelta(seconds=21), tick=False):
+        again = runs_claim_within(in_flight_max=2, limit=100)
+    assert {run_id for run_id, _ in again} == {r.pk for r in runs} - {run_id for run_id, _ in lost}
+    for run_id, _ in lost:  # still leased: the lost attempts' runs are not claimed twice
+        assert VerificationRun.objects.get(pk=run_id).leased_until > timezone.now()

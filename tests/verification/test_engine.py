@@ -237,6 +237,27 @@ def test_stale_read_window_holds_a_failure_then_decides(
     assert run.verdict == "FAILED"
 
 
+def test_a_held_failure_is_read_again_when_the_window_ends_not_at_the_backoff(
+    refunds: Refunds, sandbox: SandboxControl
+) -> None:
+    """A FAILED outcome held by the stale-read window is due the moment the window ends: the next
+    attempt is scheduled then, not at the backoff's next step (the soak saw verdicts of refunds the
+    provider failed wait until 36-44 s, for a window that ended at 20 s)."""
+    run = refunds.make(refunds.charge())
+    sandbox.set_refund_status(run.action_result["id"], "failed")
+    window_ends = run.operation_created_at + timedelta(seconds=20)
+    run = attempt_now(run, after_s=1)  # attempt 1: held; the backoff would wait 5 s
+    assert run.verdict == "PENDING" and run.attempts.get().held
+    assert run.next_attempt_at is not None
+    assert run.next_attempt_at <= run.operation_created_at + timedelta(seconds=7)
+    for _ in range(2):  # attempts 2 and 3: the backoff (10 s, then 20 s) passes the window's end
+        run = attempt_now(run, after_s=(run.next_attempt_at - timezone.now()).total_seconds())
+        assert run.verdict == "PENDING"
+    assert run.next_attempt_at == window_ends
+    run = attempt_now(run, after_s=(window_ends - timezone.now()).total_seconds() + 0.01)
+    assert run.verdict == "FAILED"
+
+
 def test_readback_lag_inside_the_window_never_contradicts(
     refunds: Refunds, sandbox: SandboxControl
 ) -> None:

@@ -209,15 +209,28 @@ def run_attempt(
                     reason=decision.reason,
                 )
         elif counted:
-            delay = contract.timing.delay_before((number or 0) + 1)
-            locked.next_attempt_at = max(
-                now + timedelta(seconds=delay), locked.operation_created_at
-            )
+            locked.next_attempt_at = _next_attempt_at(contract, locked, decision, now, number or 0)
             fields.append("next_attempt_at")
         locked.save(update_fields=fields)
         if rerun and not locked.decided and enqueue is not None:
             transaction.on_commit(lambda: _retrigger(run_id, enqueue))
     return attempt
+
+
+def _next_attempt_at(
+    contract: Contract, run: VerificationRun, decision: Decision, now: datetime, number: int
+) -> datetime:
+    """When a pending run is read again: the backoff's next step; but an outcome held by the
+    stale-read window is due the moment the window ends, so it is read then, not later."""
+    due = max(
+        now + timedelta(seconds=contract.timing.delay_before(number + 1)), run.operation_created_at
+    )
+    if decision.held is not None:
+        window_ends = run.operation_created_at + timedelta(
+            milliseconds=contract.timing.stale_read_window_ms
+        )
+        due = min(due, max(window_ends, now))
+    return due
 
 
 def _retrigger(run_id: int, enqueue: Callable[[int, str, str], None]) -> None:
