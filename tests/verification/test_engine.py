@@ -247,7 +247,8 @@ def test_a_held_failure_is_read_again_when_the_window_ends_not_at_the_backoff(
     sandbox.set_refund_status(run.action_result["id"], "failed")
     window_ends = run.operation_created_at + timedelta(seconds=20)
     run = attempt_now(run, after_s=1)  # attempt 1: held; the backoff would wait 5 s
-    assert run.verdict == "PENDING" and run.attempts.get().held
+    assert run.verdict == "PENDING"
+    assert run.attempts.get().held
     assert run.next_attempt_at is not None
     assert run.next_attempt_at <= run.operation_created_at + timedelta(seconds=7)
     for _ in range(2):  # attempts 2 and 3: the backoff (10 s, then 20 s) passes the window's end
