@@ -3,11 +3,13 @@ the token), and bearer guessing limited per client address."""
 
 from __future__ import annotations
 
+import json
 import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from accounts.models import User
@@ -199,3 +201,44 @@ def test_every_tool_has_a_title_and_its_annotations(asgi_server: str, staff: Use
         assert hints["destructiveHint"] is False, name
         assert hints["idempotentHint"] is True, name
         assert hints["openWorldHint"] is False, name
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"\ud800": 1},
+        {"envelope_id": "env_\ud800", "idempotency_key": "k1"},
+        {"envelope_id": "env_x", "idempotency_key": "k\ud800"},
+        {"envelope_id": "env_x", "idempotency_key": "k1", "nested": {"\udfff": "\ud800"}},
+    ],
+    ids=["key", "envelope id", "idempotency key", "nested"],
+)
+def test_a_lone_surrogate_in_a_tools_arguments_is_a_refusal_not_a_500(
+    asgi_server: str, buyer: User, arguments: dict[str, Any]
+) -> None:
+    """As on the REST API (issue 28): text no UTF-8 encodes is refused with the usual shape, and
+    nothing is stored."""
+    from agents.models import RefundRequest
+    from core.models import AuditEvent
+
+    token = issue_token(buyer, resource=f"{asgi_server}/mcp")
+    body = json.dumps(tool_call("envelope_refund_request", arguments))  # "\ud800", as JSON text
+    response = httpx2.post(
+        f"{asgi_server}/mcp",
+        content=body.encode("ascii"),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+            "Authorization": f"Bearer {token}",
+        },
+        timeout=30,
+    )
+    assert response.status_code in (200, 400), response.text
+    answer = response.json()
+    if "error" in answer:  # refused by the JSON-RPC layer (the SDK: -32700, a parse error)
+        assert answer["error"]["code"] in (-32700, -32600, -32602), answer
+    else:
+        assert tool_error(answer["result"])["code"] in ("validation_error", "not_found"), answer
+    assert RefundRequest.objects.count() == 0
+    assert AuditEvent.objects.filter(action="refund_request.create").count() == 0
