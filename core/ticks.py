@@ -7,7 +7,9 @@ Every step is one UPDATE on the slot's row, so several beats or workers never bo
 
 A slot is held for a bounded time only: a message lost with a broker that keeps nothing, or a
 worker killed mid-run, frees it when `held_until` passes. A message that comes after its slot was
-taken again (it waited longer than the hold) does not run: the newer tick does that work."""
+taken again (it waited longer than the hold) does not run: the newer tick does that work.
+
+docs/decisions/0011-work-is-rows-the-queue-holds-little.md"""
 
 from __future__ import annotations
 
