@@ -321,9 +321,10 @@ VERIFICATION_EVENT_DRAIN_S = env.float("VERIFICATION_EVENT_DRAIN_S", default=20.
 VERIFICATION_LEASE_S = env.float("VERIFICATION_LEASE_S", default=300.0)
 # An attempt sent longer ago than this no longer counts against VERIFICATION_IN_FLIGHT_MAX (its
 # run stays leased): one lost with a killed worker gives its room back after this, not after the
-# lease. Several attempts' length (a provider read with its retries); an attempt still queued past
-# it lets the poll send at most VERIFICATION_IN_FLIGHT_MAX more per window.
-VERIFICATION_IN_FLIGHT_WINDOW_S = env.float("VERIFICATION_IN_FLIGHT_WINDOW_S", default=20.0)
+# lease. About the longest one attempt may take (a provider read with the adapter's whole retry
+# budget, under two minutes with the defaults above); an attempt still queued past it lets the
+# poll send at most VERIFICATION_IN_FLIGHT_MAX more per window. At or above the lease: no effect.
+VERIFICATION_IN_FLIGHT_WINDOW_S = env.float("VERIFICATION_IN_FLIGHT_WINDOW_S", default=120.0)
 VERIFICATION_CLOCK_SKEW_S = env.float("VERIFICATION_CLOCK_SKEW_S", default=2.0)
 VERIFICATION_EVENT_RETRY_AFTER_S = 30
 VERIFICATION_EVENT_KEEP_DAYS = env.int("VERIFICATION_EVENT_KEEP_DAYS", default=30)
