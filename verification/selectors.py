@@ -42,6 +42,18 @@ def runs_in_flight(*, now: datetime | None = None) -> int:
     return VerificationRun.objects.filter(leased_until__gt=sent_after).count()
 
 
+def runs_due_waiting(*, now: datetime | None = None) -> bool:
+    """Whether a pending run is due and not leased: a verdict waits for room. Monitoring a decided
+    run yields to it (an event's monitoring is then left to the poll, which sends it into the
+    room the due runs leave)."""
+    now = now or clock.now()
+    return (
+        VerificationRun.objects.filter(verdict=Verdict.PENDING, next_attempt_at__lte=now)
+        .filter(Q(leased_until__isnull=True) | Q(leased_until__lte=now))
+        .exists()
+    )
+
+
 def runs_pending_count() -> int:
     """How many verification runs have no verdict yet."""
     return VerificationRun.objects.filter(verdict=Verdict.PENDING).count()

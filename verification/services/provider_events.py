@@ -22,7 +22,7 @@ from verification.models import (
     Trigger,
     VerificationRun,
 )
-from verification.selectors import runs_in_flight
+from verification.selectors import runs_due_waiting, runs_in_flight
 from verification.services.attempts import run_claim_for_event, run_claim_monitor, run_wake_later
 from verification.services.escalations import escalation_open
 from verification.subjects import Subject
@@ -142,7 +142,7 @@ def _event_wake_runs(event: ProviderEvent, enqueue: Callable[[int, str, str], No
             for run in runs.filter(verdict=Verdict.VERIFIED, decided_at__gte=monitor_since).only(
                 "id"
             ):
-                if _room() and run_claim_monitor(run_id=run.id):
+                if _room() and not runs_due_waiting() and run_claim_monitor(run_id=run.id):
                     enqueue(run.id, "", Trigger.MONITOR)
                 else:
                     run_wake_later(run_id=run.id, monitor=True)
