@@ -36,8 +36,8 @@ def runs_in_flight(*, now: datetime | None = None) -> int:
     gives its room back once the window has passed: the other due runs are not held up for
     minutes by attempts that will never end."""
     now = now or clock.now()
-    lease_s = float(getattr(settings, "VERIFICATION_LEASE_S", 120.0))
-    window_s = float(getattr(settings, "VERIFICATION_IN_FLIGHT_WINDOW_S", lease_s))
+    lease_s = float(settings.VERIFICATION_LEASE_S)
+    window_s = float(settings.VERIFICATION_IN_FLIGHT_WINDOW_S)
     sent_after = now + timedelta(seconds=max(lease_s - window_s, 0.0))
     return VerificationRun.objects.filter(leased_until__gt=sent_after).count()
 

@@ -20,6 +20,7 @@ from config.celery_app import app
 from core.models import PeriodicSlot, SlotState
 from stripe_sandbox.webhooks import sign
 from verification.models import ProviderEvent, VerificationRun
+from verification.selectors import runs_in_flight
 from verification.services import provider_event_process, runs_claim_within
 from verification.tasks import EVENTS_SLOT
 
@@ -169,3 +170,23 @@ def test_an_event_for_a_decided_run_leaves_the_room_to_a_due_verdict(
     decided.refresh_from_db()
     assert decided.monitor_at is not None  # the monitoring is due, for the poll
     assert [run_id for run_id, _ in runs_claim_within(in_flight_max=1, limit=100)] == [waiting.pk]
+
+
+@pytest.mark.django_db
+def test_with_a_window_as_long_as_the_lease_a_run_counts_until_its_lease_ends(
+    refunds: Refunds, settings: Any
+) -> None:
+    """The soak's settings: a lease of 30 s under a window of 120 s. The window changes nothing
+    then: a run sent an attempt counts in flight to the end of its lease, and not after."""
+    settings.VERIFICATION_LEASE_S = 30.0
+    settings.VERIFICATION_IN_FLIGHT_WINDOW_S = 120.0
+    run = refunds.make(refunds.charge())
+    VerificationRun.objects.filter(pk=run.pk).update(
+        next_attempt_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert len(runs_claim_within(in_flight_max=1, limit=100)) == 1
+    sent = timezone.now()
+    with time_machine.travel(sent + timedelta(seconds=29.5), tick=False):
+        assert runs_in_flight() == 1
+    with time_machine.travel(sent + timedelta(seconds=31), tick=False):
+        assert runs_in_flight() == 0
