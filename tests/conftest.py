@@ -1,3 +1,4 @@
+import logging
 import os
 import signal
 import subprocess
@@ -90,6 +91,18 @@ def bearer_client(buyer: User) -> APIClient:
     client = APIClient(enforce_csrf_checks=True)
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return client
+
+
+@pytest.fixture(autouse=True)
+def _root_log_level_kept() -> Iterator[None]:
+    """Every test ends with the root logger at the level it began with. An in-process Celery
+    worker (`celery.contrib.testing.worker.start_worker`) sets up Celery's logging, which may
+    leave the root logger at ERROR (its test log level): every later INFO line, a request's
+    included, was dropped, and a test reading them failed only after those tests had run."""
+    root = logging.getLogger()
+    level = root.level
+    yield
+    root.setLevel(level)
 
 
 @pytest.fixture
