@@ -254,8 +254,27 @@ def main(argv: list[str] | None = None) -> int:
             database.drop()
             for log in Path(tmp).glob("*.log"):
                 shutil.copy(log, args.report_dir / log.name)
+    for line in slowest_requests(args.report_dir / "gunicorn.log"):
+        print(line)
     print(f"schemathesis exit status {status}, {time.monotonic() - started:.0f} s in all")
     return status
+
+
+def slowest_requests(log: Path, count: int = 5) -> list[str]:
+    """The `count` slowest requests the server timed (its request log's `duration_ms`), to tell a
+    slow Vouch from a stalled machine when the client's response-time check fails."""
+    timed: list[tuple[float, str]] = []
+    for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("duration_ms"), int | float):
+            timed.append((float(entry["duration_ms"]), str(entry.get("request", ""))))
+    timed.sort(reverse=True)
+    return [f"  .. server took {ms:,.0f} ms: {request[:120]}" for ms, request in timed[:count]] + [
+        f"  .. {len(timed)} requests timed by the server"
+    ]
 
 
 if __name__ == "__main__":
