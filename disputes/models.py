@@ -44,6 +44,15 @@ class Dispute(models.Model):
     reason = models.CharField(max_length=60)
     response_deadline = models.DateTimeField(null=True, blank=True)
     provider_status = models.CharField(max_length=40, blank=True)
+    # The card network's reason code (Visa 10.4: fraud, card not present), the card's brand, and
+    # the enhanced evidence programs the provider says the dispute is eligible for
+    # (`visa_compelling_evidence_3`, `visa_compliance`): SPEC §17.
+    network_reason_code = models.CharField(max_length=20, blank=True)
+    card_brand = models.CharField(max_length=20, blank=True)
+    enhanced_eligibility_types = models.JSONField(default=list, blank=True)
+    # When Vouch first saw the provider's decision (`won` or `lost`; an appeal's decision moves
+    # it): the month the outcome figures count it in.
+    decided_at = models.DateTimeField(null=True, blank=True)
     # What the provider last said of how evidence is to be submitted: Vouch sets `manual` when a
     # dispute arrives, so Stripe's Smart Disputes never submits a packet nobody approved.
     intended_submission_method = models.CharField(max_length=30, blank=True)

@@ -36,6 +36,7 @@ MICRO_PER_CENT = 10_000
 MAX_DISPUTE_MICRO = 99_999_999 * MICRO_PER_CENT
 MANUAL = "manual"
 RESPONDABLE = ("needs_response", "warning_needs_response")  # the provider awaits evidence
+DECIDED = ("won", "lost")  # the provider's decision (a dispute's, or its appeal's)
 
 
 def _deadline(value: Any) -> datetime | None:
@@ -52,6 +53,7 @@ def dispute_normalize(obj: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(charge, Mapping):
         charge = charge.get("id")
     details = obj.get("evidence_details") or {}
+    card = (obj.get("payment_method_details") or {}).get("card") or {}
     return {
         "provider_dispute_id": str(obj["id"]),
         "charge_id": str(charge or ""),
@@ -61,6 +63,11 @@ def dispute_normalize(obj: Mapping[str, Any]) -> dict[str, Any]:
         "response_deadline": _deadline(details.get("due_by")),
         "provider_status": str(obj.get("status") or ""),
         "intended_submission_method": str(obj.get("intended_submission_method") or ""),
+        "network_reason_code": str(card.get("network_reason_code") or ""),
+        "card_brand": str(card.get("brand") or ""),
+        "enhanced_eligibility_types": sorted(
+            str(kind) for kind in obj.get("enhanced_eligibility_types") or [] if kind
+        ),
     }
 
 
@@ -78,6 +85,7 @@ def dispute_record(
         raise errors.UnsupportedCurrency()
     values = dict(fields)
     key = values.pop("provider_dispute_id")
+    decided = values.get("provider_status") in DECIDED
     with transaction.atomic():
         dispute = (
             Dispute.objects.select_for_update()
@@ -87,6 +95,9 @@ def dispute_record(
         if dispute is not None:
             if source == DisputeSource.PROVIDER:
                 changed = [f for f, v in values.items() if getattr(dispute, f) != v]
+                if decided and "provider_status" in changed:
+                    values["decided_at"] = timezone.now()  # a decision, or an appeal's after it
+                    changed.append("decided_at")
                 for name in changed:
                     setattr(dispute, name, values[name])
                 if changed:
@@ -95,7 +106,11 @@ def dispute_record(
         try:
             with transaction.atomic():
                 dispute = Dispute.objects.create(
-                    provider_dispute_id=key, source=source, entered_by=entered_by, **values
+                    provider_dispute_id=key,
+                    source=source,
+                    entered_by=entered_by,
+                    decided_at=timezone.now() if decided else None,
+                    **values,
                 )
         except IntegrityError:  # created by a concurrent delivery
             return Dispute.objects.get(provider="stripe", provider_dispute_id=key), False
