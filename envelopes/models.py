@@ -122,6 +122,10 @@ class FundingLeg(models.Model):
     charge_id = models.CharField(max_length=100, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     funded_at = models.DateTimeField(null=True, blank=True)
+    # Vouch's data elements sent as PaymentIntent metadata (vouch_account, vouch_ip, vouch_device;
+    # absent ones omitted), fixed when the leg is made so that a resend sends identical parameters
+    # under the leg's key: SPEC §17 (Visa CE 3.0), docs/decisions/0012.
+    provider_metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ("envelope", "sequence")
