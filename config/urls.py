@@ -29,6 +29,7 @@ urlpatterns = [
     # The admin's home page is the ops console (ops/console.py); the rest is the stock admin.
     path("admin/", admin.site.admin_view(console_index), name="admin-console"),
     path("admin/search/", include("ops.admin_urls")),  # the console's search box (ops/search/)
+    path("admin/disputes/outcomes/", include("disputes.admin.outcomes")),  # SPEC §17
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),

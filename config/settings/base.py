@@ -406,6 +406,17 @@ DISPUTES_EVIDENCE_FILES_MAX_BYTES = env.int("DISPUTES_EVIDENCE_FILES_MAX_BYTES",
 # besides the ops group's staff (comma-separated).
 DISPUTES_REMINDER_HOURS = env.list("DISPUTES_REMINDER_HOURS", cast=int, default=[72, 24])
 DISPUTES_REMINDER_EMAILS = env.list("DISPUTES_REMINDER_EMAILS", default=[])
+# What fighting a dispute costs (SPEC §17; disputes/fees.py), per currency, in integer
+# micro-dollars (Stripe US pricing): `dispute_fee` is charged when any dispute opens, whatever
+# happens; `lost_dispute_fee` (the countering fee) is kept when a contested dispute is lost;
+# `visa_compliance_fee` (the network's) is kept when a contested Visa compliance dispute is lost.
+DISPUTE_FEES = {
+    "usd": {
+        "dispute_fee": 15_000_000,
+        "lost_dispute_fee": 15_000_000,
+        "visa_compliance_fee": 500_000_000,
+    },
+}
 
 # --- Files (evidence files: disputes/) ---------------------------------------------------------
 # Stored through Django's storage API. Never served as public media: the admin streams an evidence
