@@ -285,6 +285,9 @@ def _make_charge(state: State, base_url: str, plan: dict[str, Any]) -> dict[str,
             reason=planned["reason"],
             created=planned["created"],
             due_by=planned["created"] + resources.DISPUTE_DUE_S,
+            network_reason_code=objects.default_network_reason_code(
+                charge["payment_method_details"]["card"]["brand"], planned["reason"]
+            ),
         )
         dispute["status"] = planned["status"]
         state.store(dispute)

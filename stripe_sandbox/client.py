@@ -48,15 +48,26 @@ class SandboxControl:
         return self.call("GET", "webhooks")
 
     def open_dispute(
-        self, charge: str, reason: str = "general", amount: int | None = None
+        self, charge: str, reason: str = "general", amount: int | None = None, **options: Any
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"charge": charge, "reason": reason}
+        """Open a dispute; `network_reason_code="10.4"` (or None) overrides the code the card's
+        brand gives the reason."""
+        body: dict[str, Any] = {"charge": charge, "reason": reason, **options}
         if amount is not None:
             body["amount"] = amount
         return self.call("POST", "disputes", body)
 
-    def set_dispute_status(self, dispute: str, status: str) -> dict[str, Any]:
-        return self.call("POST", f"disputes/{dispute}/status", {"status": status})
+    def set_dispute_status(
+        self, dispute: str, status: str, appeal_eligible: bool | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"status": status}
+        if appeal_eligible is not None:
+            body["appeal_eligible"] = appeal_eligible
+        return self.call("POST", f"disputes/{dispute}/status", body)
+
+    def appeal_dispute(self, dispute: str) -> dict[str, Any]:
+        """The network opening an appeal of an appeal-eligible lost dispute."""
+        return self.call("POST", f"disputes/{dispute}/appeal", {})
 
     def smart_submit_dispute(self, dispute: str) -> dict[str, Any]:
         """Stripe's Smart Disputes submitting on its own (refused for a `manual` dispute)."""

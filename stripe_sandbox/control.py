@@ -103,13 +103,32 @@ def handle(
             amount = _int(body, "amount", charge["amount"], minimum=1) or charge["amount"]
             if amount > charge["amount"]:
                 raise _bad("amount may not exceed the charge's amount")
-            dispute = resources.dispute_open(state, None, charge, reason=reason, amount=amount)
+            if "network_reason_code" in body:
+                code = _optional_str(body, "network_reason_code")
+                if code is not None and len(code) > 20:
+                    raise _bad("network_reason_code must be at most 20 characters")
+                dispute = resources.dispute_open(
+                    state, None, charge, reason=reason, amount=amount, network_reason_code=code
+                )
+            else:
+                dispute = resources.dispute_open(state, None, charge, reason=reason, amount=amount)
             return 200, state.render(dispute)
         if route == ("POST", "disputes", "{id}", "status"):
             existing = state.world.disputes.get(parts[1])
             if existing is None:
                 raise _bad(f"No such dispute: {parts[1]}")
-            resources.dispute_set_status(state, None, existing, _str(body, "status"))
+            appeal_eligible = body.get("appeal_eligible", False)
+            if not isinstance(appeal_eligible, bool):
+                raise _bad("appeal_eligible must be true or false")
+            resources.dispute_set_status(
+                state, None, existing, _str(body, "status"), appeal_eligible=appeal_eligible
+            )
+            return 200, state.render(existing)
+        if route == ("POST", "disputes", "{id}", "appeal"):
+            existing = state.world.disputes.get(parts[1])
+            if existing is None:
+                raise _bad(f"No such dispute: {parts[1]}")
+            resources.appeal_open(state, None, existing)
             return 200, state.render(existing)
         if route == ("POST", "disputes", "{id}", "smart-submit"):
             existing = state.world.disputes.get(parts[1])

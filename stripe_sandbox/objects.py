@@ -373,18 +373,86 @@ DISPUTE_STATUSES = frozenset(
         "won",
         "lost",
         "prevented",
+        # Stripe API 2026-10-28.endive: a lost dispute the network lets the merchant appeal.
+        "appeal_needs_response",
+        "appeal_under_review",
     }
 )
 DISPUTE_CLOSED = frozenset({"warning_closed", "won", "lost", "prevented"})
 DISPUTE_RESPONDABLE = frozenset({"needs_response", "warning_needs_response"})
+DISPUTE_APPEAL_STAGES = frozenset({"appeal_needs_response", "appeal_under_review"})
+
+# The Visa reason code a dispute of each Stripe reason carries by default (none for the reasons
+# no card network's code stands behind, and none for other brands).
+VISA_NETWORK_REASON_CODES = {
+    "fraudulent": "10.4",  # Other Fraud, card-absent environment
+    "duplicate": "12.6.1",
+    "product_not_received": "13.1",
+    "subscription_canceled": "13.2",
+    "general": "13.3",
+    "product_unacceptable": "13.3",
+    "credit_not_processed": "13.7",
+    "noncompliant": "compliance",
+}
+CE3 = "visa_compelling_evidence_3"
+VISA_COMPLIANCE = "visa_compliance"
+CE3_REQUIRED_ACTIONS = (
+    "missing_customer_identifiers",
+    "missing_disputed_transaction_description",
+    "missing_merchandise_or_services",
+    "missing_prior_undisputed_transaction_description",
+    "missing_prior_undisputed_transactions",
+)
+
+
+def default_network_reason_code(brand: str, reason: str) -> str | None:
+    return VISA_NETWORK_REASON_CODES.get(reason) if brand == "visa" else None
+
+
+def enhanced_eligibility_types(
+    brand: str, reason: str, network_reason_code: str | None
+) -> list[str]:
+    """The enhanced evidence programs a dispute may use: Visa Compelling Evidence 3.0 for a
+    card-absent fraud dispute (Visa 10.4), Visa compliance for a `noncompliant` one."""
+    if brand != "visa":
+        return []
+    types = [CE3] if network_reason_code == "10.4" else []
+    return types + ([VISA_COMPLIANCE] if reason == "noncompliant" else [])
+
+
+def enhanced_eligibility(types: list[str]) -> dict[str, Any]:
+    """`evidence_details.enhanced_eligibility` before any enhanced evidence is given."""
+    eligibility: dict[str, Any] = {}
+    if CE3 in types:
+        eligibility[CE3] = {
+            "required_actions": [
+                "missing_customer_identifiers",
+                "missing_disputed_transaction_description",
+                "missing_merchandise_or_services",
+                "missing_prior_undisputed_transactions",
+            ],
+            "status": "requires_action",
+        }
+    if VISA_COMPLIANCE in types:
+        eligibility[VISA_COMPLIANCE] = {"status": "requires_fee_acknowledgement"}
+    return eligibility
 
 
 def dispute(
-    *, charge: dict[str, Any], amount: int, reason: str, created: int, due_by: int
+    *,
+    charge: dict[str, Any],
+    amount: int,
+    reason: str,
+    created: int,
+    due_by: int,
+    network_reason_code: str | None,
 ) -> dict[str, Any]:
     card = charge["payment_method_details"]["card"]
+    eligible = enhanced_eligibility_types(card["brand"], reason, network_reason_code)
     evidence: dict[str, Any] = dict.fromkeys(EVIDENCE_TEXT_FIELDS + EVIDENCE_FILE_FIELDS)
     evidence["enhanced_evidence"] = {}
+    # The appeal's response (`reason_for_filing`, `supporting_files`), once an appeal is open.
+    evidence["appeal"] = None
     return {
         "id": new_id("dp"),
         "object": "dispute",
@@ -393,11 +461,12 @@ def dispute(
         "charge": charge["id"],
         "created": created,
         "currency": charge["currency"],
-        "enhanced_eligibility_types": [],
+        "enhanced_eligibility_types": eligible,
         "evidence": dict(sorted(evidence.items())),
         "evidence_details": {
+            "appeal_eligible": False,
             "due_by": due_by,
-            "enhanced_eligibility": {},
+            "enhanced_eligibility": enhanced_eligibility(eligible),
             "has_evidence": False,
             "past_due": False,
             "submission_count": 0,
@@ -413,7 +482,7 @@ def dispute(
             "card": {
                 "brand": card["brand"],
                 "case_type": "chargeback",
-                "network_reason_code": "10.4",
+                "network_reason_code": network_reason_code,
                 "network": card["network"],
             },
             "type": "card",

@@ -3,6 +3,7 @@ state lock, reads its parameters with Stripe's checks, applies the effect, emits
 and answers with the object (or raises a StripeError). Callers import from here."""
 
 from stripe_sandbox.resources.common import Handler, Result, retriever
+from stripe_sandbox.resources.dispute_appeals import appeal_open
 from stripe_sandbox.resources.disputes import (
     DISPUTE_DUE_S,
     MAX_EVIDENCE_CHARS,
@@ -63,6 +64,7 @@ __all__ = [
     "SUBMISSION_METHODS",
     "Handler",
     "Result",
+    "appeal_open",
     "charge_list",
     "charge_retrieve",
     "dispute_close",

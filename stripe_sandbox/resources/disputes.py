@@ -3,12 +3,26 @@ Disputes), closed."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from stripe_sandbox import objects
 from stripe_sandbox.errors import StripeError, invalid, resource_missing, unknown_parameter
 from stripe_sandbox.params import Params, merge_metadata
 from stripe_sandbox.resources.common import Result, _get, _page, retriever
+from stripe_sandbox.resources.dispute_appeals import (
+    appeal_decision_check,
+    appeal_evidence_parse,
+    appeal_missing_reason,
+    appeal_outside_stage,
+)
+from stripe_sandbox.resources.dispute_evidence import (
+    COMPLIANCE_FEE_MESSAGE,
+    FEE_PARAM,
+    compliance_fee_unacknowledged,
+    enhanced_eligibility,
+    enhanced_evidence_parse,
+)
 from stripe_sandbox.state import RequestContext, State
 
 dispute_retrieve = retriever("disputes", "dispute")
@@ -17,12 +31,32 @@ dispute_retrieve = retriever("disputes", "dispute")
 DISPUTE_DUE_S = 7 * 24 * 60 * 60
 
 
+class By(enum.Enum):
+    BRAND = "brand"  # the card network's reason code its brand gives the dispute's reason
+
+
 def dispute_open(
-    state: State, ctx: RequestContext | None, charge: dict[str, Any], *, reason: str, amount: int
+    state: State,
+    ctx: RequestContext | None,
+    charge: dict[str, Any],
+    *,
+    reason: str,
+    amount: int,
+    network_reason_code: str | By | None = By.BRAND,
 ) -> dict[str, Any]:
+    """A dispute on `charge`, with the card network's reason code (by default the one its brand
+    gives `reason`) and the enhanced evidence programs that code makes it eligible for."""
     now = state.clock.now_int()
+    if network_reason_code is By.BRAND:
+        brand = charge["payment_method_details"]["card"]["brand"]
+        network_reason_code = objects.default_network_reason_code(brand, reason)
     dispute = objects.dispute(
-        charge=charge, amount=amount, reason=reason, created=now, due_by=now + DISPUTE_DUE_S
+        charge=charge,
+        amount=amount,
+        reason=reason,
+        created=now,
+        due_by=now + DISPUTE_DUE_S,
+        network_reason_code=network_reason_code,
     )
     state.store(dispute)
     state.world.disputes_by_charge.setdefault(charge["id"], []).append(dispute["id"])
@@ -32,15 +66,36 @@ def dispute_open(
 
 
 def dispute_set_status(
-    state: State, ctx: RequestContext | None, dispute: dict[str, Any], status: str
+    state: State,
+    ctx: RequestContext | None,
+    dispute: dict[str, Any],
+    status: str,
+    *,
+    appeal_eligible: bool = False,
 ) -> None:
+    """The network moving a dispute (the control API). `lost` may come with `appeal_eligible`
+    (kept in `evidence_details.appeal_eligible`); the appeal stages are entered by
+    `appeal_open` and by submitting the appeal, and left only by a decision, `won` or `lost`."""
     if status not in objects.DISPUTE_STATUSES:
         raise invalid(f"Invalid status: {status}", param="status")
+    if status in objects.DISPUTE_APPEAL_STAGES:
+        raise invalid(
+            "A dispute enters appeal_needs_response by POST /_sandbox/disputes/{id}/appeal, "
+            "and appeal_under_review when its appeal is submitted.",
+            param="status",
+        )
     if dispute["status"] in objects.DISPUTE_CLOSED:
         raise invalid(
             f"Dispute {dispute['id']} is already closed ({dispute['status']}).", param="status"
         )
-    previous = {"status": dispute["status"]}
+    if appeal_eligible and status != "lost":
+        raise invalid("appeal_eligible may only come with status lost.", param="appeal_eligible")
+    appeal_decision_check(dispute, status, appeal_eligible)
+    previous: dict[str, Any] = {"status": dispute["status"]}
+    details = dispute["evidence_details"]
+    if details["appeal_eligible"] != appeal_eligible:
+        previous["evidence_details"] = {"appeal_eligible": details["appeal_eligible"]}
+        details["appeal_eligible"] = appeal_eligible
     dispute["status"] = status
     if status in objects.DISPUTE_CLOSED:
         state.emit("charge.dispute.closed", dispute, ctx, previous)
@@ -69,29 +124,31 @@ def dispute_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Res
 
 
 MAX_EVIDENCE_CHARS = 150_000
+APPEAL_RESPONDABLE = "appeal_needs_response"
+# What a submission moves each respondable status to.
+SUBMITTED = {
+    "needs_response": "under_review",
+    "warning_needs_response": "warning_under_review",
+    APPEAL_RESPONDABLE: "appeal_under_review",
+}
 
 
-def dispute_update(
-    state: State, ctx: RequestContext, data: dict[str, Any], dispute_id: str
-) -> Result:
-    """Stage evidence and metadata; `submit` (Stripe's default: true) sends the evidence to the
-    bank, which moves `needs_response` to `under_review`. Evidence cannot change after
-    submission."""
-    params = Params(data, {"evidence", "metadata", "submit", "intended_submission_method"})
-    dispute = _get(state, state.world.disputes, "dispute", dispute_id)
-    evidence = params.raw("evidence")
-    submit = params.boolean("submit", default=True)
-    metadata = params.metadata()
-    method = params.string("intended_submission_method", choices=SUBMISSION_METHODS)
-    if evidence is not None and not isinstance(evidence, dict):
-        raise invalid("Invalid evidence: must be a hash", param="evidence")
+def _evidence_staged(
+    state: State, dispute: dict[str, Any], evidence: dict[str, Any]
+) -> dict[str, Any]:
+    """The evidence fields this update sets, checked (outside the appeal stage)."""
     staged: dict[str, Any] = {}
-    for name, value in (evidence or {}).items():
+    for name, value in evidence.items():
         param = f"evidence[{name}]"
+        if name == "appeal":
+            raise appeal_outside_stage(dispute)
         if name == "enhanced_evidence":
-            if not isinstance(value, dict):
-                raise invalid("Invalid enhanced_evidence: must be a hash", param=param)
-            staged[name] = value
+            staged[name] = enhanced_evidence_parse(
+                value,
+                dispute=dispute,
+                disputed_charge=state.world.charges[dispute["charge"]],
+                charges=state.world.charges,
+            )
         elif name in objects.EVIDENCE_TEXT_FIELDS:
             if not isinstance(value, str):
                 raise invalid(f"Invalid string: {param}", param=param)
@@ -116,7 +173,32 @@ def dispute_update(
         raise invalid(
             f"Evidence text may total at most {MAX_EVIDENCE_CHARS} characters.", param="evidence"
         )
-    if (staged or submit) and dispute["status"] not in objects.DISPUTE_RESPONDABLE:
+    return staged
+
+
+def dispute_update(
+    state: State, ctx: RequestContext, data: dict[str, Any], dispute_id: str
+) -> Result:
+    """Stage evidence and metadata; `submit` (Stripe's default: true) sends the evidence to the
+    bank, which moves `needs_response` to `under_review`. Evidence cannot change after
+    submission. In `appeal_needs_response` only `evidence[appeal]` may change, and submitting
+    (with a `reason_for_filing`) moves the dispute to `appeal_under_review`. A Visa compliance
+    dispute is not submitted until its network fee is acknowledged."""
+    params = Params(data, {"evidence", "metadata", "submit", "intended_submission_method"})
+    dispute = _get(state, state.world.disputes, "dispute", dispute_id)
+    evidence = params.raw("evidence")
+    submit = params.boolean("submit", default=True)
+    metadata = params.metadata()
+    method = params.string("intended_submission_method", choices=SUBMISSION_METHODS)
+    if evidence is not None and not isinstance(evidence, dict):
+        raise invalid("Invalid evidence: must be a hash", param="evidence")
+    appeal_stage = dispute["status"] == APPEAL_RESPONDABLE
+    staged: dict[str, Any] = {}
+    if appeal_stage and evidence:
+        staged["appeal"] = appeal_evidence_parse(evidence, dispute=dispute, files=state.world.files)
+    elif evidence:
+        staged = _evidence_staged(state, dispute, evidence)
+    if (staged or submit) and dispute["status"] not in SUBMITTED:
         if dispute["status"] in objects.DISPUTE_CLOSED:
             message = f"This dispute is already closed ({dispute['status']})."
         else:
@@ -125,6 +207,17 @@ def dispute_update(
                 "it cannot be updated or submitted again."
             )
         raise StripeError(400, message, param="submit" if submit and not staged else "evidence")
+    if submit and appeal_stage:
+        appeal = staged.get("appeal") or dispute["evidence"]["appeal"] or {}
+        if not appeal.get("reason_for_filing"):
+            raise appeal_missing_reason()
+    enhanced = staged.get("enhanced_evidence", dispute["evidence"]["enhanced_evidence"])
+    if (
+        submit
+        and not appeal_stage  # the appeal answers a decision; the fee was settled before it
+        and compliance_fee_unacknowledged(dispute["enhanced_eligibility_types"], enhanced)
+    ):
+        raise invalid(COMPLIANCE_FEE_MESSAGE, param=FEE_PARAM)
     previous: dict[str, Any] = {}
     if method is not None and method != dispute["intended_submission_method"]:
         previous["intended_submission_method"] = dispute["intended_submission_method"]
@@ -134,8 +227,20 @@ def dispute_update(
         dispute["evidence"].update(staged)
         details = dispute["evidence_details"]
         details["has_evidence"] = any(
-            v for k, v in dispute["evidence"].items() if k != "enhanced_evidence"
+            v for k, v in dispute["evidence"].items() if k not in ("enhanced_evidence", "appeal")
         )
+        if "enhanced_evidence" in staged:
+            eligibility = enhanced_eligibility(
+                dispute,
+                enhanced,
+                disputed_charge=state.world.charges[dispute["charge"]],
+                charges=state.world.charges,
+            )
+            if eligibility != details["enhanced_eligibility"]:
+                previous["evidence_details"] = {
+                    "enhanced_eligibility": details["enhanced_eligibility"]
+                }
+                details["enhanced_eligibility"] = eligibility
     if metadata is not None:
         merged = merge_metadata(dispute["metadata"], metadata)
         if merged != dispute["metadata"]:
@@ -154,27 +259,35 @@ SUBMISSION_METHODS = {"manual", "prefer_manual", "prefer_smart_disputes", "smart
 def _submit(dispute: dict[str, Any], previous: dict[str, Any], *, method: str) -> None:
     details = dispute["evidence_details"]
     previous["status"] = dispute["status"]
-    previous["evidence_details"] = {
-        "submission_count": details["submission_count"],
-        "submission_method": details["submission_method"],
-    }
-    dispute["status"] = (
-        "under_review" if dispute["status"] == "needs_response" else "warning_under_review"
+    previous.setdefault("evidence_details", {}).update(
+        {
+            "submission_count": details["submission_count"],
+            "submission_method": details["submission_method"],
+        }
     )
+    dispute["status"] = SUBMITTED[dispute["status"]]
     details["submission_count"] += 1
     details["submission_method"] = method
 
 
 def dispute_smart_submit(state: State, ctx: RequestContext | None, dispute: dict[str, Any]) -> None:
     """Stripe's Smart Disputes submitting on the account's behalf: refused when the dispute says
-    `intended_submission_method=manual`, or when it is no longer open for a response."""
+    `intended_submission_method=manual`, when it is no longer open for a response, for an
+    appeal (Smart Disputes never submits one) and for a Visa compliance dispute whose network
+    fee is not acknowledged."""
     if dispute["intended_submission_method"] == "manual":
         raise invalid(
             f"Dispute {dispute['id']} is to be submitted manually; Smart Disputes may not submit.",
             param="intended_submission_method",
         )
+    if dispute["status"] in objects.DISPUTE_APPEAL_STAGES:
+        raise invalid(f"Smart Disputes does not submit appeals ({dispute['status']}).")
     if dispute["status"] not in objects.DISPUTE_RESPONDABLE:
         raise invalid(f"Dispute {dispute['id']} cannot be submitted ({dispute['status']}).")
+    if compliance_fee_unacknowledged(
+        dispute["enhanced_eligibility_types"], dispute["evidence"]["enhanced_evidence"]
+    ):
+        raise invalid(COMPLIANCE_FEE_MESSAGE, param=FEE_PARAM)
     previous: dict[str, Any] = {}
     dispute["evidence"]["uncategorized_text"] = "Submitted by Smart Disputes."
     dispute["evidence_details"]["has_evidence"] = True
@@ -187,6 +300,10 @@ def dispute_close(
 ) -> Result:
     Params(data, set())
     dispute = _get(state, state.world.disputes, "dispute", dispute_id)
+    if dispute["status"] in objects.DISPUTE_APPEAL_STAGES:
+        raise StripeError(
+            400, f"This dispute is in its appeal stage ({dispute['status']}); it cannot be closed."
+        )
     if dispute["status"] not in objects.DISPUTE_RESPONDABLE | {
         "under_review",
         "warning_under_review",
