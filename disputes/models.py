@@ -144,6 +144,14 @@ class Posture(models.TextChoices):
 FILEABLE_POSTURES = (Posture.CONTEST, Posture.REFUND_ALREADY_SENT)
 
 
+class PacketKind(models.TextChoices):
+    """A dispute's response, or its appeal once the response was filed and the dispute lost
+    (SPEC §17): each kind is filed once, with its own approval and its own readback contract."""
+
+    RESPONSE = "response", "Response"
+    APPEAL = "appeal", "Appeal"
+
+
 class PacketStatus(models.TextChoices):
     READY_FOR_REVIEW = "ready_for_review", "Ready for review"
     INCOMPLETE = "incomplete", "Incomplete (needs more evidence)"
@@ -242,6 +250,7 @@ class Packet(models.Model):
     dispute = models.ForeignKey(Dispute, on_delete=models.CASCADE, related_name="packets")
     version = models.PositiveIntegerField()
     drafter = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=PacketKind.choices, default=PacketKind.RESPONSE)
 
     # Content (what the digest covers, with the dispute it answers).
     posture = models.CharField(max_length=30, choices=Posture.choices)
@@ -250,6 +259,13 @@ class Packet(models.Model):
     evidence_refs = models.JSONField(default=list)  # the admitted evidence, as {ref, sha256, ...}
     open_questions = models.JSONField(default=list)
     digest = models.CharField(max_length=64)
+    # SPEC §17, each bound by the digest when it holds anything: an appeal's ground (the filed
+    # response it follows, the evidence admitted since), the enhanced evidence computed from
+    # Vouch's receipts (Visa CE 3.0, a compliance dispute's network fee), and the cost of
+    # accepting against contesting.
+    appeal = models.JSONField(default=dict, blank=True)
+    enhanced = models.JSONField(default=dict, blank=True)
+    costs = models.JSONField(default=dict, blank=True)
 
     # Derived from the content and the receipts when prepared or edited.
     receipt_ids = models.JSONField(default=list)  # the receipts consulted (the admitted ones)
@@ -274,6 +290,9 @@ class Packet(models.Model):
     )
     approved_at = models.DateTimeField(null=True)
     approved_digest = models.CharField(max_length=64, blank=True)
+    # The approver ticked the acknowledgement of a Visa compliance dispute's network fee with this
+    # approval: only then does filing send `fee_acknowledged` (SPEC §17).
+    fee_acknowledged = models.BooleanField(default=False)
 
     filing_status = models.CharField(
         max_length=20, choices=FilingStatus.choices, default=FilingStatus.NOT_FILED
@@ -317,9 +336,10 @@ class Packet(models.Model):
                 condition=~Q(filing_key=""),
                 name="packet_unique_filing_key",
             ),
-            # One filing per dispute: a dispute takes one submission at the provider.
+            # One filing per dispute and kind: a dispute takes one submission of its response at
+            # the provider, and one of its appeal.
             models.UniqueConstraint(
-                fields=["dispute"],
+                fields=["dispute", "kind"],
                 condition=Q(filing_status__in=FILING_HOLDS),
                 name="packet_one_filing_per_dispute",
             ),

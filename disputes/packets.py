@@ -34,9 +34,12 @@ from typing import Any
 import rfc8785
 from django.conf import settings
 
-from disputes.models import FILEABLE_POSTURES, Dispute, Packet
+from disputes.models import FILEABLE_POSTURES, Dispute, Packet, PacketKind, Posture
 
 FILING_METADATA_KEY = "vouch_packet_digest"
+APPEAL_METADATA_KEY = "vouch_appeal_digest"  # an appeal's own: the response's digest stays
+CE3 = "visa_compelling_evidence_3"
+COMPLIANCE = "visa_compliance"
 
 
 def dispute_facts(dispute: Dispute) -> dict[str, Any]:
@@ -70,7 +73,36 @@ def packet_content(packet: Packet) -> dict[str, Any]:
         # The evidence exactly as it is mapped to the provider's fields (files by SHA-256): an
         # approval binds what filing sends, not only what it is made from.
         "filing": evidence_mapping(packet),
-    }
+    } | _round_two(packet)
+
+
+def _round_two(packet: Packet) -> dict[str, Any]:
+    """SPEC §17's content, present only when it holds something: a version prepared before it
+    keeps its digest (and its approval)."""
+    content: dict[str, Any] = {}
+    if packet.kind != PacketKind.RESPONSE:
+        content["kind"] = packet.kind
+    for name in ("appeal", "enhanced", "costs"):
+        value = getattr(packet, name)
+        if value:
+            content[name] = value
+    return content
+
+
+def fee_acknowledgement_needed(packet: Packet) -> bool:
+    """A contested response to a Visa compliance dispute: the approver must acknowledge the
+    network fee, and filing sends `fee_acknowledged` only then (SPEC §17)."""
+    return (
+        packet.kind == PacketKind.RESPONSE
+        and packet.posture == Posture.CONTEST
+        and COMPLIANCE in (packet.dispute.enhanced_eligibility_types or [])
+    )
+
+
+def ce3_claimed(packet: Packet) -> bool:
+    """The filing sends Visa CE 3.0 evidence, whose qualification the readback must show."""
+    evidence = evidence_mapping(packet) or {}
+    return CE3 in (evidence.get("enhanced_evidence") or {})
 
 
 def packet_digest(packet: Packet) -> str:
@@ -134,6 +166,14 @@ def evidence_text(packet: Packet) -> str:
     receipts = [c for c in packet.citations if c.startswith("rcpt_")]
     if receipts:
         lines += ["", "Vouch receipts cited:", *(f"- {r}" for r in receipts)]
+    ce3 = packet.enhanced.get(CE3) or {}
+    if packet.posture == Posture.CONTEST and ce3.get("status") == "qualified":
+        lines += ["", "Visa Compelling Evidence 3.0: qualified by two prior undisputed charges:"]
+        lines += [
+            f"- {p['charge']} ({p['age_days']} days before; matching {', '.join(p['matched'])};"
+            f" receipt {p['receipt_id']})"
+            for p in ce3.get("priors") or []
+        ]
     evidence = _cited_evidence(packet)
     if evidence:
         slots, _ = _file_slots(packet)
@@ -152,6 +192,8 @@ def evidence_mapping(packet: Packet) -> dict[str, Any] | None:
     whose posture is not filed."""
     if not is_fileable(packet):
         return None
+    if packet.kind == PacketKind.APPEAL:
+        return appeal_mapping(packet)
     slots, _ = _file_slots(packet)
     fields: dict[str, Any] = {name: {"file": slot} for name, slot in slots.items()}
     cited = _cited_evidence(packet)
@@ -162,28 +204,98 @@ def evidence_mapping(packet: Packet) -> dict[str, Any] | None:
     if policies:
         fields["refund_policy_disclosure"] = "\n\n".join(policies)
     fields["uncategorized_text"] = evidence_text(packet)
+    ce3 = packet.enhanced.get(CE3) or {}
+    if (
+        packet.posture == Posture.CONTEST
+        and ce3.get("status") == "qualified"
+        and ce3.get("evidence")
+    ):
+        # Only what the receipts showed (disputes.ce3); the readback checks the qualification.
+        fields["enhanced_evidence"] = {CE3: ce3["evidence"]}
     return dict(sorted(fields.items()))
 
 
+def appeal_files(packet: Packet) -> list[dict[str, Any]]:
+    """The files an appeal sends: those of the cited evidence admitted since the response was
+    filed (the response's own were submitted with it), as SHA-256 placeholders."""
+    new = set(packet.appeal.get("new_evidence") or [])
+    return [
+        {"ref": item["ref"], "sha256": item["sha256"], **item["file"]}
+        for item in _cited_evidence(packet)
+        if item["ref"] in new and item.get("file")
+    ]
+
+
+def appeal_text(packet: Packet) -> str:
+    """An appeal's `reason_for_filing`: the response it follows, the person's or the drafter's
+    reason, the receipts cited and the evidence admitted since."""
+    based = packet.appeal.get("based_on") or {}
+    lines = [
+        f"Appeal of dispute {packet.dispute.provider_dispute_id}.",
+        f"Response filed: version {based.get('version')}, packet digest {based.get('digest')}.",
+        "",
+        packet.summary.strip(),
+    ]
+    receipts = [c for c in packet.citations if c.startswith("rcpt_")]
+    if receipts:
+        lines += ["", "Vouch receipts cited:", *(f"- {r}" for r in receipts)]
+    new = set(packet.appeal.get("new_evidence") or [])
+    cited = [e for e in _cited_evidence(packet) if e["ref"] in new]
+    if cited:
+        lines += ["", "Evidence admitted since the response:"]
+        lines += [
+            f"- {e['ref']} ({e['kind']}, sha256 {e['sha256']}): {e['summary']}" for e in cited
+        ]
+    return "\n".join(lines)
+
+
+def appeal_mapping(packet: Packet) -> dict[str, Any]:
+    """Stripe's `evidence.appeal`: the reason for filing and the supporting files; nothing else
+    of the evidence (frozen after the response)."""
+    appeal: dict[str, Any] = {"reason_for_filing": appeal_text(packet)}
+    files = appeal_files(packet)
+    if files:
+        appeal["supporting_files"] = [{"file": f} for f in files]
+    return {"appeal": appeal}
+
+
+def _is_placeholder(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("file"), dict)
+
+
 def file_placeholders(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The file fields of a mapped evidence hash: field name -> {ref, sha256, name, size, type}."""
-    return {
-        name: value["file"]
-        for name, value in evidence.items()
-        if isinstance(value, dict) and isinstance(value.get("file"), dict)
-    }
+    """The file fields of a mapped evidence hash, wherever they are: field path (`shipping_
+    documentation`, `appeal.supporting_files.0`) -> {ref, sha256, name, size, type}."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def walk(path: str, value: Any) -> None:
+        if _is_placeholder(value):
+            found[path] = value["file"]
+        elif isinstance(value, dict):
+            for name, inner in value.items():
+                walk(f"{path}.{name}" if path else name, inner)
+        elif isinstance(value, list):
+            for index, inner in enumerate(value):
+                walk(f"{path}.{index}", inner)
+
+    walk("", evidence)
+    return found
 
 
-def evidence_with_file_ids(evidence: dict[str, Any], file_ids: dict[str, str]) -> dict[str, str]:
+def evidence_with_file_ids(evidence: dict[str, Any], file_ids: dict[str, str]) -> dict[str, Any]:
     """The mapped evidence as sent: each file placeholder replaced by the provider's file id of
-    its SHA-256 (`file_ids`), which filing got from the Files API."""
-    sent: dict[str, str] = {}
-    for name, value in evidence.items():
-        if isinstance(value, dict) and isinstance(value.get("file"), dict):
-            sent[name] = file_ids[value["file"]["sha256"]]
-        else:
-            sent[name] = str(value)
-    return sent
+    its SHA-256 (`file_ids`), which filing got from the Files API; everything else as it is."""
+
+    def sent(value: Any) -> Any:
+        if _is_placeholder(value):
+            return file_ids[value["file"]["sha256"]]
+        if isinstance(value, dict):
+            return {name: sent(inner) for name, inner in value.items()}
+        if isinstance(value, list):
+            return [sent(inner) for inner in value]
+        return value
+
+    return dict(sent(evidence))
 
 
 def filing_request(packet: Packet, *, digest: str) -> dict[str, Any] | None:
@@ -193,10 +305,16 @@ def filing_request(packet: Packet, *, digest: str) -> dict[str, Any] | None:
     evidence = evidence_mapping(packet)
     if evidence is None:
         return None
+    if packet.fee_acknowledged and fee_acknowledgement_needed(packet):
+        # The approver acknowledged the network fee with the approval of this digest.
+        enhanced = dict(evidence.get("enhanced_evidence") or {})
+        enhanced[COMPLIANCE] = {"fee_acknowledged": True}
+        evidence = dict(sorted({**evidence, "enhanced_evidence": enhanced}.items()))
+    key = APPEAL_METADATA_KEY if packet.kind == PacketKind.APPEAL else FILING_METADATA_KEY
     return {
         "dispute_id": packet.dispute.provider_dispute_id,
         "evidence": evidence,
-        "metadata": {FILING_METADATA_KEY: digest},
+        "metadata": {key: digest},
         "submit": True,
     }
 
@@ -242,6 +360,15 @@ class Budget:
         return not self.problems
 
 
+def _texts(evidence: dict[str, Any]) -> list[tuple[str, str]]:
+    """The text fields of a mapped evidence hash: top-level strings and an appeal's reason."""
+    texts = [(name, value) for name, value in evidence.items() if isinstance(value, str)]
+    appeal = evidence.get("appeal")
+    if isinstance(appeal, dict) and isinstance(appeal.get("reason_for_filing"), str):
+        texts.append(("appeal.reason_for_filing", appeal["reason_for_filing"]))
+    return texts
+
+
 def field_max(name: str) -> int:
     limit = int(settings.DISPUTES_EVIDENCE_FIELD_MAX_CHARS)
     return min(limit, SHORT_TEXT_FIELDS.get(name, limit))
@@ -257,7 +384,7 @@ def packet_budget(packet: Packet) -> Budget | None:
         return None
     placeholders = file_placeholders(evidence)
     texts = sorted(
-        ((name, len(value), field_max(name)) for name, value in evidence.items()
+        ((name, len(value), field_max(name)) for name, value in _texts(evidence)
          if name not in placeholders),
         key=lambda row: (-row[1], row[0]),
     )  # fmt: skip
@@ -266,7 +393,8 @@ def packet_budget(packet: Packet) -> Budget | None:
     files = [{"field": name, **slot} for name, slot in sorted(placeholders.items())]
     file_bytes = sum(int(f.get("size") or 0) for f in files)
     files_max = int(settings.DISPUTES_EVIDENCE_FILES_MAX_BYTES)
-    _, unplaced = _file_slots(packet)
+    # An appeal's files go to one list (`supporting_files`), not to fields of their kinds.
+    _, unplaced = _file_slots(packet) if packet.kind == PacketKind.RESPONSE else ({}, [])
     problems: list[dict[str, Any]] = []
     if text_chars > text_max:
         problems.append(
