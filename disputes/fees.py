@@ -84,7 +84,10 @@ def wilson_interval(won: int, decided: int, z: float = Z_95) -> tuple[float, flo
     denominator = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denominator
     half = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At the ends the bounds are 0 and 1 exactly; the float arithmetic misses them by an ulp.
+    low = 0.0 if won == 0 else centre - half
+    high = 1.0 if won == n else centre + half
+    return low, high
 
 
 def fee_table(currency: str) -> FeeTable:
