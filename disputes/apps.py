@@ -23,7 +23,8 @@ class DisputesConfig(AppConfig):
             )
 
         # The filing readback's verdict decides the packet: filed, or not.
-        verdicts.on_verdict(services.FILED_CONTRACT, services.packet_on_verdict)
+        for contract_id in services.FILING_CONTRACTS:
+            verdicts.on_verdict(contract_id, services.packet_on_verdict)
         receipt_written.connect(on_receipt, dispatch_uid="disputes.packets_catch_up", weak=False)
         for event_type in (
             "charge.dispute.created",

@@ -189,3 +189,35 @@ class PacketNotSubmitted(VouchError):
         "This version's filing did not reach the provider (its readback shows nothing "
         "submitted): prepare a new version, have it approved and file that."
     )
+
+
+class FeeNotAcknowledged(VouchError):
+    code = "fee_not_acknowledged"
+    status_code = 422
+    default_message = (
+        "Contesting a Visa compliance dispute costs the card network's fee: the approver must "
+        "acknowledge it with the approval, and only then is the packet filed."
+    )
+
+
+class AppealNotPossible(VouchError):
+    code = "appeal_not_possible"
+    status_code = 409
+    default_message = (
+        "An appeal follows a filed response to a lost dispute: this dispute has none to appeal."
+    )
+
+
+class AppealStageClosed(VouchError):
+    code = "appeal_stage_closed"
+    status_code = 409
+    default_message = (
+        "The provider does not show this dispute awaiting an appeal (appeal_needs_response): "
+        "nothing was sent."
+    )
+
+
+class AppealNotEditable(VouchError):
+    code = "appeal_not_editable"
+    status_code = 400
+    default_message = "An appeal's summary (its reason for filing) is the only part a person edits."

@@ -185,6 +185,14 @@ FILING_HOLDS = (
 )
 
 
+# The readback contracts of a filing (verification/contracts/): a response's; a response carrying
+# Visa CE 3.0, read back until Stripe shows it qualified; an appeal's (SPEC §17).
+FILED_CONTRACT = "stripe.dispute.filed"
+CE3_CONTRACT = "stripe.dispute.filed_ce3"
+APPEAL_CONTRACT = "stripe.dispute.appeal_filed"
+FILING_CONTRACTS = (FILED_CONTRACT, CE3_CONTRACT, APPEAL_CONTRACT)
+
+
 class ProviderStatus(models.TextChoices):
     NOT_CALLED = "not_called"
     ANSWERED = "answered"  # the provider answered the call (E1: a claim; the readback decides)

@@ -10,7 +10,7 @@ from django.db.models import Q, QuerySet
 
 from core.exceptions import NotFound
 from core.models import AuditEvent
-from disputes.models import Dispute, Evidence, Packet
+from disputes.models import FILING_CONTRACTS, Dispute, Evidence, Packet
 from envelopes.money import with_usd
 from verification.models import ProviderEvent, VerificationRun
 
@@ -71,6 +71,7 @@ def packet_data(packet: Packet) -> dict[str, Any]:
     return {
         "packet_id": packet.public_id,
         "version": packet.version,
+        "kind": packet.kind,
         "status": packet.status,
         "posture": packet.posture,
         "summary": packet.summary,
@@ -87,6 +88,7 @@ def packet_data(packet: Packet) -> dict[str, Any]:
             "approved_by": name(packet.approved_by),
             "approved_at": _iso(packet.approved_at),
             "approved_digest": packet.approved_digest or None,
+            "fee_acknowledged": packet.fee_acknowledged,
         },
         "filing": {
             "status": packet.filing_status,
@@ -101,6 +103,9 @@ def packet_data(packet: Packet) -> dict[str, Any]:
             "filed_at": _iso(packet.filed_at),
         },
         "handoff": packet.handoff,
+        "appeal": packet.appeal or None,
+        "enhanced": packet.enhanced or None,
+        "costs": packet.costs or None,
         "created_at": _iso(packet.created_at),
     }
 
@@ -306,7 +311,7 @@ def dispute_timeline(dispute: Dispute) -> list[TimelineEntry]:
     ).exclude(action__in=_FROM_ROWS)
     entries += [_audit_entry(event, packets) for event in audit.select_related("actor")]
     runs = VerificationRun.objects.filter(
-        contract_id="stripe.dispute.filed", input__dispute=provider_id
+        contract_id__in=FILING_CONTRACTS, input__dispute=provider_id
     )
     for run in runs:
         entries.append(

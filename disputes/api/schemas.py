@@ -51,6 +51,10 @@ class ApprovalOut(serializers.Serializer):
     approved_by = serializers.CharField(allow_null=True)
     approved_at = serializers.DateTimeField(allow_null=True)
     approved_digest = serializers.CharField(allow_null=True)
+    fee_acknowledged = serializers.BooleanField(
+        help_text="The approver acknowledged a Visa compliance dispute's network fee with this "
+        "approval (SPEC §17): only then does filing send `fee_acknowledged`."
+    )
 
 
 class FilingOut(serializers.Serializer):
@@ -85,6 +89,10 @@ class FilingOut(serializers.Serializer):
 class PacketOut(serializers.Serializer):
     packet_id = serializers.CharField()
     version = serializers.IntegerField()
+    kind = serializers.ChoiceField(
+        choices=["response", "appeal"],
+        help_text="A dispute's response, or its appeal after the response was filed and lost.",
+    )
     status = serializers.ChoiceField(
         choices=["ready_for_review", "incomplete", "invalid", "superseded", "filed"],
         help_text="`filed` once the filing's independent readback run is VERIFIED.",
@@ -104,6 +112,22 @@ class PacketOut(serializers.Serializer):
     approval = ApprovalOut()
     filing = FilingOut()
     handoff = serializers.JSONField(help_text="The exact provider-filing request, for review.")
+    appeal = serializers.JSONField(
+        allow_null=True,
+        help_text="An appeal's ground: the filed response it follows ({packet, version, digest}) "
+        "and the evidence admitted since (`new_evidence`). Null for a response.",
+    )
+    enhanced = serializers.JSONField(
+        allow_null=True,
+        help_text="Enhanced evidence from Vouch's receipts: `visa_compelling_evidence_3` (status, "
+        "the disputed charge, the two prior charges with their receipt ids, every candidate "
+        "considered) and `visa_compliance`. Null when the dispute is eligible for neither.",
+    )
+    costs = serializers.JSONField(
+        allow_null=True,
+        help_text="The amount at stake, the fees, and the outcome of accepting against "
+        "contesting (integer micro-dollars).",
+    )
     created_at = serializers.DateTimeField()
 
 

@@ -3,7 +3,9 @@ events, the submission method), `evidence`, `preparation` (versions and edits), 
 `filing` (reserve, call, record; resumed filings) and `verdicts` (the readback decides). The
 refusals they share live in `checks`. Callers import the services from here."""
 
+from disputes.models import FILING_CONTRACTS
 from disputes.packets import packet_digest
+from disputes.services.appeals import appeal_edit, appeal_prepare
 from disputes.services.approval import PERM_APPROVE, filing_key_proposal, packet_approve
 from disputes.services.disputes import (
     MANUAL,
@@ -38,6 +40,7 @@ from disputes.services.verdicts import packet_on_verdict
 __all__ = [
     "EVIDENCE_FILES_DIR",
     "FILED_CONTRACT",
+    "FILING_CONTRACTS",
     "MANUAL",
     "MAX_DISPUTE_MICRO",
     "MICRO_PER_CENT",
@@ -45,6 +48,8 @@ __all__ = [
     "PERM_FILE",
     "PROVIDER_KEY_TTL",
     "RESPONDABLE",
+    "appeal_edit",
+    "appeal_prepare",
     "dispute_enter",
     "dispute_normalize",
     "dispute_on_provider_event",

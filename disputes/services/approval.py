@@ -16,6 +16,7 @@ from disputes.models import (
     FilingStatus,
     Packet,
 )
+from disputes.packets import fee_acknowledgement_needed
 from disputes.services import checks
 
 if TYPE_CHECKING:
@@ -24,10 +25,14 @@ if TYPE_CHECKING:
 PERM_APPROVE = "disputes.approve_packet"
 
 
-def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Packet:
+def packet_approve(
+    *, packet: Packet, actor: User, confirmed_digest: str, fee_acknowledged: bool = False
+) -> Packet:
     """Four eyes: a person with `disputes.approve_packet` who did not contribute to this version
     approves the content it shows them; the approval records who, when and the digest. A packet
-    over the provider's limits (text, one field, files) is refused (`packet_over_limit`)."""
+    over the provider's limits (text, one field, files) is refused (`packet_over_limit`). A
+    contested response to a Visa compliance dispute needs the approver's acknowledgement of the
+    network fee (`fee_not_acknowledged`), bound into the approval with the digest (SPEC §17)."""
     if not actor.has_perm(PERM_APPROVE):
         raise PermissionDenied(f"This needs the permission {PERM_APPROVE}.")
     with transaction.atomic():
@@ -40,6 +45,9 @@ def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Pac
         checks.check_budget(locked)
         if locked.contributors.filter(pk=actor.pk).exists():
             raise errors.ApproverIsContributor()
+        needed = fee_acknowledgement_needed(locked)
+        if needed and not fee_acknowledged:
+            raise errors.FeeNotAcknowledged(details={"fee": (locked.costs or {}).get("fees")})
         now = timezone.now()
         transition(
             locked,
@@ -51,9 +59,11 @@ def packet_approve(*, packet: Packet, actor: User, confirmed_digest: str) -> Pac
                 "approved_by": actor,
                 "approved_at": now,
                 "approved_digest": locked.digest,
+                "fee_acknowledged": needed,
                 "updated_at": now,
             },
-            details={"digest": locked.digest, "version": locked.version},
+            details={"digest": locked.digest, "version": locked.version}
+            | ({"fee_acknowledged": True} if needed else {}),
         )
     return locked
 

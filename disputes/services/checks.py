@@ -14,6 +14,7 @@ from disputes.models import (
     Dispute,
     FilingStatus,
     Packet,
+    PacketKind,
     PacketStatus,
 )
 from disputes.packets import packet_budget
@@ -64,11 +65,14 @@ def check_budget(packet: Packet) -> None:
         )
 
 
-def refuse_if_filing(dispute: Dispute) -> None:
-    """A filing that holds the dispute (one submission per dispute at the provider) refuses any
-    other version, saying which filing holds it and what is known of it."""
+def refuse_if_filing(dispute: Dispute, kind: str = PacketKind.RESPONSE) -> None:
+    """A filing that holds the dispute (one submission of each kind per dispute at the provider:
+    its response, its appeal) refuses any other version of that kind, saying which filing holds it
+    and what is known of it."""
     holding = (
-        dispute.packets.filter(filing_status__in=FILING_HOLDS).select_related("filing_run").first()
+        dispute.packets.filter(filing_status__in=FILING_HOLDS, kind=kind)
+        .select_related("filing_run")
+        .first()
     )
     if holding is not None:
         raise filing_refusal(holding)
@@ -90,8 +94,14 @@ def readback_shows(packet: Packet) -> dict[str, Any] | None:
     return seen
 
 
-def nothing_submitted(seen: Mapping[str, Any] | None) -> bool:
-    return seen is not None and seen["evidence_details"].get("submission_count") == 0
+def nothing_submitted(seen: Mapping[str, Any] | None, kind: str = PacketKind.RESPONSE) -> bool:
+    """The readback shows no submission of this kind: no evidence submitted at all (a response),
+    or the dispute still awaiting its appeal (an appeal)."""
+    if seen is None:
+        return False
+    if kind == PacketKind.APPEAL:
+        return seen.get("status") == "appeal_needs_response"
+    return seen["evidence_details"].get("submission_count") == 0
 
 
 def filing_refusal(packet: Packet) -> VouchError:

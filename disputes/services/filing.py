@@ -18,17 +18,23 @@ from core.exceptions import InvalidInput, PermissionDenied
 from core.transitions import transition
 from disputes import exceptions as errors
 from disputes.models import (
+    APPEAL_CONTRACT,
+    CE3_CONTRACT,
     FILEABLE_POSTURES,
+    FILED_CONTRACT,
     PACKET_FILING,
     ApprovalStatus,
     Evidence,
     FilingStatus,
     Packet,
+    PacketKind,
     ProviderStatus,
 )
 from disputes.packets import (
     canonical_digest,
+    ce3_claimed,
     evidence_with_file_ids,
+    fee_acknowledgement_needed,
     file_placeholders,
     filing_request,
     packet_digest,
@@ -43,7 +49,7 @@ from verification.services import verification_start
 if TYPE_CHECKING:
     from accounts.models import User
 
-FILED_CONTRACT = "stripe.dispute.filed"
+APPEAL_STAGE = "appeal_needs_response"
 PROVIDER_KEY_TTL = IDEMPOTENCY_KEY_TTL
 PERM_FILE = "disputes.file_packet"
 
@@ -61,8 +67,9 @@ def packet_file(
     if not key or len(key) > 255 or not key.isprintable():
         raise InvalidInput("The filing key is 1-255 printable characters.")
     _check_files_stored(packet)
+    stage = _appeal_stage_read(packet)
     reserved, underway = _reserve(
-        packet=packet, actor=actor, confirmed_digest=confirmed_digest, key=key
+        packet=packet, actor=actor, confirmed_digest=confirmed_digest, key=key, stage=stage
     )
     if underway:
         return _send_again(reserved)
@@ -74,8 +81,39 @@ def _reserve_filing(*, packet: Packet, actor: User, confirmed_digest: str, key: 
     return _reserve(packet=packet, actor=actor, confirmed_digest=confirmed_digest, key=key)[0]
 
 
+def _appeal_stage_read(packet: Packet) -> dict[str, Any] | None:
+    """An appeal is filed only in the appeal stage, as the provider shows it now (not as Vouch
+    last recorded it): one `dispute.read` before anything is reserved, outside any transaction,
+    cited in the filing's audit row. Refused, with what the read showed, when the provider does
+    not answer or shows another stage. None for a response, or a filing already under way (its
+    repeat sends the same request; its readback decides)."""
+    if packet.kind != PacketKind.APPEAL or packet.filing_status != FilingStatus.NOT_FILED:
+        return None
+    read = provider_from_settings().dispute_read(packet.dispute.provider_dispute_id)
+    if not read.accepted:
+        raise errors.AppealStageClosed(
+            "The provider could not be read, so the appeal stage is not shown: nothing was "
+            "sent. Try again.",
+            details={"read": read.error_code or "unknown", "request_id": read.request_id},
+        )
+    status = str(read.require().get("status") or "")
+    seen = {"status": status, "request_id": read.request_id, "read_at": timezone.now().isoformat()}
+    if status != APPEAL_STAGE:
+        raise errors.AppealStageClosed(
+            f"The provider shows this dispute {status or 'without a status'}, not awaiting an "
+            f"appeal ({APPEAL_STAGE}): nothing was sent.",
+            details={"provider_read": seen},
+        )
+    return seen
+
+
 def _reserve(
-    *, packet: Packet, actor: User, confirmed_digest: str, key: str
+    *,
+    packet: Packet,
+    actor: User,
+    confirmed_digest: str,
+    key: str,
+    stage: dict[str, Any] | None = None,
 ) -> tuple[Packet, bool]:
     """`_reserve_filing`, saying also whether the filing was under way before this call (a
     repeat of it with its own key) rather than reserved by it."""
@@ -90,6 +128,8 @@ def _reserve(
         checks.refuse_superseded(locked)
         if locked.approval_status != ApprovalStatus.APPROVED:
             raise errors.PacketNotApproved()
+        if fee_acknowledgement_needed(locked) and not locked.fee_acknowledged:
+            raise errors.FeeNotAcknowledged()
         checks.check_fileable_content(locked)
         if locked.posture not in FILEABLE_POSTURES:
             raise errors.PacketInvalid(
@@ -110,7 +150,7 @@ def _reserve(
                 "The packet carries another idempotency key than the one given for this filing.",
                 details={"nested": "idempotency_key"},
             )
-        checks.refuse_if_filing(locked.dispute)
+        checks.refuse_if_filing(locked.dispute, locked.kind)
         request = _request_of(locked)
         now = timezone.now()
         try:
@@ -129,11 +169,20 @@ def _reserve(
                         "filing_files": {},
                         "updated_at": now,
                     },
-                    details={"digest": locked.approved_digest, "filing_key": key},
+                    details={"digest": locked.approved_digest, "filing_key": key}
+                    | ({"provider_read": stage} if stage is not None else {}),
                 )
         except IntegrityError as exc:  # the key, or the dispute, is bound to another filing
             raise errors.FilingKeyConflict(details={"filing_key": key}) from exc
     return locked, False
+
+
+def filing_contract(packet: Packet) -> str:
+    """The readback contract of a packet's filing: an appeal's, a response carrying Visa CE 3.0
+    (the qualification must show), or a plain response's."""
+    if packet.kind == PacketKind.APPEAL:
+        return APPEAL_CONTRACT
+    return CE3_CONTRACT if ce3_claimed(packet) else FILED_CONTRACT
 
 
 def _request_of(packet: Packet) -> dict[str, Any]:
@@ -303,7 +352,7 @@ def _record_filing(*, packet: Packet, outcome: Any) -> Packet:
             "status": str((answer or {}).get("status") or ""),
         }
         run = verification_start(
-            contract_id=FILED_CONTRACT,
+            contract_id=filing_contract(locked),
             operation_id=locked.filing_key,
             operation_created_at=locked.filing_started_at or timezone.now(),
             input={

@@ -27,6 +27,7 @@ from disputes.models import (
     Evidence,
     FilingStatus,
     Packet,
+    PacketKind,
     PacketStatus,
     Posture,
 )
@@ -36,6 +37,7 @@ from disputes.packets import (
     packet_digest,
 )
 from disputes.services import checks
+from disputes.services.round_two import costs_for, enhanced_for
 from receipts.selectors import receipt_tree
 
 if TYPE_CHECKING:
@@ -151,6 +153,9 @@ def _version_draft(locked: Dispute, *, requested_by: User | None) -> Packet:
         drafter=getattr(drafter, "name", type(drafter).__name__),
         evidence_refs=[e.as_dict() for e in material.evidence],
         requested_by=requested_by,
+        # SPEC §17, computed from Vouch's receipts and the fee table, bound by the digest.
+        enhanced=enhanced_for(locked),
+        costs=costs_for(locked),
     )
     packet.status = _apply(packet, draft, material)  # a new row: its first status
     return packet
@@ -160,7 +165,12 @@ def _version_save(packet: Packet, trigger: str) -> Packet:
     """Keep a drafted version (in the caller's transaction, under the dispute's lock): earlier
     versions are superseded, its contributors recorded, the preparation audited."""
     dispute = packet.dispute
-    older = dispute.packets.select_for_update(of=("self",)).exclude(status=PacketStatus.SUPERSEDED)
+    # A kind's versions supersede each other: an appeal leaves the filed response as it is.
+    older = (
+        dispute.packets.select_for_update(of=("self",))
+        .filter(kind=packet.kind)
+        .exclude(status=PacketStatus.SUPERSEDED)
+    )
     for version in older:
         transition(
             version,
@@ -255,6 +265,12 @@ def packet_edit(
     contributor who cannot approve this version. Evidence admitted to the dispute after this
     version was prepared, when the edit cites it, joins the version: its evidence refs gain it (so
     the digest binds its SHA-256 and filing sends it) and its admitter becomes a contributor."""
+    if packet.kind == PacketKind.APPEAL:
+        from disputes.services.appeals import appeal_edit  # it imports this module
+
+        return appeal_edit(
+            packet=packet, actor=actor, changes=dict(changes), confirmed_digest=confirmed_digest
+        )
     allowed = {"posture", "summary", "citations", "open_questions"}
     unknown = sorted(set(changes) - allowed)
     if unknown:

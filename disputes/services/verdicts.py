@@ -39,7 +39,7 @@ def packet_on_verdict(*, run: VerificationRun) -> None:
             # that is not shown to be this packet, and the dispute stays held for a person.
             to = (
                 FilingStatus.NOT_SUBMITTED
-                if checks.nothing_submitted(checks.readback_shows(packet))
+                if checks.nothing_submitted(checks.readback_shows(packet), packet.kind)
                 else FilingStatus.READBACK_FAILED
             )
         transition(

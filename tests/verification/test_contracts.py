@@ -14,6 +14,8 @@ def test_shipped_contracts_load() -> None:
     assert set(contracts) == {
         "stripe.refund.created",
         "stripe.dispute.filed",
+        "stripe.dispute.filed_ce3",
+        "stripe.dispute.appeal_filed",
         "stripe.charge.succeeded",
     }
     refund = contracts["stripe.refund.created"]

@@ -1,0 +1,45 @@
+"""What SPEC §17 adds to a response version when it is prepared: the enhanced evidence Vouch's own
+receipts qualify it for (Visa Compelling Evidence 3.0, `disputes.ce3`), a Visa compliance
+dispute's fee acknowledgement, and the cost of accepting against contesting (`disputes.fees`, with
+the merchant's own record for the reason from `disputes.outcomes`). Reads only; the digest binds
+what they return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from disputes.models import Dispute
+from disputes.packets import CE3, COMPLIANCE
+
+
+def enhanced_for(dispute: Dispute) -> dict[str, Any]:
+    """The enhanced evidence programs the provider says the dispute is eligible for, each with
+    what Vouch can show: CE 3.0's qualification from receipts (and Stripe's payload when
+    qualified), or the compliance fee the approver must acknowledge."""
+    eligible = set(dispute.enhanced_eligibility_types or [])
+    out: dict[str, Any] = {}
+    try:  # TEMPORARY while disputes.ce3 is written
+        from disputes.ce3 import ce3_evidence, ce3_qualification
+    except ImportError:
+        return out
+    if CE3 in eligible:
+        result = ce3_qualification(dispute=dispute)
+        out[CE3] = {**result.as_dict(), "evidence": ce3_evidence(result)}
+    if COMPLIANCE in eligible:
+        out[COMPLIANCE] = {"fee_acknowledgement": "required from the approver"}
+    return out
+
+
+def costs_for(dispute: Dispute) -> dict[str, Any]:
+    """The amount at stake, the fees and the outcome of accepting against contesting."""
+    try:  # TEMPORARY while disputes.fees is written
+        from disputes.fees import posture_costs
+        from disputes.outcomes import win_record
+    except ImportError:
+        return {}
+    return posture_costs(
+        amount_micro=dispute.amount_micro,
+        currency=dispute.currency,
+        compliance=COMPLIANCE in (dispute.enhanced_eligibility_types or []),
+        own_record=win_record(dispute.reason),
+    )
