@@ -1,12 +1,28 @@
 """The redacted native detail of a receipt (SPEC §8): the provider's object reduced by an
 ALLOW-list per object type. A field is kept only if it is named here; everything else (billing
-details, e-mail, names, addresses, phone numbers, card numbers, fingerprints, expiry dates,
+details, e-mail, names, addresses, phone numbers, card numbers and last digits, expiry dates,
 shipping, customer) is dropped whatever the provider adds in future. Kept values are scalars; an
-expanded object in a field that should hold an id is reduced to its id."""
+expanded object in a field that should hold an id is reduced to its id.
+
+A charge keeps its card's brand and fingerprint (`payment_method_details.card`): the fingerprint
+names the card, not its number, and Visa Compelling Evidence 3.0 asks for prior charges on the same
+card (docs/decisions/0012-ce3-data-elements-in-receipts.md). Vouch's `vouch_*` metadata is kept,
+the data elements a funding sent among it (account, IP address, device)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Nested:
+    """The allow-list of a nested object: its scalar fields kept, and its own nested objects."""
+
+    fields: frozenset[str]
+    nested: Mapping[str, Nested] = field(default_factory=dict)
+
 
 # Top-level scalar fields kept, per provider object type.
 ALLOWED: dict[str, frozenset[str]] = {
@@ -45,9 +61,14 @@ ALLOWED: dict[str, frozenset[str]] = {
         }
     ),
 }
-# Nested objects of which only the named scalar fields are kept.
-ALLOWED_NESTED: dict[str, dict[str, frozenset[str]]] = {
-    "charge": {"payment_method_details": frozenset({"type"})},
+# Nested objects of which only the named fields are kept (at any depth, as named).
+ALLOWED_NESTED: dict[str, dict[str, Nested]] = {
+    "charge": {
+        "payment_method_details": Nested(
+            frozenset({"type"}),
+            {"card": Nested(frozenset({"brand", "fingerprint"}))},
+        )
+    },
     "refund": {},
 }
 # Fields that name another object by id (Stripe may expand them into the object itself).
@@ -66,6 +87,19 @@ def _scalar(value: Any) -> tuple[bool, Scalar]:
     return False, None
 
 
+def _nested(obj: dict[str, Any], allowed: Nested) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for name in sorted(allowed.fields):
+        if name in obj:
+            ok, value = _scalar(obj[name])
+            if ok:
+                kept[name] = value
+    for name, inner in sorted(allowed.nested.items()):
+        if isinstance(obj.get(name), dict):
+            kept[name] = _nested(obj[name], inner)
+    return kept
+
+
 def redact(object_type: str, obj: dict[str, Any]) -> dict[str, Any]:
     """The allow-listed part of a provider object of `object_type` (`charge`, `refund`)."""
     try:
@@ -82,17 +116,9 @@ def redact(object_type: str, obj: dict[str, Any]) -> dict[str, Any]:
         ok, kept = _scalar(value)
         if ok:
             detail[name] = kept
-    for name, fields in ALLOWED_NESTED[object_type].items():
-        nested = obj.get(name)
-        if not isinstance(nested, dict):
-            continue
-        kept_nested = {}
-        for field in sorted(fields):
-            if field in nested:
-                ok, kept = _scalar(nested[field])
-                if ok:
-                    kept_nested[field] = kept
-        detail[name] = kept_nested
+    for name, nested in ALLOWED_NESTED[object_type].items():
+        if isinstance(obj.get(name), dict):
+            detail[name] = _nested(obj[name], nested)
     metadata = obj.get("metadata")
     if isinstance(metadata, dict):
         detail["metadata"] = {

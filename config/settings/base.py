@@ -86,6 +86,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    # A long-lived first-party device cookie, a data element of funding (Visa CE 3.0, SPEC §17).
+    "core.middleware_device.DeviceCookieMiddleware",
 ]
 
 TEMPLATES = [

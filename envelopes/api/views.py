@@ -33,6 +33,7 @@ from core.idempotency import (
     InvalidIdempotencyKey,
 )
 from core.models import IdempotencyRecord
+from core.request_facts import request_facts
 from envelopes import selectors, services
 from envelopes.api import schemas
 from envelopes.exceptions import (
@@ -160,7 +161,9 @@ class EnvelopeListCreateApi(APIView):
     def post(self, request: Request) -> Response | HttpResponse:
         def action(record: IdempotencyRecord | None) -> Response:
             data = _parse(FundingInput, request)
-            result = services.envelope_create(owner=caller(request), idempotency=record, **data)
+            result = services.envelope_create(
+                owner=caller(request), idempotency=record, facts=request_facts(request), **data
+            )
             return _funding_response(result, created=True)
 
         return idempotent(request, operation=operation_name("envelope.create"), action=action)
@@ -210,7 +213,9 @@ class TopUpApi(APIView):
         def action(record: IdempotencyRecord | None) -> Response:
             envelope = selectors.envelope_get_owned(user=caller(request), envelope_id=envelope_id)
             data = _parse(FundingInput, request)
-            result = services.envelope_top_up(envelope=envelope, idempotency=record, **data)
+            result = services.envelope_top_up(
+                envelope=envelope, idempotency=record, facts=request_facts(request), **data
+            )
             return _funding_response(result, created=True)
 
         return idempotent(

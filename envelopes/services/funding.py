@@ -5,10 +5,13 @@ The provider is never called inside a transaction: reserve and commit, call, the
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
@@ -20,6 +23,7 @@ from core.idempotency import (
     idempotency_renew,
     idempotency_settle_error,
 )
+from core.request_facts import FundingFacts
 from core.services import audit_record
 from envelopes.exceptions import (
     CardDeclined,
@@ -99,6 +103,28 @@ def _gone(what: str) -> PaymentRefused:
     )
 
 
+def account_element(owner_id: int) -> str:
+    """The buyer's customer account id as the provider sees it: a keyed digest of the user's
+    primary key, stable for the user, revealing neither the key nor how many users there are."""
+    digest = hmac.new(
+        settings.SECRET_KEY.encode(), f"vouch-account:{owner_id}".encode(), hashlib.sha256
+    ).hexdigest()
+    return f"acct_{digest[:24]}"
+
+
+def data_elements(*, owner_id: int, facts: FundingFacts | None) -> dict[str, str]:
+    """The data elements a funding charge sends as PaymentIntent metadata (Visa Compelling
+    Evidence 3.0: customer account, IP address, device; absent ones omitted). The provider copies
+    them onto the charge and the charge's signed receipt keeps them
+    (docs/decisions/0012-ce3-data-elements-in-receipts.md)."""
+    elements = {"vouch_account": account_element(owner_id)}
+    if facts is not None and facts.ip:
+        elements["vouch_ip"] = facts.ip
+    if facts is not None and facts.device:
+        elements["vouch_device"] = facts.device
+    return elements
+
+
 def envelope_create(
     *,
     owner: User,
@@ -106,10 +132,13 @@ def envelope_create(
     payment_method: str,
     currency: str | None = None,
     idempotency: IdempotencyRecord | None = None,
+    facts: FundingFacts | None = None,
 ) -> FundingResult:
     """Create an envelope funded by one charge. A declined card leaves no envelope and no leg
     (CardDeclined, kept as the request's answer); an unknown outcome leaves a pending leg that a
-    scheduled job, a provider event or a retry resolves — never by a second payment."""
+    scheduled job, a provider event or a retry resolves — never by a second payment. The leg's
+    data elements (`facts`: the request's IP address and device) are fixed when it is made: a
+    resumed request sends what the first one did."""
     if idempotency is not None and idempotency.resource:  # a resumed request: continue it
         envelope = Envelope.objects.filter(public_id=idempotency.resource).first()
         if envelope is None:
@@ -124,6 +153,7 @@ def envelope_create(
             sequence=1,
             amount_micro=amount,
             payment_method=payment_method,
+            provider_metadata=data_elements(owner_id=owner.pk, facts=facts),
         )
         leg.idempotency_key = f"{envelope.public_id}:{leg.public_id}"  # this leg's alone
         leg.save()
@@ -139,8 +169,10 @@ def envelope_top_up(
     payment_method: str,
     currency: str | None = None,
     idempotency: IdempotencyRecord | None = None,
+    facts: FundingFacts | None = None,
 ) -> FundingResult:
-    """Another funding charge on an envelope, under the same rules as its creation."""
+    """Another funding charge on an envelope, under the same rules as its creation (its data
+    elements name the envelope's owner, whoever asks)."""
     if idempotency is not None and idempotency.resource:  # a resumed request: continue it
         leg = FundingLeg.objects.filter(public_id=idempotency.resource).first()
         if leg is None:
@@ -162,6 +194,7 @@ def envelope_top_up(
             sequence=sequence,
             amount_micro=amount,
             payment_method=payment_method,
+            provider_metadata=data_elements(owner_id=locked.owner_id, facts=facts),
         )
         # The key names this leg alone. A declined top-up's leg is removed, so its sequence
         # number comes again; a key built from it reached the provider with other parameters
@@ -174,7 +207,12 @@ def envelope_top_up(
 
 
 def _funding_metadata(leg: FundingLeg) -> dict[str, str]:
-    return {"vouch_envelope": leg.envelope.public_id, "vouch_funding": leg.public_id}
+    # A leg made before data elements were recorded holds none, and sends what it sent then.
+    return {
+        "vouch_envelope": leg.envelope.public_id,
+        "vouch_funding": leg.public_id,
+        **leg.provider_metadata,
+    }
 
 
 def funding_send(*, leg: FundingLeg, idempotency: IdempotencyRecord | None = None) -> FundingResult:

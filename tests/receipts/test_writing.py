@@ -54,6 +54,7 @@ def test_a_funded_envelope_gets_one_verified_charge_receipt(shop: Shop) -> None:
     assert body["detail"]["metadata"] == {
         "vouch_envelope": shop.envelope_id,
         "vouch_funding": leg.public_id,
+        **leg.provider_metadata,  # the data elements (tests/envelopes/test_funding_data_elements)
     }
     assert receipt_verify(receipt).ok
 
