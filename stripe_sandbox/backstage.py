@@ -290,6 +290,9 @@ def _make_charge(state: State, base_url: str, plan: dict[str, Any]) -> dict[str,
             ),
         )
         dispute["status"] = planned["status"]
+        if planned["status"] in objects.DISPUTE_APPEAL_STAGES:  # as an appeal opened leaves it
+            dispute["evidence"]["appeal"] = {"reason_for_filing": None, "supporting_files": []}
+            dispute["evidence_details"]["appeal_eligible"] = True
         state.store(dispute)
         state.world.disputes_by_charge.setdefault(charge["id"], []).append(dispute["id"])
         charge["disputed"] = True

@@ -399,3 +399,23 @@ def test_appeal_statuses_are_open_and_listed(
         sandbox.open_dispute(str(charge))
     listed = client.v1.disputes.list(params={"charge": str(charge)}).data
     assert [(d.id, d.status) for d in listed] == [(dispute_id, "appeal_needs_response")]
+
+
+def test_a_seeded_dispute_in_its_appeal_stage_takes_an_appeal(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
+    [seeded] = sandbox.seed(
+        [
+            {
+                "amount": 5000,
+                "disputes": [{"reason": "fraudulent", "status": "appeal_needs_response"}],
+            }
+        ]
+    )
+    dispute = client.v1.disputes.retrieve(seeded["disputes"][0])
+    assert dispute.evidence.appeal.to_dict() == {"reason_for_filing": None, "supporting_files": []}
+    assert dispute.evidence_details.appeal_eligible is True
+    submitted = client.v1.disputes.update(
+        dispute.id, params={"evidence": {"appeal": {"reason_for_filing": "Please."}}}
+    )
+    assert submitted.status == "appeal_under_review"
