@@ -29,13 +29,23 @@ class _DigestForm(forms.Form):
 class ApproveForm(_DigestForm):
     prefix = "approve"
     confirm = forms.BooleanField(required=True)
+    # A separate box, offered only for a contested Visa compliance dispute (SPEC §17): the service
+    # refuses the approval without it (`fee_not_acknowledged`).
+    acknowledge_fee = forms.BooleanField(required=False)
 
-    def __init__(self, *args: Any, packet: Packet, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, packet: Packet, fee: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("initial", {"digest": packet.digest})
         super().__init__(*args, **kwargs)
         self.fields[
             "confirm"
         ].label = f"I approve this packet with digest {short_digest(packet.digest)}"
+        if fee is None:
+            del self.fields["acknowledge_fee"]
+        else:
+            self.fields["acknowledge_fee"].label = (
+                f"I acknowledge the card network's fee of {fee} for contesting this Visa "
+                "compliance dispute, kept by the network if the dispute is lost"
+            )
 
 
 class FileForm(_DigestForm):

@@ -32,7 +32,7 @@ from disputes.admin.common import (
     filing_label,
     review_url,
 )
-from disputes.admin.review import packet_page_context
+from disputes.admin.review import compliance_fee_text, packet_page_context
 from disputes.forms import ApproveForm, EditForm, FileForm, short_digest
 from disputes.models import (
     FilingStatus,
@@ -42,6 +42,7 @@ from disputes.models import (
 from disputes.services import (
     PERM_APPROVE,
     PERM_FILE,
+    appeal_prepare,
     filing_key_proposal,
     packet_approve,
     packet_edit,
@@ -94,6 +95,7 @@ class PacketAdmin(_DisputesAdmin):
             ("file", self.file_view),
             ("edit", self.edit_view),
             ("prepare", self.prepare_view),
+            ("appeal", self.appeal_view),
         ]
         return [
             *(
@@ -161,7 +163,7 @@ class PacketAdmin(_DisputesAdmin):
             return HttpResponseNotAllowed(["POST"])
         user = _acting_user(request, PERM_APPROVE)
         packet = self._packet(object_id)
-        form = ApproveForm(request.POST, packet=packet)
+        form = ApproveForm(request.POST, packet=packet, fee=compliance_fee_text(packet))
         if not form.is_valid():
             self.message_user(
                 request,
@@ -172,7 +174,10 @@ class PacketAdmin(_DisputesAdmin):
             return self._back(packet)
         try:
             approved = packet_approve(
-                packet=packet, actor=user, confirmed_digest=form.cleaned_data["digest"]
+                packet=packet,
+                actor=user,
+                confirmed_digest=form.cleaned_data["digest"],
+                fee_acknowledged=bool(form.cleaned_data.get("acknowledge_fee")),
             )
         except core_errors.VouchError as exc:
             self._refused(request, "Not approved", exc)
@@ -320,5 +325,25 @@ class PacketAdmin(_DisputesAdmin):
             f"{prepared.get_status_display().lower()}. You contributed to it and cannot approve "
             "it.",
             messages.SUCCESS,
+        )
+        return self._back(prepared)
+
+    def appeal_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Prepare an appeal of the lost dispute this filed response answered (SPEC §17)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        user = _acting_user(request, None)  # any staff may ask for a version
+        packet = self._packet(object_id)
+        try:
+            prepared = appeal_prepare(dispute=packet.dispute, requested_by=user)
+        except core_errors.VouchError as exc:
+            self._refused(request, "No appeal prepared", exc)
+            return self._back(packet)
+        self.message_user(
+            request,
+            f"Appeal version {prepared.version} is prepared, "
+            f"{prepared.get_status_display().lower()}. You contributed to it and cannot approve "
+            "it; it is filed only while the provider shows the dispute awaiting its appeal.",
+            messages.SUCCESS if prepared.status == "ready_for_review" else messages.WARNING,
         )
         return self._back(prepared)

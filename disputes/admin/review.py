@@ -24,6 +24,7 @@ from disputes.admin.common import (
     receipt_url,
     review_url,
 )
+from disputes.fees import fee_table
 from disputes.forms import ApproveForm, EditForm, FileForm
 from disputes.models import (
     FILING_HOLDS,
@@ -32,11 +33,13 @@ from disputes.models import (
     Evidence,
     FilingStatus,
     Packet,
+    PacketKind,
     PacketStatus,
 )
-from disputes.packets import packet_budget
+from disputes.packets import CE3, fee_acknowledgement_needed, packet_budget
 from disputes.selectors import Ref, TimelineEntry, dispute_timeline, packet_current
 from disputes.services import (
+    APPEALABLE,
     PERM_APPROVE,
     PERM_FILE,
     filing_key_proposal,
@@ -130,9 +133,106 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
         ),
         "proposed_key": proposed_key,
         "can_prepare": not_filing,
-        "approve_form": ApproveForm(packet=packet) if can_approve else None,
+        "approve_form": (
+            ApproveForm(packet=packet, fee=compliance_fee_text(packet)) if can_approve else None
+        ),
+        **round_two_context(packet, versions),
         "file_form": FileForm(packet=packet, proposed_key=proposed_key) if can_file else None,
         "edit_form": EditForm(packet=packet) if can_edit else None,
+    }
+
+
+def compliance_fee_text(packet: Packet) -> str | None:
+    """The network fee an approver of this version must acknowledge, shown; None when none."""
+    if not fee_acknowledgement_needed(packet):
+        return None
+    fee = (packet.costs or {}).get("visa_compliance_fee_micro")
+    if not isinstance(fee, int):
+        fee = fee_table(packet.dispute.currency).visa_compliance_fee
+    return f"{money(fee)} ({packet.dispute.currency.upper()})"
+
+
+@dataclass(frozen=True)
+class PriorRow:
+    """One prior charge of a Visa CE 3.0 qualification, or a candidate it set aside."""
+
+    charge: str
+    receipt_id: str
+    receipt_url: str
+    occurred_at: str
+    age_days: int | None
+    matched: str
+    why: str  # for a candidate set aside: the reason
+
+
+def _prior_rows(rows: Any, *, chosen: bool) -> list[PriorRow]:
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        if not isinstance(row, dict):
+            continue
+        receipt_id = str(row.get("receipt_id") or "")
+        out.append(
+            PriorRow(
+                charge=str(row.get("charge") or ""),
+                receipt_id=receipt_id,
+                receipt_url=receipt_url(receipt_id) if receipt_id else "",
+                occurred_at=str(row.get("occurred_at") or ""),
+                age_days=row.get("age_days") if isinstance(row.get("age_days"), int) else None,
+                matched=", ".join(str(m) for m in row.get("matched") or []),
+                why="chosen" if chosen else str(row.get("reason") or row.get("why") or ""),
+            )
+        )
+    return out
+
+
+def _costs_rows(costs: dict[str, Any]) -> list[tuple[str, SafeString]]:
+    if not costs:
+        return []
+    labels = [
+        ("amount_micro", "At stake"),
+        ("dispute_fee_micro", "Dispute fee (paid whatever happens)"),
+        ("lost_dispute_fee_micro", "Countering fee (kept if a contest is lost)"),
+        ("visa_compliance_fee_micro", "Visa compliance fee (kept if a contest is lost)"),
+        ("accept_micro", "Accepting: you lose"),
+        ("contest_won_micro", "Contesting and winning: you lose"),
+        ("contest_lost_micro", "Contesting and losing: you lose"),
+    ]
+    rows = []
+    for key, label in labels:
+        value = costs.get(key)
+        if isinstance(value, int) and not (key == "visa_compliance_fee_micro" and not value):
+            rows.append((label, format_html("{}", money(abs(value)))))
+    return rows
+
+
+def round_two_context(packet: Packet, versions: list[Packet]) -> dict[str, Any]:
+    """SPEC §17 on the review page: the kind, an appeal's ground, Visa CE 3.0 with its priors
+    and receipt ids, the fee acknowledgement, the cost of each posture, and whether this person
+    may prepare an appeal from this (filed) response."""
+    dispute = packet.dispute
+    ce3 = (packet.enhanced or {}).get(CE3)
+    based = (packet.appeal or {}).get("based_on") or {}
+    based_on = next((v for v in versions if v.public_id == based.get("packet")), None)
+    appeal_holding = any(
+        v.kind == PacketKind.APPEAL and v.filing_status in FILING_HOLDS for v in versions
+    )
+    return {
+        "kind_label": packet.get_kind_display(),
+        "appeal_based_on": based_on,
+        "appeal_based_on_url": review_url(based_on) if based_on is not None else "",
+        "appeal_new_evidence": list((packet.appeal or {}).get("new_evidence") or []),
+        "ce3": ce3 if isinstance(ce3, dict) else None,
+        "ce3_priors": _prior_rows((ce3 or {}).get("priors"), chosen=True),
+        "ce3_considered": _prior_rows((ce3 or {}).get("considered"), chosen=False),
+        "compliance_fee": compliance_fee_text(packet),
+        "costs": packet.costs or None,
+        "costs_rows": _costs_rows(packet.costs or {}),
+        "can_appeal": (
+            packet.kind == PacketKind.RESPONSE
+            and packet.status == PacketStatus.FILED
+            and dispute.provider_status in APPEALABLE
+            and not appeal_holding
+        ),
     }
 
 

@@ -5,7 +5,7 @@ refusals they share live in `checks`. Callers import the services from here."""
 
 from disputes.models import FILING_CONTRACTS
 from disputes.packets import packet_digest
-from disputes.services.appeals import appeal_edit, appeal_prepare
+from disputes.services.appeals import APPEALABLE, appeal_edit, appeal_prepare
 from disputes.services.approval import PERM_APPROVE, filing_key_proposal, packet_approve
 from disputes.services.disputes import (
     MANUAL,
@@ -38,6 +38,7 @@ from disputes.services.preparation import (
 from disputes.services.verdicts import packet_on_verdict
 
 __all__ = [
+    "APPEALABLE",
     "EVIDENCE_FILES_DIR",
     "FILED_CONTRACT",
     "FILING_CONTRACTS",

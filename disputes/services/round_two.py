@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from disputes.fees import posture_costs
 from disputes.models import Dispute
+from disputes.outcomes import win_record
 from disputes.packets import CE3, COMPLIANCE
 
 
@@ -32,11 +34,6 @@ def enhanced_for(dispute: Dispute) -> dict[str, Any]:
 
 def costs_for(dispute: Dispute) -> dict[str, Any]:
     """The amount at stake, the fees and the outcome of accepting against contesting."""
-    try:  # TEMPORARY while disputes.fees is written
-        from disputes.fees import posture_costs
-        from disputes.outcomes import win_record
-    except ImportError:
-        return {}
     return posture_costs(
         amount_micro=dispute.amount_micro,
         currency=dispute.currency,
