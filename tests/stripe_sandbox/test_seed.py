@@ -29,7 +29,7 @@ def _api_made(client: stripe.StripeClient, sandbox: SandboxControl) -> dict[str,
     )
     failed = client.v1.refunds.create(params={"charge": charge_id, "amount": 200})
     sandbox.set_refund_status(failed.id, "failed", "declined")
-    dispute = sandbox.open_dispute(paid_charge(client, 10_000))
+    dispute = sandbox.open_dispute(paid_charge(client, 10_000), reason="fraudulent")
     charge = client.v1.charges.retrieve(charge_id)
     return {
         "charge": charge.to_dict(),
