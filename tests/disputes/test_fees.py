@@ -260,6 +260,7 @@ def test_the_amount_at_stake_is_a_positive_integer(amount: Any) -> None:
     with pytest.raises(InvalidInput) as refused:
         posture_costs(amount_micro=amount, currency="usd", compliance=False, own_record=None)
     assert refused.value.code == "validation_error"
+    assert refused.value.message == "amount_micro must be a positive integer of micro-dollars."
 
 
 @pytest.mark.parametrize(
