@@ -38,6 +38,7 @@ from disputes.models import FILEABLE_POSTURES, Dispute, Packet, PacketKind, Post
 
 FILING_METADATA_KEY = "vouch_packet_digest"
 APPEAL_METADATA_KEY = "vouch_appeal_digest"  # an appeal's own: the response's digest stays
+APPEAL_FILES_MAX = 5  # Stripe's bound on `evidence.appeal.supporting_files`
 CE3 = "visa_compelling_evidence_3"
 COMPLIANCE = "visa_compliance"
 
@@ -419,6 +420,15 @@ def packet_budget(packet: Packet) -> Budget | None:
                 "limit": "files",
                 "message": f"The evidence files are {file_bytes:,} bytes together; at most "
                 f"{files_max:,}.",
+            }
+        )
+    if packet.kind == PacketKind.APPEAL and len(files) > APPEAL_FILES_MAX:
+        problems.append(
+            {
+                "limit": "file_slots",
+                "refs": [f["ref"] for f in files[APPEAL_FILES_MAX:]],
+                "message": f"An appeal takes at most {APPEAL_FILES_MAX} supporting files; it "
+                f"cites {len(files)}: combine documents into one PDF.",
             }
         )
     if unplaced:
