@@ -77,7 +77,10 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
     dispute = packet.dispute
     current = packet_current(dispute)
     versions = list(dispute.packets.order_by("-version"))
-    not_filing = not any(v.filing_status in FILING_HOLDS for v in versions)
+    # A filing holds its kind only: a filed response leaves its appeal free to be filed.
+    not_filing = not any(
+        v.filing_status in FILING_HOLDS and v.kind == packet.kind for v in versions
+    )
     approved = packet.approval_status == ApprovalStatus.APPROVED
     drifted = approved and packet.approved_digest != packet.digest
     live = packet.status != PacketStatus.SUPERSEDED and packet.filing_status == (
@@ -132,7 +135,7 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
             pretty_json(packet.handoff["options"]) if packet.handoff.get("options") else ""
         ),
         "proposed_key": proposed_key,
-        "can_prepare": not_filing,
+        "can_prepare": not_filing and packet.kind == PacketKind.RESPONSE,
         "approve_form": (
             ApproveForm(packet=packet, fee=compliance_fee_text(packet)) if can_approve else None
         ),
@@ -190,12 +193,12 @@ def _costs_rows(costs: dict[str, Any]) -> list[tuple[str, SafeString]]:
         return []
     labels = [
         ("amount_micro", "At stake"),
-        ("dispute_fee_micro", "Dispute fee (paid whatever happens)"),
-        ("lost_dispute_fee_micro", "Countering fee (kept if a contest is lost)"),
-        ("visa_compliance_fee_micro", "Visa compliance fee (kept if a contest is lost)"),
-        ("accept_micro", "Accepting: you lose"),
-        ("contest_won_micro", "Contesting and winning: you lose"),
-        ("contest_lost_micro", "Contesting and losing: you lose"),
+        ("dispute_fee_micro", "Dispute fee"),
+        ("lost_dispute_fee_micro", "Countering fee"),
+        ("visa_compliance_fee_micro", "Visa compliance fee"),
+        ("accept_micro", "Accept: you lose"),
+        ("contest_won_micro", "Contest, won: you lose"),
+        ("contest_lost_micro", "Contest, lost: you lose"),
     ]
     rows = []
     for key, label in labels:
@@ -228,8 +231,7 @@ def round_two_context(packet: Packet, versions: list[Packet]) -> dict[str, Any]:
         "costs": packet.costs or None,
         "costs_rows": _costs_rows(packet.costs or {}),
         "can_appeal": (
-            packet.kind == PacketKind.RESPONSE
-            and packet.status == PacketStatus.FILED
+            (packet.kind == PacketKind.APPEAL or packet.status == PacketStatus.FILED)
             and dispute.provider_status in APPEALABLE
             and not appeal_holding
         ),
