@@ -29,8 +29,14 @@ from verification.models import Escalation, EscalationStatus, Verdict, Verificat
 CHART_DAYS = 30
 NEXT_DISPUTES = 5
 # A dispute waits for our answer while Stripe says it needs one (or, entered by staff, says
-# nothing); `under_review`, `won`, `lost` and the `warning_closed` family need nothing from us.
-DISPUTE_STATUSES_AWAITING = ("", "needs_response", "warning_needs_response")
+# nothing), or awaits its appeal (SPEC §17: the deadline is the appeal's); `under_review`,
+# `appeal_under_review`, `won`, `lost` and the `warning_closed` family need nothing from us.
+DISPUTE_STATUSES_AWAITING = (
+    "",
+    "needs_response",
+    "warning_needs_response",
+    "appeal_needs_response",
+)
 DECIDED_VERDICTS = (
     Verdict.VERIFIED,
     Verdict.CONTRADICTED,
