@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from disputes.ce3 import ce3_evidence, ce3_qualification
 from disputes.fees import posture_costs
 from disputes.models import Dispute
 from disputes.outcomes import win_record
@@ -20,10 +21,6 @@ def enhanced_for(dispute: Dispute) -> dict[str, Any]:
     qualified), or the compliance fee the approver must acknowledge."""
     eligible = set(dispute.enhanced_eligibility_types or [])
     out: dict[str, Any] = {}
-    try:  # TEMPORARY while disputes.ce3 is written
-        from disputes.ce3 import ce3_evidence, ce3_qualification
-    except ImportError:
-        return out
     if CE3 in eligible:
         result = ce3_qualification(dispute=dispute)
         out[CE3] = {**result.as_dict(), "evidence": ce3_evidence(result)}
