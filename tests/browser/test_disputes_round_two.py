@@ -1,22 +1,28 @@
 """SPEC §17 in a real browser: a lost dispute appealed through the console (prepared by one person,
 approved by another, filed only once the provider shows the appeal stage, the readback verified),
 and a Visa compliance dispute that cannot be approved, so cannot be filed, without the separate
-acknowledgement of the network fee. Screenshots of each step; the pages also at 390 px."""
+acknowledgement of the network fee; a Visa fraud dispute filed with CE 3.0 from the buyer's earlier
+fundings, the readback showing it qualified. Screenshots of each step; the pages also at 390 px."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import stripe
+import time_machine
+from django.contrib.admin.utils import quote
 from django.urls import reverse
+from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from disputes import services
 from disputes.models import Dispute, Packet
+from receipts.models import Receipt
 from stripe_sandbox.client import SandboxControl
-from tests.drivers.disputes import Ops, World, admit_file, contest_ready, pdf
+from tests.drivers.disputes import Ops, World, admit_file, contest_ready, evidence, pdf
 from tests.helpers import settle_runs
 
 PASSWORD = "pw-{}-123"  # as tests/drivers/disputes.py's staff_user sets it
@@ -44,8 +50,8 @@ def read_dispute(sandbox: SandboxControl, dispute_id: str) -> Any:
 
 
 WIDER_THAN_THE_WINDOW = """() => [...document.querySelectorAll('body *')]
-    .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
-    .filter(e => !e.closest('table.vouch-full'))
+    .filter(e => e.getBoundingClientRect().right > window.innerWidth)
+    .filter(e => !e.parentElement.closest('table.vouch-full'))
     .map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 8)"""
 
 
@@ -55,7 +61,12 @@ def phone_overflow(page: Page) -> list[str]:
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()
     fits = bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
-    wider = [] if fits else list(page.evaluate(WIDER_THAN_THE_WINDOW)) or ["the page"]
+    wider = (
+        []
+        if fits
+        else list(page.evaluate(WIDER_THAN_THE_WINDOW))
+        or ["the page: " + str(page.evaluate("[document.documentElement.scrollWidth, innerWidth]"))]
+    )
     page.set_viewport_size({"width": 1366, "height": 900})
     return wider
 
@@ -209,3 +220,70 @@ def test_a_compliance_dispute_cannot_be_filed_without_the_fee_acknowledgement(
         at_provider["evidence_details"]["enhanced_eligibility"]["visa_compliance"]["status"]
         == "fee_acknowledged"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_visa_fraud_dispute_is_filed_with_ce3_and_the_readback_shows_it_qualified(
+    page: Page,
+    live_server: Any,
+    world: World,
+    ops: Ops,
+    stripe_at_sandbox: SandboxControl,
+    artifacts: Path,
+) -> None:
+    def shot(name: str) -> None:
+        page.screenshot(path=str(artifacts / f"ce3-{name}.png"), full_page=True)
+
+    priors = [world.fund(), world.fund()]
+    # The shared clock moves 200 days on: Vouch's and the sandbox's (in this process).
+    target = timezone.now() + timedelta(days=200)
+    with time_machine.travel(target, tick=True):
+        assert stripe_at_sandbox.call("GET", "clock")["now"] >= target.timestamp() - 5
+        world.fund()
+        dispute = world.dispute(reason="fraudulent")
+        services.evidence_admit(
+            dispute=dispute,
+            actor=ops.preparer,
+            data=evidence("doc:login", "consent", "The buyer logged in and confirmed the payment"),
+        )
+        packet = dispute.packets.order_by("-version").first()
+        assert packet is not None
+        receipts = {
+            r.provider_object_id: r.id
+            for r in Receipt.objects.filter(provider_object_id__in=priors)
+        }
+
+        page.set_viewport_size({"width": 1366, "height": 900})
+        log_in(page, live_server.url, "ada", review(packet))
+        expect(page.locator("#ce3-status")).to_have_text("qualified")
+        rows = page.locator("#ce3-priors tbody tr")
+        expect(rows).to_have_count(2)
+        for charge, receipt_id in receipts.items():
+            row = rows.filter(has_text=charge)
+            expect(row).to_contain_text("200")
+            expect(row.locator("a.vouch-receipt")).to_have_attribute(
+                "href", reverse("admin:receipts_receipt_change", args=[quote(receipt_id)])
+            )
+        expect(page.locator("#handoff-request")).to_contain_text("visa_compelling_evidence_3")
+        shot("01-qualified-priors")
+        assert phone_overflow(page) == []
+        page.get_by_label(f"I approve this packet with digest {packet.digest[:16]}…").check()
+        page.get_by_role("button", name="Approve").click()
+        expect(page.locator("#approval-status")).to_have_text("approved")
+        log_out(page)
+
+        log_in(page, live_server.url, "fil", review(packet))
+        page.get_by_label(f"I file this packet with digest {packet.digest[:16]}…").check()
+        page.get_by_role("button", name="File", exact=True).click()
+        expect(page.locator("#filing-status")).to_contain_text("awaiting readback")
+        verdicts = settle_runs()
+        filed = Packet.objects.select_related("filing_run").get(pk=packet.pk)
+        assert filed.filing_run is not None
+        assert filed.filing_run.contract_id == "stripe.dispute.filed_ce3"
+        assert verdicts[filed.filing_run.pk] == "VERIFIED"
+        page.reload()
+        expect(page.locator("#filing-status")).to_have_text("filed (readback verified)")
+        shot("02-filed-readback-qualified")
+        at_provider = read_dispute(stripe_at_sandbox, dispute.provider_dispute_id)
+        eligibility = at_provider["evidence_details"]["enhanced_eligibility"]
+        assert eligibility["visa_compelling_evidence_3"]["status"] == "qualified"
