@@ -23,6 +23,11 @@ _CLAIMS = re.compile(
 _REFUNDED = re.compile(r"\brefunded\b", re.I)
 
 
+def effect_claims(text: str) -> list[str]:
+    """The effects a text claims (filed, won, closed, ...), lowercased, each once, sorted."""
+    return sorted({m.group(1).lower() for m in _CLAIMS.finditer(text)})
+
+
 @dataclass
 class Finalized:
     draft: Draft
@@ -140,7 +145,7 @@ def finalize(raw: Draft | Mapping[str, Any], material: DraftMaterial) -> Finaliz
             )
 
     texts = [draft.summary, *draft.open_questions]
-    claims = sorted({m.group(1).lower() for t in texts for m in _CLAIMS.finditer(t)})
+    claims = sorted({c for t in texts for c in effect_claims(t)})
     if claims:
         fail("effect_claim", f"The packet claims effects it cannot prove: {claims}.")
     if draft.posture != Posture.REFUND_ALREADY_SENT and any(_REFUNDED.search(t) for t in texts):

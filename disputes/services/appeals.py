@@ -16,6 +16,7 @@ from core.exceptions import InvalidInput, PermissionDenied
 from core.transitions import transition
 from disputes import exceptions as errors
 from disputes.evidence import AdmittedEvidence
+from disputes.finalization import effect_claims
 from disputes.models import (
     PACKET_STATUS,
     Dispute,
@@ -76,15 +77,15 @@ def appeal_validation(packet: Packet, filed: Packet | None = None) -> dict[str, 
                 f"{REASON_MAX_CHARS:,}.",
             }
         )
-    lowered = summary.lower()
-    for word in ("appeal won", "appeal is won", "reversed in our favour", "refunded to us"):
-        if word in lowered:
-            errors_.append(
-                {
-                    "code": "unprovable_claim",
-                    "message": f"The reason claims an outcome ({word!r}) nothing here proves.",
-                }
-            )
+    # The response it follows was filed and submitted (its readback proved it); nothing else is.
+    claims = [c for c in effect_claims(summary) if c not in ("filed", "submitted")]
+    if claims:
+        errors_.append(
+            {
+                "code": "effect_claim",
+                "message": f"The reason claims effects nothing here proves: {claims}.",
+            }
+        )
     return {"ok": not errors_, "errors": errors_}
 
 

@@ -18,6 +18,7 @@ from disputes.exceptions import (
     ApproverIsContributor,
     FeeNotAcknowledged,
     PacketAlreadyFiled,
+    PacketInvalid,
 )
 from disputes.models import Dispute, Packet
 from stripe_sandbox.client import SandboxControl
@@ -246,3 +247,29 @@ def test_a_response_packet_shows_the_cost_of_each_posture(world: World, ops: Ops
     Packet.objects.filter(pk=packet.pk).update(costs={**costs, "accept_micro": 0})
     changed = Packet.objects.select_related("dispute").get(pk=packet.pk)
     assert services.packet_digest(changed) != before
+
+
+def test_an_appeal_that_claims_an_outcome_is_invalid_and_cannot_be_approved(
+    world: World, ops: Ops, stripe_at_sandbox: SandboxControl
+) -> None:
+    response = filed_and_lost(world, ops, stripe_at_sandbox)
+    services.evidence_admit(
+        dispute=response.dispute,
+        actor=ops.preparer,
+        data=evidence("doc:chat", "communication", "The buyer confirmed receipt by chat"),
+    )
+    appeal = services.appeal_prepare(dispute=response.dispute, requested_by=ops.preparer)
+    # Saying the response was filed is proven (its readback); saying the appeal is won is not.
+    fine = services.packet_edit(
+        packet=appeal,
+        actor=ops.preparer,
+        changes={"summary": "Our response was filed with the courier's record; see the chat."},
+    )
+    assert (fine.status, fine.validation["ok"]) == ("ready_for_review", True)
+    claimed = services.packet_edit(
+        packet=fine, actor=ops.preparer, changes={"summary": "This dispute is won: see the chat."}
+    )
+    assert claimed.status == "invalid"
+    assert [e["code"] for e in claimed.validation["errors"]] == ["effect_claim"]
+    with pytest.raises(PacketInvalid):
+        services.packet_approve(packet=claimed, actor=ops.approver, confirmed_digest=claimed.digest)
