@@ -167,13 +167,12 @@ def evidence_text(packet: Packet) -> str:
     receipts = [c for c in packet.citations if c.startswith("rcpt_")]
     if receipts:
         lines += ["", "Vouch receipts cited:", *(f"- {r}" for r in receipts)]
-    ce3 = packet.enhanced.get(CE3) or {}
-    if packet.posture == Posture.CONTEST and ce3.get("status") == "qualified":
+    if _ce3_sent(packet) is not None:
         lines += ["", "Visa Compelling Evidence 3.0: qualified by two prior undisputed charges:"]
         lines += [
             f"- {p['charge']} ({p['age_days']} days before; matching {', '.join(p['matched'])};"
             f" receipt {p['receipt_id']})"
-            for p in ce3.get("priors") or []
+            for p in packet.enhanced[CE3].get("priors") or []
         ]
     evidence = _cited_evidence(packet)
     if evidence:
@@ -205,15 +204,19 @@ def evidence_mapping(packet: Packet) -> dict[str, Any] | None:
     if policies:
         fields["refund_policy_disclosure"] = "\n\n".join(policies)
     fields["uncategorized_text"] = evidence_text(packet)
-    ce3 = packet.enhanced.get(CE3) or {}
-    if (
-        packet.posture == Posture.CONTEST
-        and ce3.get("status") == "qualified"
-        and ce3.get("evidence")
-    ):
+    ce3 = _ce3_sent(packet)
+    if ce3 is not None:
         # Only what the receipts showed (disputes.ce3); the readback checks the qualification.
-        fields["enhanced_evidence"] = {CE3: ce3["evidence"]}
+        fields["enhanced_evidence"] = {CE3: ce3}
     return dict(sorted(fields.items()))
+
+
+def _ce3_sent(packet: Packet) -> dict[str, Any] | None:
+    """The Visa CE 3.0 evidence a response sends: a contest's, qualified from the receipts."""
+    ce3 = packet.enhanced.get(CE3) or {}
+    if packet.posture != Posture.CONTEST or ce3.get("status") != "qualified":
+        return None
+    return dict(ce3["evidence"]) if ce3.get("evidence") else None
 
 
 def appeal_files(packet: Packet) -> list[dict[str, Any]]:
