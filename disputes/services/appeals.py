@@ -20,7 +20,6 @@ from disputes.finalization import effect_claims
 from disputes.models import (
     PACKET_STATUS,
     Dispute,
-    FilingStatus,
     Packet,
     PacketKind,
     PacketStatus,
@@ -185,12 +184,7 @@ def appeal_edit(
     if not actor.has_perm("disputes.change_packet"):
         raise PermissionDenied("This needs the permission disputes.change_packet.")
     with transaction.atomic():
-        locked = checks.lock_packet(packet)
-        checks.refuse_superseded(locked)
-        if locked.filing_status != FilingStatus.NOT_FILED:
-            raise checks.filing_refusal(locked)
-        if confirmed_digest is not None:
-            checks.check_confirmed(locked, confirmed_digest)
+        locked = checks.lock_editable(packet, confirmed_digest)
         before = locked.digest
         locked.summary = summary
         status = _derive(locked)

@@ -31,6 +31,18 @@ def lock_packet(packet: Packet) -> Packet:
     )
 
 
+def lock_editable(packet: Packet, confirmed_digest: str | None) -> Packet:
+    """The packet's row lock for an edit: the current version, not filed, and (when given) the
+    content the editor saw."""
+    locked = lock_packet(packet)
+    refuse_superseded(locked)
+    if locked.filing_status != FilingStatus.NOT_FILED:
+        raise filing_refusal(locked)
+    if confirmed_digest is not None:  # the edit applies to the content the editor saw
+        check_confirmed(locked, confirmed_digest)
+    return locked
+
+
 def refuse_superseded(packet: Packet) -> None:
     if packet.status == PacketStatus.SUPERSEDED:
         raise errors.PacketDrifted(

@@ -25,7 +25,6 @@ from disputes.models import (
     ApprovalStatus,
     Dispute,
     Evidence,
-    FilingStatus,
     Packet,
     PacketKind,
     PacketStatus,
@@ -278,12 +277,7 @@ def packet_edit(
     if not actor.has_perm("disputes.change_packet"):
         raise PermissionDenied("This needs the permission disputes.change_packet.")
     with transaction.atomic():
-        locked = checks.lock_packet(packet)
-        checks.refuse_superseded(locked)
-        if locked.filing_status != FilingStatus.NOT_FILED:
-            raise checks.filing_refusal(locked)
-        if confirmed_digest is not None:  # the edit applies to the content the editor saw
-            checks.check_confirmed(locked, confirmed_digest)
+        locked = checks.lock_editable(packet, confirmed_digest)
         before = locked.digest
         draft = {
             "posture": locked.posture,

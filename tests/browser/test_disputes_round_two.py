@@ -22,7 +22,16 @@ from disputes import services
 from disputes.models import Dispute, Packet
 from receipts.models import Receipt
 from stripe_sandbox.client import SandboxControl
-from tests.drivers.disputes import Ops, World, admit_file, contest_ready, evidence, pdf
+from tests.drivers.disputes import (
+    Ops,
+    World,
+    admit_file,
+    approve,
+    contest_ready,
+    evidence,
+    file,
+    pdf,
+)
 from tests.helpers import settle_runs
 
 PASSWORD = "pw-{}-123"  # as tests/drivers/disputes.py's staff_user sets it
@@ -85,16 +94,7 @@ def test_a_lost_dispute_is_appealed_through_the_console(
         page.screenshot(path=str(artifacts / f"appeal-{name}.png"), full_page=True)
 
     # The response was filed and verified; the bank decided against it, appeal-eligible.
-    packet = contest_ready(world, ops)
-    packet = services.packet_approve(
-        packet=packet, actor=ops.approver, confirmed_digest=packet.digest
-    )
-    response = services.packet_file(
-        packet=packet,
-        actor=ops.filer,
-        confirmed_digest=packet.digest,
-        idempotency_key=services.filing_key_proposal(packet),
-    )
+    response = file(approve(contest_ready(world, ops), ops), ops)
     settle_runs()
     dispute_id = response.dispute.provider_dispute_id
     stripe_at_sandbox.set_dispute_status(dispute_id, "lost", appeal_eligible=True)

@@ -22,7 +22,16 @@ from disputes.exceptions import (
 )
 from disputes.models import Dispute, Packet
 from stripe_sandbox.client import SandboxControl
-from tests.drivers.disputes import Ops, World, admit_file, contest_ready, evidence, pdf
+from tests.drivers.disputes import (
+    Ops,
+    World,
+    admit_file,
+    approve,
+    contest_ready,
+    evidence,
+    file,
+    pdf,
+)
 from tests.helpers import settle_runs
 from verification.models import VerificationRun
 
@@ -36,21 +45,6 @@ def event(dispute_id: str) -> None:
     """What the webhook does: re-read the dispute and record what the provider says of it."""
     services.dispute_on_provider_event(
         event={"type": "charge.dispute.updated", "data": {"object": {"id": dispute_id}}}
-    )
-
-
-def approve(packet: Packet, ops: Ops, **options: Any) -> Packet:
-    return services.packet_approve(
-        packet=packet, actor=ops.approver, confirmed_digest=packet.digest, **options
-    )
-
-
-def file(packet: Packet, ops: Ops) -> Packet:
-    return services.packet_file(
-        packet=packet,
-        actor=ops.filer,
-        confirmed_digest=packet.digest,
-        idempotency_key=services.filing_key_proposal(packet),
     )
 
 

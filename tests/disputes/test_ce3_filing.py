@@ -17,7 +17,7 @@ from disputes import services
 from disputes.models import Dispute, Packet
 from receipts.models import Receipt
 from stripe_sandbox.client import SandboxControl
-from tests.drivers.disputes import Ops, World, current, evidence
+from tests.drivers.disputes import Ops, World, approve, current, evidence, file
 from tests.helpers import settle_runs
 
 DAYS = 200
@@ -82,15 +82,8 @@ def test_a_fraud_dispute_is_filed_with_ce3_from_the_buyers_earlier_fundings(
         }
         assert services.packet_digest(swapped) != packet.digest
 
-        approved = services.packet_approve(
-            packet=packet, actor=ops.approver, confirmed_digest=packet.digest
-        )
-        filed = services.packet_file(
-            packet=approved,
-            actor=ops.filer,
-            confirmed_digest=approved.digest,
-            idempotency_key=services.filing_key_proposal(approved),
-        )
+        approved = approve(packet, ops)
+        filed = file(approved, ops)
         assert filed.filing_run is not None
         assert filed.filing_run.contract_id == "stripe.dispute.filed_ce3"
         verdicts = settle_runs()
@@ -121,15 +114,8 @@ def test_without_two_old_enough_fundings_nothing_of_ce3_is_claimed_or_sent(
         assert ce3["status"] == "not_qualified"
         assert len(ce3["priors"]) == 1
         assert "enhanced_evidence" not in packet.handoff["request"]["evidence"]
-        approved = services.packet_approve(
-            packet=packet, actor=ops.approver, confirmed_digest=packet.digest
-        )
-        filed = services.packet_file(
-            packet=approved,
-            actor=ops.filer,
-            confirmed_digest=approved.digest,
-            idempotency_key=services.filing_key_proposal(approved),
-        )
+        approved = approve(packet, ops)
+        filed = file(approved, ops)
         assert filed.filing_run is not None
         assert filed.filing_run.contract_id == "stripe.dispute.filed"
         settle_runs()
@@ -161,16 +147,9 @@ def test_a_readback_that_shows_ce3_not_qualified_never_makes_the_packet_filed(
         )
         packet = current(dispute)
         assert packet.enhanced["visa_compelling_evidence_3"]["status"] == "qualified"
-        approved = services.packet_approve(
-            packet=packet, actor=ops.approver, confirmed_digest=packet.digest
-        )
+        approved = approve(packet, ops)
         stripe_at_sandbox.open_dispute(priors[0], reason="general")  # outside change
-        filed = services.packet_file(
-            packet=approved,
-            actor=ops.filer,
-            confirmed_digest=approved.digest,
-            idempotency_key=services.filing_key_proposal(approved),
-        )
+        filed = file(approved, ops)
         assert filed.filing_run is not None
         with time_machine.travel(timezone.now() + timedelta(minutes=5), tick=True):
             verdicts = settle_runs()

@@ -110,6 +110,23 @@ def contest_ready(world: World, ops: Ops, *, reason: str = "product_not_received
     return packet
 
 
+def approve(packet: Packet, ops: Ops, **options: Any) -> Packet:
+    """The approver approves the digest shown (`fee_acknowledged=True` and the like passed on)."""
+    return services.packet_approve(
+        packet=packet, actor=ops.approver, confirmed_digest=packet.digest, **options
+    )
+
+
+def file(packet: Packet, ops: Ops) -> Packet:
+    """The filer files the approved digest with the proposed key."""
+    return services.packet_file(
+        packet=packet,
+        actor=ops.filer,
+        confirmed_digest=packet.digest,
+        idempotency_key=services.filing_key_proposal(packet),
+    )
+
+
 @pytest.fixture
 def media(settings: Any, tmp_path: Any) -> Any:
     """Evidence files in a folder of this test's own (the storage API's default storage)."""
