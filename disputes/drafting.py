@@ -61,6 +61,9 @@ class DraftMaterial:
     charge_receipt: ReceiptFact | None
     refund_receipts: list[ReceiptFact]  # verified and not reversed
     evidence: list[AdmittedEvidence]
+    # SPEC §17: the two prior charges' receipts that qualify a Visa fraud dispute for Compelling
+    # Evidence 3.0 (disputes.ce3), empty unless it qualifies: the fact a contest may rest on.
+    ce3_priors: list[ReceiptFact] = field(default_factory=list)
 
     @property
     def refunded_micro(self) -> int:
@@ -69,7 +72,7 @@ class DraftMaterial:
     @property
     def receipt_ids(self) -> list[str]:
         head = [self.charge_receipt.id] if self.charge_receipt else []
-        return head + [r.id for r in self.refund_receipts]
+        return head + [r.id for r in self.refund_receipts] + [r.id for r in self.ce3_priors]
 
 
 @dataclass
@@ -153,6 +156,17 @@ class RuleDrafter:
                     ),
                     citations=charge_cite + cited,
                 )
+        if material.ce3_priors:
+            return Draft(
+                posture=Posture.CONTEST,
+                summary=(
+                    f"Charge {dispute['charge_id']} of {usd(amount)} is proven by Vouch's "
+                    f"receipt, and Visa Compelling Evidence 3.0 answers the dispute's reason "
+                    f"({reason}): two earlier undisputed charges of the same buyer on the same "
+                    "card, shown by Vouch's receipts."
+                ),
+                citations=charge_cite + [r.id for r in material.ce3_priors],
+            )
         wanted = " or ".join(" and ".join(sorted(k)) for k in evidence_called_for(reason))
         return Draft(
             posture=Posture.OPERATOR_REVIEW,

@@ -137,7 +137,11 @@ def finalize(raw: Draft | Mapping[str, Any], material: DraftMaterial) -> Finaliz
         relied = {"delivery", "consent"} | set().union(
             *evidence_called_for(str(material.dispute["reason"]))
         )
-        if not cited_kinds & relied:
+        # Visa CE 3.0 from the receipts is the provider-specific fact a contest may rest on.
+        ce3 = bool(material.ce3_priors) and all(
+            r.id in draft.citations for r in material.ce3_priors
+        )
+        if not cited_kinds & relied and not ce3:
             fail(
                 "contest_without_evidence",
                 "A contest must cite admitted delivery or consent evidence (or the fact the "

@@ -36,7 +36,7 @@ from disputes.packets import (
     packet_digest,
 )
 from disputes.services import checks
-from disputes.services.round_two import costs_for, enhanced_for
+from disputes.services.round_two import ce3_prior_facts, costs_for, enhanced_for
 from receipts.selectors import receipt_tree
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ def material_for(dispute: Dispute) -> DraftMaterial:
         charge_receipt=charge,
         refund_receipts=refunds,
         evidence=evidence,
+        ce3_priors=ce3_prior_facts(dispute),
     )
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from disputes.ce3 import ce3_evidence, ce3_qualification
+from disputes.drafting import ReceiptFact
 from disputes.fees import posture_costs
 from disputes.models import Dispute
 from disputes.outcomes import win_record
 from disputes.packets import CE3, COMPLIANCE
+from receipts.models import Receipt
 
 
 def enhanced_for(dispute: Dispute) -> dict[str, Any]:
@@ -27,6 +29,29 @@ def enhanced_for(dispute: Dispute) -> dict[str, Any]:
     if COMPLIANCE in eligible:
         out[COMPLIANCE] = {"fee_acknowledgement": "required from the approver"}
     return out
+
+
+def ce3_prior_facts(dispute: Dispute) -> list[ReceiptFact]:
+    """The receipts of the two prior charges that qualify the dispute for Visa CE 3.0, as a
+    drafter sees receipts; empty unless the provider says it is eligible and it qualifies."""
+    if CE3 not in (dispute.enhanced_eligibility_types or []):
+        return []
+    result = ce3_qualification(dispute=dispute)
+    if result.status != "qualified":
+        return []
+    ids = [prior.receipt.receipt_id for prior in result.priors]
+    rows = {r.id: r for r in Receipt.objects.filter(id__in=ids)}
+    return [
+        ReceiptFact(
+            id=rows[rid].id,
+            kind=rows[rid].kind,
+            amount_micro=int(rows[rid].amount_micro),
+            provider_object_id=rows[rid].provider_object_id,
+            detail=dict((rows[rid].body or {}).get("detail") or {}),
+        )
+        for rid in ids
+        if rid in rows
+    ]
 
 
 def costs_for(dispute: Dispute) -> dict[str, Any]:

@@ -159,3 +159,26 @@ def test_a_readback_that_shows_ce3_not_qualified_never_makes_the_packet_filed(
         assert stored.status != "filed"
     finally:
         traveller.stop()
+
+
+def test_ce3_alone_makes_a_fraud_dispute_a_contest_filed_and_verified(
+    world: World, ops: Ops, stripe_at_sandbox: SandboxControl
+) -> None:
+    """No consent evidence admitted: the receipts' CE 3.0 is the fact the contest rests on."""
+    priors, traveller = fund_twice_then_dispute_later(world, stripe_at_sandbox)
+    try:
+        dispute = world.dispute(reason="fraudulent")
+        packet = current(dispute)
+        assert packet.version == 1  # prepared by the provider's event, nobody asking
+        assert (packet.posture, packet.status) == ("contest", "ready_for_review")
+        receipts = Receipt.objects.filter(provider_object_id__in=priors).order_by("id")
+        assert set(receipts.values_list("id", flat=True)) <= set(packet.citations)
+        assert set(receipts.values_list("id", flat=True)) <= set(packet.receipt_ids)
+        assert "Visa Compelling Evidence 3.0" in packet.summary
+        filed = file(approve(packet, ops), ops)
+        assert filed.filing_run is not None
+        assert filed.filing_run.contract_id == "stripe.dispute.filed_ce3"
+        assert settle_runs()[filed.filing_run.pk] == "VERIFIED"
+        assert Packet.objects.get(pk=packet.pk).filing_status == "filed"
+    finally:
+        traveller.stop()

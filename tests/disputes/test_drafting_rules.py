@@ -382,3 +382,50 @@ def test_missing_evidence_without_a_charge_receipt_cites_nothing() -> None:
 )
 def test_the_rule_drafter_never_chooses_accept(m: DraftMaterial) -> None:
     assert drafted(m).posture != Posture.ACCEPT
+
+
+# --- Visa CE 3.0 (SPEC §17): the fact a fraud contest may rest on --------------------------------
+
+PRIORS = [
+    receipt("rc_prior_a", 5_000_000, kind="charge"),
+    receipt("rc_prior_b", 7_000_000, "charge"),
+]
+
+
+def with_ce3(m: DraftMaterial) -> DraftMaterial:
+    return DraftMaterial(**{**m.__dict__, "ce3_priors": list(PRIORS)})
+
+
+def test_the_material_lists_the_ce3_priors_after_the_refunds() -> None:
+    m = with_ce3(material(refunds=(1_000_000,)))
+    assert m.receipt_ids == [CHARGE, "rc_refund_0", "rc_prior_a", "rc_prior_b"]
+    assert m.refunded_micro == 1_000_000
+    assert material().ce3_priors == []
+
+
+def test_ce3_without_the_evidence_called_for_gives_contest_citing_the_priors() -> None:
+    out = drafted(with_ce3(material(reason="fraudulent")))
+    assert out.posture == Posture.CONTEST
+    assert out.citations == [CHARGE, "rc_prior_a", "rc_prior_b"]
+    assert out.summary == (
+        "Charge ch_1 of $10.00 is proven by Vouch's receipt, and Visa Compelling Evidence 3.0 "
+        "answers the dispute's reason (fraudulent): two earlier undisputed charges of the same "
+        "buyer on the same card, shown by Vouch's receipts."
+    )
+    assert out.open_questions == []
+
+
+def test_ce3_without_a_charge_receipt_cites_only_the_priors() -> None:
+    out = RuleDrafter().draft(with_ce3(material(charge=False)))
+    assert out.citations == ["rc_prior_a", "rc_prior_b"]
+
+
+def test_the_evidence_called_for_comes_before_ce3() -> None:
+    out = drafted(with_ce3(material(evidence_items=(("doc:1", "consent"),))))
+    assert out.posture == Posture.CONTEST
+    assert out.citations == [CHARGE, "doc:1"]
+
+
+def test_a_verified_partial_refund_comes_before_ce3() -> None:
+    out = drafted(with_ce3(material(refunds=(1_000_000,))))
+    assert out.posture == Posture.OPERATOR_REVIEW

@@ -611,3 +611,34 @@ def test_every_broken_rule_is_reported_in_one_pass() -> None:
         "effect_claim",
         "effect_claim",
     ]
+
+
+# --- Visa CE 3.0 (SPEC §17): a contest may rest on it instead of evidence ------------------------
+
+PRIORS = [
+    receipt("rc_prior_a", 5_000_000, kind="charge"),
+    receipt("rc_prior_b", 7_000_000, "charge"),
+]
+
+
+def with_ce3(m: DraftMaterial) -> DraftMaterial:
+    return DraftMaterial(**{**m.__dict__, "ce3_priors": list(PRIORS)})
+
+
+def test_a_contest_citing_both_ce3_priors_needs_no_evidence() -> None:
+    out = finalize(
+        draft(Posture.CONTEST, citations=[CHARGE, "rc_prior_a", "rc_prior_b"]), with_ce3(material())
+    )
+    assert codes(out) == []
+
+
+def test_a_contest_citing_one_ce3_prior_is_a_contest_without_evidence() -> None:
+    out = finalize(draft(Posture.CONTEST, citations=[CHARGE, "rc_prior_a"]), with_ce3(material()))
+    assert codes(out) == ["contest_without_evidence"]
+
+
+def test_ce3_priors_cited_without_qualifying_material_are_not_admitted() -> None:
+    out = finalize(
+        draft(Posture.CONTEST, citations=[CHARGE, "rc_prior_a", "rc_prior_b"]), material()
+    )
+    assert codes(out) == ["citation_not_admitted", "contest_without_evidence"]
