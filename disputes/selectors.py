@@ -105,7 +105,7 @@ def packet_data(packet: Packet) -> dict[str, Any]:
         "handoff": packet.handoff,
         "appeal": packet.appeal or None,
         "enhanced": packet.enhanced or None,
-        "costs": packet.costs or None,
+        "costs": with_usd(packet.costs) if packet.costs else None,  # as every money figure
         "created_at": _iso(packet.created_at),
     }
 

@@ -437,6 +437,9 @@ class Approval(Out):
     approved_by: str | None
     approved_at: str | None
     approved_digest: str | None
+    fee_acknowledged: bool = Field(
+        description="The approver acknowledged a Visa compliance dispute's network fee."
+    )
 
 
 class Filing(Out):
@@ -455,6 +458,7 @@ class Filing(Out):
 class Packet(Out):
     packet_id: str
     version: int
+    kind: str = Field(description="`response`, or `appeal` after a filed response was lost.")
     status: str
     posture: str
     summary: str
@@ -469,6 +473,11 @@ class Packet(Out):
     approval: Approval
     filing: Filing
     handoff: Any
+    appeal: Any = Field(description="An appeal's ground: the filed response and new evidence.")
+    enhanced: Any = Field(
+        description="Enhanced evidence from Vouch's receipts (Visa CE 3.0, Visa compliance)."
+    )
+    costs: Any = Field(description="The amount at stake, the fees, accepting against contesting.")
     created_at: str | None
 
 
