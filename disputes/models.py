@@ -362,7 +362,8 @@ class DeadlineReminder(models.Model):
     constraint), so concurrent or repeated runs of the job never send it twice."""
 
     dispute = models.ForeignKey(Dispute, on_delete=models.CASCADE, related_name="reminders")
-    window = models.CharField(max_length=10)  # "72h", "24h": hours before the deadline
+    # "72h", "24h": hours before the deadline; "appeal 24h": before the appeal stage's deadline.
+    window = models.CharField(max_length=20)
     due_by = models.DateTimeField()  # the deadline it reminded of
     sent_at = models.DateTimeField()
     recipients = models.JSONField(default=list)

@@ -17,10 +17,11 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from core.services import audit_record
-from disputes.models import DeadlineReminder, Dispute, FilingStatus, Packet
+from disputes.models import DeadlineReminder, Dispute, FilingStatus, Packet, PacketKind
 from verification.models import Escalation
 from verification.services import escalation_open
 from verification.subjects import Subject
@@ -32,6 +33,10 @@ REMINDER_VERDICT = "DEADLINE"
 # (readback failed, nothing submitted) still needs a person before the deadline: reminded.
 ANSWERED = (FilingStatus.FILED, FilingStatus.SUBMITTING, FilingStatus.AWAITING_READBACK)
 RESPONDABLE = ("", "needs_response", "warning_needs_response")  # "": entered by staff, not read
+# SPEC §17: the network's appeal stage has a deadline of its own (Stripe moves `due_by`), reminded
+# in windows of its own ("appeal 24h") until an appeal is filed; the response's filing does not
+# answer it.
+APPEAL_STAGE = "appeal_needs_response"
 
 
 def reminder_hours() -> list[int]:
@@ -45,15 +50,13 @@ def disputes_awaiting_reminder(*, now: datetime) -> list[tuple[Dispute, int]]:
     hours = reminder_hours()
     if not hours:
         return []
-    due = (
-        Dispute.objects.filter(
-            response_deadline__gt=now,
-            response_deadline__lte=now + timedelta(hours=hours[-1]),
-            provider_status__in=RESPONDABLE,
-        )
-        .exclude(packets__filing_status__in=ANSWERED)
-        .order_by("response_deadline", "pk")
-    )
+    answered = Packet.objects.filter(dispute=OuterRef("pk"), filing_status__in=ANSWERED)
+    due = Dispute.objects.filter(
+        (Q(provider_status__in=RESPONDABLE) & ~Exists(answered.filter(kind=PacketKind.RESPONSE)))
+        | (Q(provider_status=APPEAL_STAGE) & ~Exists(answered.filter(kind=PacketKind.APPEAL))),
+        response_deadline__gt=now,
+        response_deadline__lte=now + timedelta(hours=hours[-1]),
+    ).order_by("response_deadline", "pk")
     found = []
     for dispute in due:
         assert dispute.response_deadline is not None  # noqa: S101 - filtered above
@@ -71,7 +74,9 @@ def deadline_reminders_send() -> list[DeadlineReminder]:
     now = timezone.now()
     sent = []
     for dispute, hours in disputes_awaiting_reminder(now=now):
-        if DeadlineReminder.objects.filter(dispute=dispute, window=f"{hours}h").exists():
+        if DeadlineReminder.objects.filter(
+            dispute=dispute, window=window_of(dispute, hours)
+        ).exists():
             continue
         reminder = _remind(dispute=dispute, hours=hours, now=now)
         if reminder is not None:
@@ -82,6 +87,12 @@ def deadline_reminders_send() -> list[DeadlineReminder]:
             ", ".join(f"{r.dispute.provider_dispute_id} ({r.window})" for r in sent),
         )
     return sent
+
+
+def window_of(dispute: Dispute, hours: int) -> str:
+    """A reminder's window: `24h` before the response's deadline, `appeal 24h` before the
+    appeal's."""
+    return f"appeal {hours}h" if dispute.provider_status == APPEAL_STAGE else f"{hours}h"
 
 
 def _remind(*, dispute: Dispute, hours: int, now: datetime) -> DeadlineReminder | None:
@@ -96,25 +107,33 @@ def _remind(*, dispute: Dispute, hours: int, now: datetime) -> DeadlineReminder 
         else "it has no packet yet"
     )
     left_h = (due_by - now).total_seconds() / 3600
+    appeal = dispute.provider_status == APPEAL_STAGE
     reason = (
         f"Dispute {dispute.provider_dispute_id} ({dispute.public_id}) on charge "
         f"{dispute.charge_id}, {_dollars(dispute.amount_micro)}, reason {dispute.reason}, must be "
-        f"answered by {due_by.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S UTC')} "
-        f"({left_h:.0f} h left; the {hours} h reminder). No response is filed: {state}. Review, "
-        "approve and file it in the admin (Disputes), or accept the dispute."
+        f"{'appealed' if appeal else 'answered'} by "
+        f"{due_by.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S UTC')} "
+        f"({left_h:.0f} h left; the {'appeal ' if appeal else ''}{hours} h reminder). "
+        + (
+            f"No appeal is filed: {state}. Prepare, approve and file an appeal in the admin "
+            "(Disputes), or let the loss stand."
+            if appeal
+            else f"No response is filed: {state}. Review, approve and file it in the admin "
+            "(Disputes), or accept the dispute."
+        )
     )
     extra = [str(a) for a in settings.DISPUTES_REMINDER_EMAILS if str(a).strip()]
     with transaction.atomic():
         try:
             with transaction.atomic():
                 reminder = DeadlineReminder.objects.create(
-                    dispute=dispute, window=f"{hours}h", due_by=due_by, sent_at=now
+                    dispute=dispute, window=window_of(dispute, hours), due_by=due_by, sent_at=now
                 )
         except IntegrityError:  # another worker sent it a moment ago
             return None
         escalation = escalation_open(
             verdict=REMINDER_VERDICT,
-            verdict_class=f"dispute_deadline_{hours}h",
+            verdict_class=f"dispute_{'appeal_' if appeal else ''}deadline_{hours}h",
             reason=reason,
             subject=Subject(type="dispute", id=dispute.public_id, money=False),
         )
@@ -135,7 +154,8 @@ def _remind(*, dispute: Dispute, hours: int, now: datetime) -> DeadlineReminder 
         )
         if extra:
             subject = (
-                f"[Vouch] Dispute {dispute.provider_dispute_id} due in {hours} h: no response filed"
+                f"[Vouch] Dispute {dispute.provider_dispute_id} due in {hours} h: no "
+                f"{'appeal' if appeal else 'response'} filed"
             )
             transaction.on_commit(lambda: send_mail(subject[:200], reason, None, extra))
     reminder.dispute = dispute
