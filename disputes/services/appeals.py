@@ -27,6 +27,7 @@ from disputes.models import (
 )
 from disputes.packets import handoff, packet_digest
 from disputes.services import checks
+from disputes.services.versions import _version_save
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -146,9 +147,6 @@ def appeal_prepare(*, dispute: Dispute, requested_by: User | None) -> Packet:
     superseding earlier appeal versions. Refused when there is no filed response, when the
     dispute is not lost or awaiting its appeal as Vouch last read it, and while an appeal's filing
     holds the dispute."""
-    # The import is here: preparation imports this module's edit (a person's edit of an appeal).
-    from disputes.services.preparation import _version_save
-
     with transaction.atomic():
         locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
         filed = _filed_response(locked)

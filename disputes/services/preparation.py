@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from core.exceptions import InvalidInput, PermissionDenied
 from core.idempotency import idempotency_attach
-from core.services import audit_record
 from core.transitions import transition
 from disputes.drafting import Draft, DraftMaterial, ReceiptFact, drafter_from_settings
 from disputes.evidence import AdmittedEvidence
@@ -36,7 +35,9 @@ from disputes.packets import (
     packet_digest,
 )
 from disputes.services import checks
+from disputes.services.appeals import appeal_edit
 from disputes.services.round_two import ce3_prior_facts, costs_for, enhanced_for
+from disputes.services.versions import _version_save
 from receipts.selectors import receipt_tree
 
 if TYPE_CHECKING:
@@ -161,47 +162,6 @@ def _version_draft(locked: Dispute, *, requested_by: User | None) -> Packet:
     return packet
 
 
-def _version_save(packet: Packet, trigger: str) -> Packet:
-    """Keep a drafted version (in the caller's transaction, under the dispute's lock): earlier
-    versions are superseded, its contributors recorded, the preparation audited."""
-    dispute = packet.dispute
-    # A kind's versions supersede each other: an appeal leaves the filed response as it is.
-    older = (
-        dispute.packets.select_for_update(of=("self",))
-        .filter(kind=packet.kind)
-        .exclude(status=PacketStatus.SUPERSEDED)
-    )
-    for version in older:
-        transition(
-            version,
-            action="packet.supersede",
-            machine=PACKET_STATUS,
-            to=PacketStatus.SUPERSEDED,
-            actor=packet.requested_by,
-            also={"updated_at": timezone.now()},
-            details={"by": packet.public_id, "by_version": packet.version, "trigger": trigger},
-        )
-    packet.save()
-    contributors = {e.admitted_by_id for e in dispute.evidence.all() if e.admitted_by_id}
-    if packet.requested_by_id is not None:
-        contributors.add(packet.requested_by_id)
-    if contributors:
-        packet.contributors.add(*contributors)
-    audit_record(
-        actor=packet.requested_by,
-        action="packet.prepare",
-        target_type="packet",
-        target_id=packet.public_id,
-        details={
-            "version": packet.version,
-            "posture": packet.posture,
-            "digest": packet.digest,
-            "trigger": trigger,
-        },
-    )
-    return packet
-
-
 def _catches_up(dispute: Dispute) -> bool:
     """A dispute whose current version is neither approved nor filed (nor being filed) takes a new
     version by itself when its material changes; an approved one waits for a person (a new
@@ -266,8 +226,6 @@ def packet_edit(
     version was prepared, when the edit cites it, joins the version: its evidence refs gain it (so
     the digest binds its SHA-256 and filing sends it) and its admitter becomes a contributor."""
     if packet.kind == PacketKind.APPEAL:
-        from disputes.services.appeals import appeal_edit  # it imports this module
-
         return appeal_edit(
             packet=packet, actor=actor, changes=dict(changes), confirmed_digest=confirmed_digest
         )
