@@ -96,6 +96,7 @@ def tamper(state: State, object_id: str, fields: dict[str, Any]) -> dict[str, An
             _unlist(index, obj[name], object_id)
             index.setdefault(value, []).append(object_id)
         obj[name] = value
+    state.world.tampered.add(object_id)
     return state.render(obj)
 
 

@@ -27,6 +27,7 @@ KINDS = {
     "dispute": "disputes",
     "file": "files",
     "event": "events",
+    "balance_transaction": "balance_transactions",
 }
 
 
@@ -103,6 +104,9 @@ class World:
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     file_contents: dict[str, bytes] = field(default_factory=dict)
     events: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Stripe's ledger of the account's balance: one per charge, refund, refund failure and
+    # dispute withdrawal or reinstatement (GET /v1/balance_transactions).
+    balance_transactions: dict[str, dict[str, Any]] = field(default_factory=dict)
     refunds_by_charge: dict[str, list[str]] = field(default_factory=dict)
     disputes_by_charge: dict[str, list[str]] = field(default_factory=dict)
     charges_by_pi: dict[str, list[str]] = field(default_factory=dict)
@@ -120,6 +124,9 @@ class World:
     born: dict[str, float] = field(default_factory=dict)
     idempotency: dict[tuple[str, str], IdempotencyRecord] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
+    # Objects a test overwrote through /_sandbox/tamper: deliberate lies, left out of the
+    # conformance check (SPEC §12.1) of the objects the sandbox answers.
+    tampered: set[str] = field(default_factory=set)
     requests: dict[str, int] = field(default_factory=dict)
     readback_lag_ms: int = 0
     rate_limit_per_second: int = 0
