@@ -298,10 +298,31 @@ def funding_leg_find(*, leg: FundingLeg) -> FundingResult:
     return FundingResult(leg.envelope, leg)
 
 
+# A card that asks for 3-D Secure: funding is a server-side call, with no browser in which the
+# buyer could authenticate, so such a payment can never complete (issue 36).
+AUTHENTICATION_REQUIRED = "authentication_required"
+AUTHENTICATION_MESSAGE = (
+    "This card asks for 3-D Secure authentication, which funding through Vouch's API cannot "
+    "perform: nothing was charged. Use a card that does not ask for authentication."
+)
+
+
 def _refusal_of(intent: dict[str, Any]) -> Outcome | None:
     """A PaymentIntent that shows its payment failed (a decline, or canceled) as the refusal it
-    is; None for one still on its way (processing, requires_action)."""
+    is; None for one still on its way (processing). One waiting for the customer's
+    authentication (`requires_action`) is a refusal too: Vouch sends `error_on_requires_action`,
+    so Stripe fails such an attempt itself, but a PaymentIntent found in that state (made
+    otherwise) would wait for an authentication that cannot come — never a leg pending for
+    ever."""
     status = intent.get("status")
+    if status == "requires_action":
+        return Outcome(
+            OutcomeKind.REFUSED,
+            error_code=AUTHENTICATION_REQUIRED,
+            error_message=AUTHENTICATION_MESSAGE,
+            http_status=402,
+            error_detail={"payment_intent": intent.get("id"), "status": status},
+        )
     if status not in ("requires_payment_method", "canceled"):
         return None
     error = intent.get("last_payment_error") or {}
@@ -319,9 +340,10 @@ def _refusal_of(intent: dict[str, Any]) -> Outcome | None:
 
 def _funding_refusal(outcome: Outcome) -> VouchError:
     if outcome.http_status == 402:
+        code = outcome.error_code or "card_declined"
         return CardDeclined(
-            outcome.error_code or "card_declined",
-            outcome.error_message,
+            code,
+            AUTHENTICATION_MESSAGE if code == AUTHENTICATION_REQUIRED else outcome.error_message,
             details={"decline_code": outcome.error_detail.get("decline_code")},
         )
     if outcome.error_detail.get("param") == "payment_method":
@@ -447,11 +469,13 @@ def funding_on_provider_event(*, event: dict[str, Any]) -> None:
 
 
 def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
-    """`charge.refunded`: read the charge again (events may be stale) and compare what the
-    provider has refunded on it with what Vouch's refund legs hold. A refund Vouch has not seen
-    go back (failed or canceled) is released through the one release service; more refunded at
-    the provider than Vouch holds or has in flight is a refund made elsewhere (the Dashboard):
-    recorded as an audit event — no money moves by itself (a person, or reconciliation, acts)."""
+    """`charge.refunded`: read the charge again (events may be stale) and list its refunds, every
+    page (Stripe includes `charge.refunds` only when expanded since API 2022-11-15, and an
+    expanded list holds ten), and compare what the provider has refunded on it with what Vouch's
+    refund legs hold. A refund Vouch has not seen go back (failed or canceled) is released
+    through the one release service; more refunded at the provider than Vouch holds or has in
+    flight is a refund made elsewhere (the Dashboard): recorded as an audit event — no money
+    moves by itself (a person, or reconciliation, acts)."""
     obj = (event.get("data") or {}).get("object") or {}
     charge_id = str(obj.get("id") or "") if isinstance(obj, dict) else ""
     funding = FundingLeg.objects.filter(charge_id=charge_id).first() if charge_id else None
@@ -465,8 +489,13 @@ def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
             f"charge {charge_id} could not be read: {read.error_code} ({read.error_message})"
         )
     charge = read.require()
-    embedded = (charge.get("refunds") or {}).get("data") or []
-    for refund in embedded:
+    listed = _provider().refunds_of_charge(charge_id)
+    if not listed.accepted:
+        raise RuntimeError(
+            f"the refunds of charge {charge_id} could not be listed: {listed.error_code} "
+            f"({listed.error_message})"
+        )
+    for refund in listed.require()["data"]:
         if refund.get("status") in ("failed", "canceled"):
             leg = RefundLeg.objects.filter(provider_refund_id=str(refund.get("id"))).first()
             if leg is not None:

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
     from core.budget import CallBudget
 
 DEFAULT_API_BASE = "https://api.stripe.com"
+# Stripe asks integrations to identify themselves (https://docs.stripe.com/building-plugins#setappinfo):
+# every request's User-Agent ends with "Vouch/<version>", which is also how the sandbox's
+# conformance record tells the adapter's requests from a test's own (SPEC §12.1).
+stripe.set_app_info("Vouch", version="0.1.0", url="https://github.com/vouch/vouch")
 # Stripe keeps an idempotency key 24 hours. Past this, repeating a write with its key could act
 # again instead of replaying: callers look the object up instead.
 IDEMPOTENCY_KEY_TTL = timedelta(hours=23)
@@ -95,15 +99,24 @@ class StripeProvider:
         metadata: dict[str, str],
         description: str | None = None,
     ) -> Outcome:
-        """Create and confirm a PaymentIntent. Accepted: the PaymentIntent (status `succeeded`,
-        `latest_charge` the charge id). A declined card is refused with Stripe's code and the
-        decline detail (`decline_code`, `charge`, `payment_intent`)."""
+        """Create and confirm a PaymentIntent, server-side, with a card. Accepted: the PaymentIntent
+        (status `succeeded`, `latest_charge` the charge id). A declined card is refused with
+        Stripe's code and the decline detail (`decline_code`, `charge`, `payment_intent`).
+
+        `allowed_payment_method_types: ["card"]`: `payment_method_types` is no longer writable at
+        API 2026-09-30.endive (400 `payment_method_types_no_longer_supported`), and without a
+        list Stripe's dynamic payment methods would allow redirect-based ones, whose confirmation
+        needs a `return_url` Vouch's API cannot serve. `error_on_requires_action`: a card that
+        asks for 3-D Secure needs the buyer in a browser with Stripe.js, which funding over the
+        API does not have; Stripe then fails the attempt (`authentication_required`) instead of
+        leaving a PaymentIntent waiting for an authentication that cannot come."""
         params: Any = {
             "amount": amount_cents,
             "currency": currency,
             "payment_method": payment_method,
             "confirm": True,
-            "payment_method_types": ["card"],
+            "allowed_payment_method_types": ["card"],
+            "error_on_requires_action": True,
             "metadata": metadata,
         }
         if description:

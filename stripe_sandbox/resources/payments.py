@@ -27,6 +27,7 @@ _PI_CREATE = {
     "automatic_payment_methods", "payment_method_types", "capture_method", "receipt_email",
     "statement_descriptor", "statement_descriptor_suffix", "return_url", "off_session",
     "customer", "setup_future_usage", "transfer_group", "error_on_requires_action",
+    "allowed_payment_method_types",
     "confirmation_method", "payment_method_options", "use_stripe_sdk", "shipping",
 }  # fmt: skip
 
