@@ -19,7 +19,7 @@ from accounts.models import User
 from accounts.selectors import user_email_verified
 from agents.models import RefundRequest, RegisteredClient
 from core.exceptions import NotFound, VouchError
-from disputes.models import Dispute
+from disputes.selectors import charges_stripe_will_not_refund
 from envelopes.models import Envelope, RefundOperation
 from envelopes.selectors import refund_data, refund_preview
 from verification import clock
@@ -148,7 +148,10 @@ class PageLeg:
     charge: str
     amount_micro: int
     amount_text: str
-    disputed: bool = False  # a dispute is recorded on its charge: Stripe will refuse the refund
+    # Stripe said of a dispute on its charge that the charge can no longer be refunded
+    # (`is_charge_refundable: false`, a chargeback): Stripe will refuse this part. An inquiry,
+    # which Stripe refunds, is not marked.
+    disputed: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,19 +191,13 @@ class ConfirmPage:
         )
 
 
-def _disputed_charges(charges: list[str]) -> set[str]:
-    """The charges among `charges` with a dispute on record: Stripe refuses to refund a disputed
-    charge (`charge_disputed`), so that part of a refund stays in the envelope."""
-    return set(
-        Dispute.objects.filter(charge_id__in=[c for c in charges if c]).values_list(
-            "charge_id", flat=True
-        )
-    )
-
-
 def _page_legs(preview: dict[str, Any]) -> list[PageLeg]:
     legs = []
-    disputed = _disputed_charges([leg["charge"] for leg in preview["legs"] if leg["charge"]])
+    # What Stripe said of each charge's dispute decides, never a rule of ours (issue 36): a
+    # charge whose dispute Stripe reported not refundable will be refused; an inquiry will not.
+    disputed = charges_stripe_will_not_refund(
+        charge_ids=[leg["charge"] for leg in preview["legs"] if leg["charge"]]
+    )
     for leg in preview["legs"]:
         label = "original charge" if leg["kind"] == "original" else f"top-up #{leg['sequence']}"
         legs.append(

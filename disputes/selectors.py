@@ -347,3 +347,14 @@ def dispute_timeline(dispute: Dispute) -> list[TimelineEntry]:
         )
     order = {"webhook": 0, "dispute": 1}
     return sorted(entries, key=lambda e: (e.at, order.get(e.kind, 2)))
+
+
+def charges_stripe_will_not_refund(*, charge_ids: list[str]) -> set[str]:
+    """PLACEHOLDER (the lead's, until VOUCH-DISPUTES records Stripe's `is_charge_refundable` on the
+    Dispute model and replaces this body): the charges among `charge_ids` with a dispute on
+    record."""
+    return set(
+        Dispute.objects.filter(charge_id__in=[c for c in charge_ids if c]).values_list(
+            "charge_id", flat=True
+        )
+    )

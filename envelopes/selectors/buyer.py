@@ -50,7 +50,7 @@ def buyer_envelopes_page(*, user: User, number: Any, per_page: int | None = None
 
 # Why Stripe refused a refund, in words (the provider's error codes, SPEC §3).
 _REFUSAL_REASONS = {
-    "charge_disputed": "the payment is disputed, and Stripe does not refund a disputed payment",
+    "charge_disputed": "the payment is disputed, and Stripe says it can no longer be refunded",
     "amount_too_large": "it was more than the payment has left to refund",
     "charge_already_refunded": "the payment was already refunded in full",
     "charge_not_refundable": "Stripe cannot refund this payment",

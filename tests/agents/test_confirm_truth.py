@@ -67,6 +67,33 @@ def test_a_disputed_charge_is_named_in_the_preview_and_its_refusal_moves_nothing
     assert (envelope.total_refunded_micro, envelope.unspent_micro) == (0, 4_000_000)
 
 
+def test_an_inquiry_is_refunded_as_stripe_allows_and_the_preview_warns_of_nothing(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    """Issue 36, item 3: Stripe refunds a charge under an inquiry (`warning_needs_response`,
+    `case_type: inquiry`, `is_charge_refundable: true`). The page once told the buyer that a part
+    on any disputed charge "will be refused, stays in your envelope", a rule Stripe doesn't
+    have: what Stripe says of the dispute decides, and the refund is made."""
+    created = alice.create(4_000_000)
+    charge = created["funding_legs"][0]["charge"]
+    opened = sandbox.open_dispute(charge, reason="fraudulent", case_type="inquiry")
+    assert opened["is_charge_refundable"] is True
+    disputes.dispute_on_provider_event(
+        event={"type": "charge.dispute.created", "data": {"object": {"id": opened["id"]}}}
+    )
+    request_id = propose(alice, created["envelope_id"])
+    owner = Browser(alice.user)
+    preview = text(owner.open(request_id))
+    assert 'id="preview-disputed"' not in preview
+    assert "will be refused" not in preview
+
+    level, message = _banner(text(owner.confirm(request_id)))
+    assert level == "success", message
+    envelope = Envelope.objects.get(public_id=created["envelope_id"])
+    assert (envelope.total_refunded_micro, envelope.unspent_micro) == (4_000_000, 0)
+    assert sandbox.state()["charges"][charge]["amount_refunded"] == 400
+
+
 def test_a_partly_refused_refund_says_which_part_is_back_in_the_envelope(
     alice: Api, sandbox: SandboxControl
 ) -> None:
