@@ -4,7 +4,8 @@ lock (`journal`). The provider is never called inside a transaction or while a l
 reserve and commit, call, then record (atomic phases, with a recovery point so that an interrupted
 operation resumes and is never repeated).
 
-- `funding`: an envelope's creation and top-ups, their recording and lookup, payment events;
+- `funding`: an envelope's creation and top-ups, their recording and lookup;
+- `provider_events`: the provider's events about payments and refunded charges;
 - `debits`: unspent money committed to delivered work;
 - `allocation`: how a refund is shared across the funding legs;
 - `refunds`: reserve, send and record a refund's legs;
@@ -21,16 +22,15 @@ from envelopes.services.funding import (
     MAX_ENVELOPE_MICRO,
     MIN_FUNDING_MICRO,
     FundingResult,
-    charge_on_refunded_event,
     charge_run_start,
     envelope_create,
     envelope_top_up,
     funding_leg_find,
-    funding_on_provider_event,
     funding_record,
     funding_send,
 )
 from envelopes.services.journal import PROVIDER_KEY_TTL, _provider
+from envelopes.services.provider_events import charge_on_refunded_event, funding_on_provider_event
 from envelopes.services.refunds import (
     REFUND_CONTRACT,
     envelope_refund,

@@ -4,7 +4,6 @@ The provider is never called inside a transaction: reserve and commit, call, the
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -24,7 +23,6 @@ from core.idempotency import (
     idempotency_settle_error,
 )
 from core.request_facts import FundingFacts
-from core.services import audit_record
 from envelopes.exceptions import (
     CardDeclined,
     InvalidAmount,
@@ -40,11 +38,9 @@ from envelopes.models import (
     FundingLeg,
     FundingStatus,
     JournalEntry,
-    RefundLeg,
 )
 from envelopes.money import to_cents
 from envelopes.services.journal import PROVIDER_KEY_TTL, _move, _provider
-from envelopes.services.releases import foreign_refund_release, refund_leg_release
 from providers import Outcome, OutcomeKind
 from verification import clock
 from verification.models import Verdict
@@ -238,10 +234,16 @@ def funding_send(*, leg: FundingLeg, idempotency: IdempotencyRecord | None = Non
         metadata=_funding_metadata(leg),
     )
     crash_point("funding_after_provider_call")
+    if outcome.unknown and outcome.replayed:
+        # The provider keeps an unknown answer (a 500 after its endpoint began) under the key and
+        # replays it to every retry: only reading the provider can tell.
+        found = _intent_of_leg(leg)
+        if found is not None:
+            outcome = Outcome(OutcomeKind.ACCEPTED, found)
     return funding_record(leg=leg, outcome=outcome)
 
 
-def _intent_is_the_legs(leg: FundingLeg, intent: dict[str, Any]) -> bool:
+def intent_is_the_legs(leg: FundingLeg, intent: dict[str, Any]) -> bool:
     """A PaymentIntent found by a lookup or named by an event is this leg's only if it says so
     (Vouch's metadata) and asks for the leg's amount and currency."""
     metadata = intent.get("metadata") or {}
@@ -252,25 +254,44 @@ def _intent_is_the_legs(leg: FundingLeg, intent: dict[str, Any]) -> bool:
     )
 
 
-def funding_leg_find(*, leg: FundingLeg) -> FundingResult:
-    """After the provider has forgotten the key: read the PaymentIntent (by its id if known, else
-    by Vouch's metadata) and record what it shows. Never creates one. Nothing found: one
-    escalation (with its notification) for a person; the leg stays pending (not funded money)."""
+def _intents_of_leg(leg: FundingLeg) -> list[dict[str, Any]] | None:
+    """The PaymentIntents the provider holds for this leg (by its id if known, else by Vouch's
+    metadata), or None when they could not be read."""
     provider = _provider()
     if leg.payment_intent_id:
         read = provider.payment_intent_read(leg.payment_intent_id)
         if read.refused:
-            intents: list[dict[str, Any]] = []
-        elif not read.accepted:
-            return FundingResult(leg.envelope, leg)  # unknown: look again on the next tick
-        else:
-            intents = [read.require()]
+            return []
+        if not read.accepted:
+            return None
+        intents = [read.require()]
     else:
         found = provider.payment_intents_with_metadata("vouch_funding", leg.public_id)
         if not found.accepted:
-            return FundingResult(leg.envelope, leg)
+            return None
         intents = list(found.require()["data"])
-    intents = [intent for intent in intents if _intent_is_the_legs(leg, intent)]
+    return [intent for intent in intents if intent_is_the_legs(leg, intent)]
+
+
+def _chosen(intents: list[dict[str, Any]]) -> dict[str, Any]:
+    """The PaymentIntent a leg records of several: the oldest succeeded one, else the oldest."""
+    succeeded = [intent for intent in intents if intent.get("status") == "succeeded"]
+    return min(succeeded or intents, key=lambda intent: int(intent.get("created") or 0))
+
+
+def _intent_of_leg(leg: FundingLeg) -> dict[str, Any] | None:
+    """The leg's PaymentIntent as the provider holds it (`_chosen`), or None."""
+    intents = _intents_of_leg(leg)
+    return _chosen(intents) if intents else None
+
+
+def funding_leg_find(*, leg: FundingLeg) -> FundingResult:
+    """After the provider has forgotten the key: read the PaymentIntent (by its id if known, else
+    by Vouch's metadata) and record what it shows. Never creates one. Nothing found: one
+    escalation (with its notification) for a person; the leg stays pending (not funded money)."""
+    intents = _intents_of_leg(leg)
+    if intents is None:
+        return FundingResult(leg.envelope, leg)  # unknown: look again on the next tick
     succeeded = [intent for intent in intents if intent.get("status") == "succeeded"]
     if len(succeeded) > 1:  # charged more than once (by code older than this lookup)
         escalation_open(
@@ -282,8 +303,7 @@ def funding_leg_find(*, leg: FundingLeg) -> FundingResult:
             subject=Subject("funding_leg", leg.public_id, money=True),
         )
     if intents:
-        chosen = min(succeeded or intents, key=lambda intent: int(intent.get("created") or 0))
-        return funding_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, chosen))
+        return funding_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, _chosen(intents)))
     escalation_open(
         verdict=Verdict.UNVERIFIABLE,
         verdict_class="not at the provider",
@@ -441,84 +461,3 @@ def charge_run_start(*, leg: FundingLeg, intent: dict[str, Any]) -> None:
 
 
 FUNDING_REFUSALS = (CardDeclined, InvalidPaymentMethod, PaymentRefused, ProviderUnavailable)
-
-
-def funding_on_provider_event(*, event: dict[str, Any]) -> None:
-    """`payment_intent.succeeded` / `payment_intent.payment_failed`: a pending leg settles without
-    waiting for the job. The PaymentIntent is read again (events may be stale or out of order)
-    and recorded as the request would have; a PaymentIntent Vouch did not make changes nothing."""
-    obj = (event.get("data") or {}).get("object") or {}
-    if not isinstance(obj, dict) or obj.get("object") != "payment_intent":
-        return
-    funding_id = str((obj.get("metadata") or {}).get("vouch_funding") or "")
-    leg = FundingLeg.objects.select_related("envelope").filter(public_id=funding_id).first()
-    if leg is None or leg.status != FundingStatus.PENDING:
-        return
-    read = _provider().payment_intent_read(str(obj.get("id") or ""))
-    if not read.accepted:
-        if read.refused:
-            return  # no such PaymentIntent: the event lied or was forged; the job looks later
-        raise RuntimeError(
-            f"PaymentIntent {obj.get('id')} could not be read: {read.error_code} "
-            f"({read.error_message})"
-        )
-    if not _intent_is_the_legs(leg, read.require()):
-        return
-    with contextlib.suppress(*FUNDING_REFUSALS):
-        funding_record(leg=leg, outcome=read)
-
-
-def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
-    """`charge.refunded`: read the charge again (events may be stale) and list its refunds, every
-    page (Stripe includes `charge.refunds` only when expanded since API 2022-11-15, and an
-    expanded list holds ten), and compare what the provider has refunded on it with what Vouch's
-    refund legs hold. A refund Vouch has not seen go back (failed or canceled) is released
-    through the one release service; more refunded at the provider than Vouch holds or has in
-    flight is a refund made elsewhere (the Dashboard): recorded as an audit event — no money
-    moves by itself (a person, or reconciliation, acts)."""
-    obj = (event.get("data") or {}).get("object") or {}
-    charge_id = str(obj.get("id") or "") if isinstance(obj, dict) else ""
-    funding = FundingLeg.objects.filter(charge_id=charge_id).first() if charge_id else None
-    if funding is None:
-        return
-    read = _provider().charge_read(charge_id)
-    if not read.accepted:
-        if read.refused:
-            return
-        raise RuntimeError(
-            f"charge {charge_id} could not be read: {read.error_code} ({read.error_message})"
-        )
-    charge = read.require()
-    listed = _provider().refunds_of_charge(charge_id)
-    if not listed.accepted:
-        raise RuntimeError(
-            f"the refunds of charge {charge_id} could not be listed: {listed.error_code} "
-            f"({listed.error_message})"
-        )
-    for refund in listed.require()["data"]:
-        if refund.get("status") in ("failed", "canceled"):
-            leg = RefundLeg.objects.filter(provider_refund_id=str(refund.get("id"))).first()
-            if leg is not None:
-                refund_leg_release(
-                    leg=leg, reason=f"provider reports {refund['status']}", provider_refund=refund
-                )
-            else:  # a refund made outside Vouch, recorded by an adjustment
-                foreign_refund_release(
-                    provider_refund=refund, source=f"charge.refunded {event.get('id')}"
-                )
-    funding.refresh_from_db()
-    provider_micro = int(charge.get("amount_refunded") or 0) * MICRO_PER_CENT
-    if provider_micro > funding.refunded_micro + funding.reserved_micro:
-        audit_record(
-            actor=None,
-            action="charge.refunded_elsewhere",
-            target_type="funding_leg",
-            target_id=funding.public_id,
-            details={
-                "charge": charge_id,
-                "provider_amount_refunded": charge.get("amount_refunded"),
-                "vouch_refunded_micro": funding.refunded_micro,
-                "vouch_reserved_micro": funding.reserved_micro,
-                "event": event.get("id"),
-            },
-        )

@@ -176,7 +176,28 @@ def refund_leg_send(*, leg: RefundLeg, idempotency: IdempotencyRecord | None = N
         },
     )
     crash_point("refund_after_provider_call")
+    if outcome.unknown and outcome.replayed:
+        # The provider keeps an unknown answer (a 500 after its endpoint began) under the key and
+        # replays it to every retry: only reading the charge's refunds can tell.
+        found = _refund_of_leg(leg)
+        if found is not None:
+            outcome = Outcome(OutcomeKind.ACCEPTED, found)
     return refund_leg_record(leg=leg, outcome=outcome)
+
+
+def _refund_of_leg(leg: RefundLeg) -> dict[str, Any] | None:
+    """The provider's refund carrying this leg's metadata among its charge's refunds, or None
+    (not found, or the list could not be read)."""
+    listing = _provider().refunds_of_charge(leg.funding_leg.charge_id)
+    return _carrying(listing.require()["data"], leg) if listing.accepted else None
+
+
+def _carrying(refunds: list[dict[str, Any]], leg: RefundLeg) -> dict[str, Any] | None:
+    """The refund among `refunds` whose metadata names this leg."""
+    for refund in refunds:
+        if (refund.get("metadata") or {}).get("vouch_leg") == leg.public_id:
+            return dict(refund)
+    return None
 
 
 class _AlreadyRecorded(Exception):
@@ -299,9 +320,9 @@ def refund_leg_find(*, leg: RefundLeg) -> RefundLeg:
     listing = _provider().refunds_of_charge(leg.funding_leg.charge_id)
     if not listing.accepted:
         return leg
-    for refund in listing.require()["data"]:
-        if (refund.get("metadata") or {}).get("vouch_leg") == leg.public_id:
-            return refund_leg_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, refund))
+    refund = _carrying(listing.require()["data"], leg)
+    if refund is not None:
+        return refund_leg_record(leg=leg, outcome=Outcome(OutcomeKind.ACCEPTED, refund))
     escalation_open(
         verdict=Verdict.UNVERIFIABLE,
         verdict_class="not at the provider",

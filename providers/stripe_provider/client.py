@@ -454,7 +454,13 @@ class StripeProvider:
                     obj = request(options)
             except stripe.StripeError as exc:
                 failure = classify(exc)
-                delay = self._delay(attempt, failure.retry_after_s)
+                headers = exc.headers or {}
+                # Stripe keeps the answer of a request whose endpoint began executing under its
+                # key, a 500 included, and replays it to every retry
+                # (https://docs.stripe.com/api/idempotent_requests): sending again cannot tell
+                # more. The caller reads the provider instead.
+                replayed = headers.get("Idempotent-Replayed") == "true"
+                delay = None if replayed else self._delay(attempt, failure.retry_after_s)
                 if budget is not None and failure.code == "rate_limit":
                     # The limit is the account's: every process sharing the budget holds off.
                     budget.penalize(
@@ -472,6 +478,7 @@ class StripeProvider:
                     http_status=exc.http_status,
                     error_detail=error.to_dict() if error is not None else {},
                     attempts=attempt,
+                    replayed=replayed,
                     request_id=exc.request_id,
                     idempotency_key=idempotency_key,
                 )

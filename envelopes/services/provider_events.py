@@ -1,0 +1,95 @@
+"""The provider's events about payments and refunded charges: each re-reads the provider (events
+may be stale, out of order or forged) and records what it shows through the funding and release
+services, never on the event's word."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from core.services import audit_record
+from envelopes.models import MICRO_PER_CENT, FundingLeg, FundingStatus, RefundLeg
+from envelopes.services.funding import FUNDING_REFUSALS, funding_record, intent_is_the_legs
+from envelopes.services.journal import _provider
+from envelopes.services.releases import foreign_refund_release, refund_leg_release
+
+
+def funding_on_provider_event(*, event: dict[str, Any]) -> None:
+    """`payment_intent.succeeded` / `payment_intent.payment_failed`: a pending leg settles without
+    waiting for the job. The PaymentIntent is read again (events may be stale or out of order)
+    and recorded as the request would have; a PaymentIntent Vouch did not make changes nothing."""
+    obj = (event.get("data") or {}).get("object") or {}
+    if not isinstance(obj, dict) or obj.get("object") != "payment_intent":
+        return
+    funding_id = str((obj.get("metadata") or {}).get("vouch_funding") or "")
+    leg = FundingLeg.objects.select_related("envelope").filter(public_id=funding_id).first()
+    if leg is None or leg.status != FundingStatus.PENDING:
+        return
+    read = _provider().payment_intent_read(str(obj.get("id") or ""))
+    if not read.accepted:
+        if read.refused:
+            return  # no such PaymentIntent: the event lied or was forged; the job looks later
+        raise RuntimeError(
+            f"PaymentIntent {obj.get('id')} could not be read: {read.error_code} "
+            f"({read.error_message})"
+        )
+    if not intent_is_the_legs(leg, read.require()):
+        return
+    with contextlib.suppress(*FUNDING_REFUSALS):
+        funding_record(leg=leg, outcome=read)
+
+
+def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
+    """`charge.refunded`: read the charge again (events may be stale) and list its refunds, every
+    page (Stripe includes `charge.refunds` only when expanded since API 2022-11-15, and an
+    expanded list holds ten), and compare what the provider has refunded on it with what Vouch's
+    refund legs hold. A refund Vouch has not seen go back (failed or canceled) is released
+    through the one release service; more refunded at the provider than Vouch holds or has in
+    flight is a refund made elsewhere (the Dashboard): recorded as an audit event — no money
+    moves by itself (a person, or reconciliation, acts)."""
+    obj = (event.get("data") or {}).get("object") or {}
+    charge_id = str(obj.get("id") or "") if isinstance(obj, dict) else ""
+    funding = FundingLeg.objects.filter(charge_id=charge_id).first() if charge_id else None
+    if funding is None:
+        return
+    read = _provider().charge_read(charge_id)
+    if not read.accepted:
+        if read.refused:
+            return
+        raise RuntimeError(
+            f"charge {charge_id} could not be read: {read.error_code} ({read.error_message})"
+        )
+    charge = read.require()
+    listed = _provider().refunds_of_charge(charge_id)
+    if not listed.accepted:
+        raise RuntimeError(
+            f"the refunds of charge {charge_id} could not be listed: {listed.error_code} "
+            f"({listed.error_message})"
+        )
+    for refund in listed.require()["data"]:
+        if refund.get("status") in ("failed", "canceled"):
+            leg = RefundLeg.objects.filter(provider_refund_id=str(refund.get("id"))).first()
+            if leg is not None:
+                refund_leg_release(
+                    leg=leg, reason=f"provider reports {refund['status']}", provider_refund=refund
+                )
+            else:  # a refund made outside Vouch, recorded by an adjustment
+                foreign_refund_release(
+                    provider_refund=refund, source=f"charge.refunded {event.get('id')}"
+                )
+    funding.refresh_from_db()
+    provider_micro = int(charge.get("amount_refunded") or 0) * MICRO_PER_CENT
+    if provider_micro > funding.refunded_micro + funding.reserved_micro:
+        audit_record(
+            actor=None,
+            action="charge.refunded_elsewhere",
+            target_type="funding_leg",
+            target_id=funding.public_id,
+            details={
+                "charge": charge_id,
+                "provider_amount_refunded": charge.get("amount_refunded"),
+                "vouch_refunded_micro": funding.refunded_micro,
+                "vouch_reserved_micro": funding.reserved_micro,
+                "event": event.get("id"),
+            },
+        )
