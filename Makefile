@@ -7,10 +7,11 @@ PORT ?= 8000
 APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox ops agents
 
 .DEFAULT_GOAL := help
-.PHONY: help run test inspector inspector-test soak lint docs docs-serve typecheck check-migrations check-deploy lock clean mutate
+.PHONY: help run reset test inspector inspector-test soak lint docs docs-serve typecheck check-migrations check-deploy lock clean mutate
 
 help:
 	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat; PORT=8001 for another port); Ctrl-C stops all"
+	@echo "make reset  forget what make run kept: its database and the Stripe sandbox's state, together (stop make run first)"
 	@echo "make test   run the whole test suite against PostgreSQL (DATABASE_URL, default local server)"
 	@echo "make inspector-test   the official MCP Inspector CLI against /mcp (installs Node 22 and the Inspector into .ci/node with npm)"
 	@echo "make lint   ruff check and format check, and the import contracts;  make typecheck: mypy on the apps"
@@ -37,6 +38,11 @@ $(VENV)/.installed-dev: requirements/dev.txt | $(PY)
 
 run: $(VENV)/.installed-base
 	DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py run_local --port $(PORT)
+
+# The SQLite database and the sandbox's state file under var/ (VOUCH_VAR_DIR), and the queued
+# tasks: one without the other would name objects the other never held.
+reset: $(VENV)/.installed-base
+	DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py run_local --reset
 
 test: $(VENV)/.installed-dev
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m pytest $(PYTEST_ARGS)

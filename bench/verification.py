@@ -438,6 +438,7 @@ def provider_calls_per_refund(refunds: int, port: int = 0) -> float:
                     "currency": "usd",
                     "payment_method": "pm_card_visa",
                     "confirm": True,
+                    "allowed_payment_method_types": ["card"],
                 }
             )
             if intent.status != "succeeded":

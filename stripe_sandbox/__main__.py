@@ -1,7 +1,7 @@
 """The command line:
 
     python -m stripe_sandbox --host 127.0.0.1 --port 12111 \\
-        [--webhook-url URL --webhook-secret whsec_...]
+        [--webhook-url URL --webhook-secret whsec_...] [--state-file PATH]
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import signal
 import sys
 from types import FrameType
 
+from stripe_sandbox.persistence import StateFileError
 from stripe_sandbox.server import SandboxServer
 
 
@@ -29,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--seed", type=int, help="seed for fault probabilities and duplicate deliveries"
     )
+    parser.add_argument(
+        "--state-file",
+        help="keep the state in this file across restarts: loaded at start if it exists, saved "
+        "soon after each change and at exit (delete it to start afresh)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     if bool(args.webhook_url) != bool(args.webhook_secret):
@@ -41,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
             webhook_secret=args.webhook_secret,
             verbose=args.verbose,
             seed=args.seed,
+            state_file=args.state_file,
         )
+    except StateFileError as exc:
+        print(f"stripe_sandbox: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"stripe_sandbox: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1

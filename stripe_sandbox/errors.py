@@ -35,15 +35,42 @@ class StripeError(Exception):
         self.extra = extra or {}
         self.headers = headers or {}
 
-    def body(self) -> dict[str, Any]:
+    def body(self, request_log_url: str | None = None) -> dict[str, Any]:
+        """The answer's JSON. `request_log_url`: the request's entry in the Dashboard's request
+        log, which Stripe names in every error of a request it could tie to an account."""
         error: dict[str, Any] = {"type": self.type, "message": self.message}
         if self.code is not None:
             error["code"] = self.code
             error["doc_url"] = f"https://stripe.com/docs/error-codes/{self.code.replace('_', '-')}"
         if self.param is not None:
             error["param"] = self.param
+        if request_log_url is not None:
+            error["request_log_url"] = request_log_url
         error.update(self.extra)
         return {"error": error}
+
+
+def request_log_url(request_id: str, at: int) -> str:
+    """Where the test-mode Dashboard shows a request: Stripe's `request_log_url`
+    (https://docs.stripe.com/api/errors), e.g. https://dashboard.stripe.com/test/logs/req_…?t=…"""
+    return f"https://dashboard.stripe.com/test/logs/{request_id}?t={at}"
+
+
+# Stripe's limit on an idempotency key, and its answer to one outside it
+# (https://docs.stripe.com/api/idempotent_requests: "up to 255 characters long").
+IDEMPOTENCY_KEY_MAX = 255
+
+
+def idempotency_key_length(key: str) -> StripeError:
+    """A key outside 1-255 characters: refused before anything runs (so never stored)."""
+    return StripeError(
+        400,
+        f"Idempotent key length is {len(key)} characters long, which is outside accepted "
+        f"lengths. Idempotent Keys must be 1-{IDEMPOTENCY_KEY_MAX} characters long. If you're "
+        "looking for a decent generator, try using a UUID defined by IETF RFC 4122.",
+        type="idempotency_error",
+        stored=False,
+    )
 
 
 def invalid(message: str, *, param: str | None = None, code: str | None = None) -> StripeError:

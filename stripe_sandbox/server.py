@@ -10,20 +10,28 @@ import email.policy
 import fnmatch
 import hashlib
 import json
+import os
 import re
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from stripe_sandbox import control, objects, resources
+from stripe_sandbox import contract_checks, control, idempotency, objects, resources
 from stripe_sandbox.clock import Clock
-from stripe_sandbox.errors import StripeError
+from stripe_sandbox.errors import (
+    IDEMPOTENCY_KEY_MAX,
+    StripeError,
+    idempotency_key_length,
+    request_log_url,
+)
 from stripe_sandbox.ids import new_id
 from stripe_sandbox.params import decode_form
-from stripe_sandbox.state import IDEMPOTENCY_TTL_S, IdempotencyRecord, RequestContext, State
+from stripe_sandbox.persistence import StateFile
+from stripe_sandbox.state import IdempotencyRecord, RequestContext, State
 from stripe_sandbox.webhooks import Dispatcher
 
 _ID = r"([A-Za-z0-9_]+)"
@@ -32,6 +40,10 @@ _ROUTE_TABLE: list[tuple[str, str, resources.Handler]] = [
     ("GET", "/v1/payment_intents/search", resources.payment_intent_search),
     ("GET", "/v1/payment_intents/{id}", resources.payment_intent_retrieve),
     ("POST", "/v1/payment_intents/{id}/confirm", resources.payment_intent_confirm),
+    ("GET", "/v1/payment_intents", resources.payment_intent_list),
+    ("POST", "/v1/payment_intents/{id}/cancel", resources.payment_intent_cancel),
+    ("GET", "/v1/balance_transactions", resources.balance_transaction_list),
+    ("GET", "/v1/balance_transactions/{id}", resources.balance_transaction_retrieve),
     ("GET", "/v1/charges", resources.charge_list),
     ("GET", "/v1/charges/{id}", resources.charge_retrieve),
     ("POST", "/v1/refunds", resources.refund_create),
@@ -52,6 +64,10 @@ ROUTES: list[tuple[str, re.Pattern[str], str, resources.Handler]] = [
     (method, re.compile(f"^{pattern.replace('{id}', _ID)}$"), pattern, handler)
     for method, pattern, handler in _ROUTE_TABLE
 ]
+# Each route is one of Stripe's operations in the pinned SDK (SPEC §12.1): checked at import.
+OPERATIONS = contract_checks.route_operations(
+    [(method, pattern) for method, pattern, _ in _ROUTE_TABLE] + [("POST", "/v1/files")]
+)
 
 
 @dataclass
@@ -109,8 +125,32 @@ def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> R
     )
 
 
-def _error(exc: StripeError, headers: dict[str, str] | None = None) -> Response:
-    return _json(exc.status, exc.body(), {**exc.headers, **(headers or {})})
+def _error(
+    exc: StripeError, headers: dict[str, str] | None = None, log_url: str | None = None
+) -> Response:
+    return _json(exc.status, exc.body(log_url), {**exc.headers, **(headers or {})})
+
+
+def _replay(record: IdempotencyRecord, key: str, headers: dict[str, str]) -> Response:
+    """The answer stored under a key, as Stripe replays it: status and body as first sent."""
+    return Response(
+        record.status,
+        record.body,
+        {
+            **headers,
+            "Content-Type": "application/json",
+            "Idempotent-Replayed": "true",
+            "Original-Request": record.request_id,
+            "Idempotency-Key": key,
+        },
+    )
+
+
+def _server_error(headers: dict[str, str], log_url: str, fault: Any = None) -> Response:
+    """Stripe's 500 (https://docs.stripe.com/error-low-level#server-errors)."""
+    if fault is not None and fault.should_retry is not None:
+        headers = {**headers, "Stripe-Should-Retry": "true" if fault.should_retry else "false"}
+    return _error(StripeError(500, "An unknown error occurred", type="api_error"), headers, log_url)
 
 
 class Sandbox:
@@ -125,9 +165,21 @@ class Sandbox:
         self.dispatcher = Dispatcher(self.state)
         self.state.dispatcher = self.dispatcher
         self.limiter = RateLimiter()
+        self.persistence: StateFile | None = None
+
+    def open_state_file(self, path: str | os.PathLike[str]) -> None:
+        """Keep the state in `path` (persistence.py): load it if it exists (StateFileError if it
+        cannot be), then save it soon after every change and at close."""
+        persistence = StateFile(path, self)
+        persistence.load()
+        self.persistence = persistence
+        self.state.on_change = persistence.changed
+        persistence.start()
 
     def close(self) -> None:
         self.dispatcher.stop()
+        if self.persistence is not None:
+            self.persistence.close()
 
     # --- the pipeline ------------------------------------------------------------------------
 
@@ -143,7 +195,9 @@ class Sandbox:
         }
         api_key = self._api_key(headers)
         if isinstance(api_key, StripeError):
-            return _error(api_key, common)
+            return _error(api_key, common)  # no account known: no request log to point at
+        # Every error from here names the request's entry in the Dashboard's request log.
+        log_url = request_log_url(request_id, self.clock.now_int())
 
         route = self._route(method, path)
         route_name = route[0] if route else f"{method} {path}"
@@ -151,10 +205,7 @@ class Sandbox:
             requests = self.state.world.requests
             requests[route_name] = requests.get(route_name, 0) + 1
         if not self.limiter.allow():
-            return _error(
-                _rate_limited(),
-                common,
-            )
+            return _error(_rate_limited(), common, log_url)
         if route is None:
             return _error(
                 StripeError(
@@ -163,62 +214,90 @@ class Sandbox:
                     stored=False,
                 ),
                 common,
+                log_url,
             )
         _, handler, args = route
 
+        key = headers.get("idempotency-key") if method == "POST" else None
+        if key is not None and not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX:
+            return _error(idempotency_key_length(key), common, log_url)
+
         fault = self._strike(method, path)
         if fault is not None and fault.kind in {"server_error", "rate_limit", "refuse", "timeout"}:
-            return self._fault_response(fault, common)
+            return self._fault_response(fault, common, log_url)
 
-        key = headers.get("idempotency-key") if method == "POST" else None
         ctx = RequestContext(request_id=request_id, idempotency_key=key, base_url=self.base_url)
         try:
             if path == "/v1/files" and method == "POST":
                 fields, uploads = _multipart(headers.get("content-type", ""), body)
-                fingerprint = self._fingerprint(method, path, {"fields": fields, "files": {
+                data = contract_checks.upload_form(fields, uploads)
+                fingerprint = idempotency.fingerprint(method, path, {"fields": fields, "files": {
                     name: [filename, hashlib.sha256(content).hexdigest()]
                     for name, (filename, content) in uploads.items()
                 }})  # fmt: skip
             else:
                 raw = url.query if method == "GET" else body.decode("utf-8")
                 data = decode_form(raw)
-                fingerprint = self._fingerprint(method, path, data)
+                fingerprint = idempotency.fingerprint(method, path, data)
         except StripeError as exc:
-            return _error(exc, common)
+            return _error(exc, common, log_url)
         except UnicodeDecodeError:
             return _error(
-                StripeError(400, "The request body is not valid UTF-8.", stored=False), common
+                StripeError(400, "The request body is not valid UTF-8.", stored=False),
+                common,
+                log_url,
             )
 
+        # The parameters the pinned SDK declares for the operation, or Stripe's 400 (SPEC §12.1).
+        refusal = contract_checks.request_refusal(OPERATIONS[route_name], data, headers)
+        if refusal is not None:
+            return _error(refusal, common, log_url)
         if key is not None:
-            claimed = self._claim(api_key, key, fingerprint)
-            if isinstance(claimed, Response):
-                claimed.headers.update(common)
-                return claimed
+            claimed = idempotency.claim(self.state, api_key, key, fingerprint)
+            if isinstance(claimed, StripeError):
+                return _error(claimed, common, log_url)
+            if claimed is not None:
+                return _replay(claimed, key, common)
         if fault is not None and fault.kind == "delay":
             time.sleep(fault.delay_ms / 1000)
 
-        try:
-            with self.state.lock:
-                if path == "/v1/files" and method == "POST":
-                    status, payload = resources.file_create(self.state, ctx, fields, uploads)
-                else:
-                    status, payload = handler(self.state, ctx, data, *args)
-            response = _json(status, payload, common)
-            stored = True
-        except StripeError as exc:
-            response = _error(exc, common)
-            stored = exc.stored
-        except Exception:  # a sandbox bug must look like Stripe's 500, not a dropped socket
-            response = _error(
-                StripeError(500, "An unknown error occurred", type="api_error"), common
-            )
-            stored = False
-            import traceback
-
-            traceback.print_exc()
-        if key is not None:
-            self._settle(api_key, key, response, stored, request_id)
+        # The endpoint begins executing: what it answers is stored under the key, 500s included
+        # (https://docs.stripe.com/api/idempotent_requests), in the same hold of the lock as its
+        # effect, so that no state (a state file's included) has the one without the other.
+        with self.state.lock:
+            if fault is not None and fault.kind == "error_after_begin":
+                response, stored = _server_error(common, log_url, fault), True
+            else:
+                try:
+                    if path == "/v1/files" and method == "POST":
+                        status, payload = resources.file_create(self.state, ctx, fields, uploads)
+                    else:
+                        status, payload = handler(self.state, ctx, data, *args)
+                    response = _json(status, payload, common)
+                    stored = True
+                except StripeError as exc:
+                    response = _error(exc, common, log_url)
+                    stored = exc.stored
+                except Exception:  # a sandbox bug: Stripe's 500, not a dropped socket
+                    traceback.print_exc()
+                    response, stored = _server_error(common, log_url), True
+                if fault is not None and fault.kind == "apply_then_error" and stored:
+                    response = _server_error(common, log_url, fault)
+            if key is not None:
+                idempotency.settle(
+                    self.state,
+                    api_key,
+                    key,
+                    status=response.status,
+                    body=response.body,
+                    stored=stored,
+                    request_id=request_id,
+                )
+            if method != "GET":
+                self.state.changed()
+        contract_checks.record_answer(
+            self.state, OPERATIONS[route_name], data, response.status, response.body
+        )
         if key is not None:
             response.headers["Idempotency-Key"] = key
         if fault is not None and fault.kind == "apply_then_drop":
@@ -274,7 +353,8 @@ class Sandbox:
                 return fault
         return None
 
-    def _fault_response(self, fault: Any, common: dict[str, str]) -> Response:
+    def _fault_response(self, fault: Any, common: dict[str, str], log_url: str) -> Response:
+        """A fault striking before the endpoint begins: nothing runs, nothing is stored."""
         headers = dict(common)
         if fault.should_retry is not None:
             headers["Stripe-Should-Retry"] = "true" if fault.should_retry else "false"
@@ -282,17 +362,11 @@ class Sandbox:
             time.sleep(fault.delay_ms / 1000)
             return Response(0, b"", headers, drop=True)
         if fault.kind == "server_error":
-            return _error(
-                StripeError(500, "An unknown error occurred", type="api_error", stored=False),
-                headers,
-            )
+            return _server_error(common, log_url, fault)
         if fault.kind == "rate_limit":
             if fault.retry_after_s is not None:
                 headers["Retry-After"] = str(fault.retry_after_s)
-            return _error(
-                _rate_limited(),
-                headers,
-            )
+            return _error(_rate_limited(), headers, log_url)
         code = fault.error_code or "card_declined"
         if code in {
             "card_declined",
@@ -308,78 +382,7 @@ class Sandbox:
             error = StripeError(
                 400, f"Refused by an injected sandbox fault ({code}).", code=code, stored=False
             )
-        return _error(error, headers)
-
-    # --- idempotency ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _fingerprint(method: str, path: str, data: Any) -> str:
-        canonical = json.dumps([method, path, data], sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
-
-    def _claim(self, api_key: str, key: str, fingerprint: str) -> Response | None:
-        """None: this request owns the key now. A Response: replay, conflict or in use."""
-        with self.state.lock:
-            store = self.state.world.idempotency
-            record = store.get((api_key, key))
-            now = self.clock.now()
-            if (
-                record is not None
-                and now - record.created > IDEMPOTENCY_TTL_S
-                and not record.running
-            ):
-                record = None  # expired: the key is free again
-            if record is None:
-                store[(api_key, key)] = IdempotencyRecord(fingerprint=fingerprint, created=now)
-                return None
-            if record.running:
-                return _error(
-                    StripeError(
-                        409,
-                        "There is currently another in-progress request using this "
-                        "Stripe-Idempotency key (that probably means you submitted twice, and the "
-                        f"other request is still going through): '{key}'. Please try again later.",
-                        code="idempotency_key_in_use",
-                        stored=False,
-                    )
-                )
-            if record.fingerprint != fingerprint:
-                return _error(
-                    StripeError(
-                        400,
-                        "Keys for idempotent requests can only be used with the same parameters "
-                        f"they were first used with. Try using a key other than '{key}' if you "
-                        "meant to execute a different request.",
-                        type="idempotency_error",
-                        stored=False,
-                    )
-                )
-            return Response(
-                record.status,
-                record.body,
-                {
-                    "Content-Type": "application/json",
-                    "Idempotent-Replayed": "true",
-                    "Original-Request": record.request_id,
-                    "Idempotency-Key": key,
-                },
-            )
-
-    def _settle(
-        self, api_key: str, key: str, response: Response, stored: bool, request_id: str
-    ) -> None:
-        with self.state.lock:
-            store = self.state.world.idempotency
-            record = store.get((api_key, key))
-            if record is None:  # a reset happened meanwhile
-                return
-            if stored:
-                record.running = False
-                record.status = response.status
-                record.body = response.body
-                record.request_id = request_id
-            else:
-                del store[(api_key, key)]
+        return _error(error, headers, log_url)
 
     # --- control and files ---------------------------------------------------------------------
 
@@ -397,6 +400,9 @@ class Sandbox:
             status, result = control.handle(self, method, parts, payload)
         except StripeError as exc:
             return _error(exc)
+        if method != "GET":
+            with self.state.lock:
+                self.state.changed()
         return _json(status, result)
 
     def file_contents(self, method: str, path: str, headers: dict[str, str]) -> Response | None:
@@ -497,17 +503,27 @@ class SandboxServer:
         webhook_secret: str | None = None,
         verbose: bool = False,
         seed: int | None = None,
+        state_file: str | os.PathLike[str] | None = None,
     ) -> None:
+        """`state_file`: keep the state there across restarts (persistence.py); a file that cannot
+        be loaded raises StateFileError, a port that cannot be had OSError."""
+        if webhook_url and not webhook_secret:
+            raise ValueError("a webhook URL needs its signing secret (whsec_...)")
         self.sandbox = Sandbox(seed=seed)
-        self.httpd = _HTTPServer((host, port), self.sandbox, verbose)
+        try:
+            if webhook_url and webhook_secret:
+                self.sandbox.dispatcher.add_endpoint(webhook_url, webhook_secret, permanent=True)
+            if state_file is not None:
+                # After the command line's endpoint: deliveries owed to it resume.
+                self.sandbox.open_state_file(state_file)
+            self.httpd = _HTTPServer((host, port), self.sandbox, verbose)
+        except BaseException:
+            self.sandbox.close()
+            raise
         address = self.httpd.server_address
         self.host, self.port = str(address[0]), int(address[1])
         self.url = f"http://{self.host}:{self.port}"
         self.sandbox.base_url = self.url
-        if webhook_url:
-            if not webhook_secret:
-                raise ValueError("a webhook URL needs its signing secret (whsec_...)")
-            self.sandbox.dispatcher.add_endpoint(webhook_url, webhook_secret, permanent=True)
         self._thread: threading.Thread | None = None
 
     def start(self) -> SandboxServer:

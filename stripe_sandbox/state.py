@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stripe_sandbox import objects
 from stripe_sandbox.clock import Clock
+from stripe_sandbox.contract_checks import record_event
 from stripe_sandbox.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -140,6 +142,13 @@ class State:
         self.world = World()
         self.random = random.Random(seed)  # noqa: S311 - test faults, not secrets
         self.dispatcher: Dispatcher | None = None
+        # Told of every change (the state file's saver, when there is one).
+        self.on_change: Callable[[], None] | None = None
+
+    def changed(self) -> None:
+        """Something in the world changed (called under the lock)."""
+        if self.on_change is not None:
+            self.on_change()
 
     def reset(self, seed: int | None = None) -> None:
         with self.lock:
@@ -203,25 +212,33 @@ class State:
         """Bring a charge's refund fields up to date with its refunds (after one changed)."""
         charge["amount_refunded"] = self.live_refunded(charge["id"])
         charge["refunded"] = charge["amount_refunded"] >= charge["amount"]
-        self.embed_refunds(charge)
 
-    def embed_refunds(self, charge: dict[str, Any]) -> None:
-        """A charge's embedded list: its newest ten refunds, as they are now. Only the list: the
-        amounts change with the refunds (sync_charge_refunds), so that an amount tampered with
-        stays as the test set it, and a refund forgotten leaves them as they were."""
-        refund_ids = self.world.refunds_by_charge.get(charge["id"], [])
-        charge["refunds"] = {
+    def embed_refunds(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A rendered charge with its `refunds` included, as Stripe answers `expand[]=refunds`
+        (since API 2022-11-15 only then: https://docs.stripe.com/changelog/2022-11-15/
+        deprecates-charges-auto-expand): its newest ten refunds as they are now. The amounts
+        stay the charge's own (sync_charge_refunds), so that an amount tampered with stays as
+        the test set it, and a refund forgotten leaves them as they were."""
+        refund_ids = self.world.refunds_by_charge.get(body["id"], [])
+        body["refunds"] = {
             "object": "list",
-            "data": [self.world.refunds[rid] for rid in refund_ids[:-11:-1]],
+            "data": [snapshot(self.world.refunds[rid]) for rid in refund_ids[:-11:-1]],
             "has_more": len(refund_ids) > 10,
-            "url": f"/v1/charges/{charge['id']}/refunds",
+            "url": f"/v1/charges/{body['id']}/refunds",
         }
+        return body
 
     def render(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """The object as the API shows it now (a charge's embedded refunds as of now)."""
-        if obj.get("object") == "charge":
-            self.embed_refunds(obj)
-        return snapshot(obj)
+        """The object as the API shows it now: a balance transaction past its `available_on`
+        (sandbox clock) is `available` (https://docs.stripe.com/api/balance_transactions/object)."""
+        body: dict[str, Any] = snapshot(obj)
+        if (
+            body.get("object") == "balance_transaction"
+            and body["status"] == "pending"
+            and self.clock.now() >= body["available_on"]
+        ):
+            body["status"] = "available"
+        return body
 
     # --- events --------------------------------------------------------------------------
 
@@ -243,6 +260,7 @@ class State:
             pending_webhooks=endpoints,
         )
         self.store(event)
+        record_event(self, event)  # against Event and the object's class (SPEC §12.1)
         if self.dispatcher is not None and endpoints:
             self.dispatcher.enqueue(event)
         return event
@@ -252,6 +270,7 @@ class State:
             event = self.world.events.get(event_id)
             if event is not None and event["pending_webhooks"] > 0:
                 event["pending_webhooks"] -= 1
+                self.changed()
 
     # --- invariants, for /_sandbox/state -----------------------------------------------------
 

@@ -77,6 +77,8 @@ class Dispatcher:
         self._generation = 0
         self._stopped = False
         self._in_flight = 0
+        # The deliveries under way, by identity: owed until they are answered (state files).
+        self._flying: dict[int, _Delivery] = {}
         # Events the webhook behaviour's drop_probability kept from every endpoint (the last
         # thousand of them, and how many in all).
         self.dropped: deque[str] = deque(maxlen=1000)
@@ -142,6 +144,55 @@ class Dispatcher:
         with self._cv:
             return not self._queue and self._in_flight == 0
 
+    # --- a restart (persistence.py) ------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a restart keeps: the endpoints added through the control API (those of the command
+        line come again with it), every delivery still owed (queued or under way, by the
+        endpoint's URL and secret) and the dropped events."""
+        with self._cv:
+            owed = {id(d): d for d in [*self._queue, *self._flying.values()]}.values()
+            deliveries = [
+                (endpoint.url, endpoint.secret, d.event_id, d.payload, d.attempt)
+                for d in sorted(owed)
+                if d.generation == self._generation
+                and (endpoint := self.endpoints.get(d.endpoint_id)) is not None
+            ]
+            return {
+                "endpoints": [e for e in self.endpoints.values() if not e.permanent],
+                "deliveries": deliveries,
+                "dropped": list(self.dropped),
+                "dropped_count": self.dropped_count,
+            }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Take back a snapshot's endpoints (with new ids) and owe its deliveries again, due now:
+        Stripe goes on retrying while the sandbox was stopped."""
+        with self._cv:
+            for endpoint in snapshot["endpoints"]:
+                endpoint.id = f"we_{next(self._ids)}"
+                self.endpoints[endpoint.id] = endpoint
+            by_target = {(e.url, e.secret): e.id for e in self.endpoints.values()}
+            now = time.monotonic()
+            for url, secret, event_id, payload, attempt in snapshot["deliveries"]:
+                endpoint_id = by_target.get((url, secret))
+                if endpoint_id is not None:
+                    heapq.heappush(
+                        self._queue,
+                        _Delivery(
+                            now,
+                            next(self._seq),
+                            endpoint_id,
+                            event_id,
+                            payload,
+                            attempt,
+                            self._generation,
+                        ),
+                    )
+            self.dropped.extend(snapshot["dropped"])
+            self.dropped_count = snapshot["dropped_count"]
+            self._cv.notify()
+
     # --- delivery ----------------------------------------------------------------------------
 
     def enqueue(self, event: dict[str, Any]) -> None:
@@ -195,6 +246,7 @@ class Dispatcher:
                     if reorder:
                         batch.reverse()  # newest first: the opposite of the order they happened
                     self._in_flight += len(batch)
+                    self._flying.update((id(d), d) for d in batch)
                     return batch
                 timeout = self._queue[0].due - now if self._queue else None
                 self._cv.wait(timeout)
@@ -210,6 +262,7 @@ class Dispatcher:
                 finally:
                     with self._cv:
                         self._in_flight -= 1
+                        self._flying.pop(id(delivery), None)
 
     def _deliver(self, delivery: _Delivery) -> None:
         with self._cv:

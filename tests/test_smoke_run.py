@@ -17,8 +17,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import stripe
+
+from ops.management.commands.run_local import SANDBOX_STATE_FILE, sandbox_command
+from stripe_sandbox import SandboxServer
 from stripe_sandbox.client import SandboxControl
-from tests.helpers import free_port
+from tests.helpers import free_port, paid_charge
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 120.0
@@ -143,6 +147,13 @@ def test_make_run_serves_pages_and_stops_cleanly(tmp_path: Path) -> None:
         )
         with urllib.request.urlopen(sandbox, timeout=5) as response:  # noqa: S310 - our URL
             assert json.loads(response.read())["object"] == "list"
+        charge_id = paid_charge(
+            stripe.StripeClient(
+                "sk_test_vouch_sandbox",
+                base_addresses={"api": run.sandbox_url},
+                max_network_retries=0,
+            )
+        )
         pids = [int(pid) for pid in children.values()]
         for pid in pids:
             assert _alive_in_group(pid), f"pid {pid} is not running"
@@ -150,3 +161,48 @@ def test_make_run_serves_pages_and_stops_cleanly(tmp_path: Path) -> None:
         assert "username buyer" in run.log()
     leftovers = {pid: _alive_in_group(pid) for pid in [*pids, run.pid]}
     assert not any(leftovers.values()), f"processes left behind: {leftovers}"
+    # The sandbox kept its state beside the database: the next `make run` finds the charge.
+    with SandboxServer(port=0, state_file=tmp_path / "var" / SANDBOX_STATE_FILE) as kept:
+        client = stripe.StripeClient(
+            "sk_test_vouch_sandbox", base_addresses={"api": kept.url}, max_network_retries=0
+        )
+        assert client.v1.charges.retrieve(charge_id).amount == 10_000
+
+
+def test_make_run_gives_the_sandbox_a_state_file_beside_the_database(tmp_path: Path) -> None:
+    command = sandbox_command(
+        sys.executable,
+        stripe_api_base="http://127.0.0.1:12345",
+        webhook_url="http://127.0.0.1:8000/webhooks/stripe",
+        webhook_secret="whsec_x",
+        var_dir=tmp_path,
+    )
+    assert command[command.index("--state-file") + 1] == str(tmp_path / "stripe-sandbox.state")
+    assert command[command.index("--port") + 1] == "12345"
+
+
+def test_make_reset_forgets_the_database_and_the_sandbox_state_together(tmp_path: Path) -> None:
+    var = tmp_path / "var"
+    (var / "celery" / "queue").mkdir(parents=True)
+    (var / "celery" / "queue" / "task.msg").write_text("{}")
+    kept = [var / "receipt-signing-key.json", var / "media" / "evidence.pdf"]
+    gone = [var / name for name in ("vouch.sqlite3", "vouch.sqlite3-wal", SANDBOX_STATE_FILE)]
+    for path in [*kept, *gone]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "STRIPE_API_KEY"}}
+    env |= {"DJANGO_SETTINGS_MODULE": "config.settings.local", "VOUCH_VAR_DIR": str(var)}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "run_local", "--reset"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [path for path in gone if path.exists()] == []
+    assert not (var / "celery" / "queue" / "task.msg").exists()
+    assert all(path.exists() for path in kept)
+    assert "make run's state is reset" in done.stdout
+    # What `make reset` runs.
+    dry = subprocess.run(
+        ["make", "-n", "reset"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert "manage.py run_local --reset" in dry.stdout

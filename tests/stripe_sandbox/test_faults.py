@@ -32,6 +32,64 @@ def test_server_error_applies_nothing(client: stripe.StripeClient, sandbox: Sand
     assert _hits(sandbox) == [1]
 
 
+IDEMPOTENCY_PAGE = "https://docs.stripe.com/api/idempotent_requests"
+
+
+def _two_500s(client: stripe.StripeClient, params: dict, key: str) -> list[stripe.APIError]:
+    errors = []
+    for _ in range(2):
+        with pytest.raises(stripe.APIError) as raised:
+            client.v1.refunds.create(params=params, options={"idempotency_key": key})
+        errors.append(raised.value)
+    return errors
+
+
+@pytest.mark.stripe_behaviour(
+    "A 500 after the endpoint began executing is saved under the key and replayed to a retry "
+    "(here: the effect was applied)",
+    source=IDEMPOTENCY_PAGE,
+)
+def test_apply_then_error_applies_and_replays_its_500(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
+    charge_id = paid_charge(client)
+    sandbox.add_fault("/v1/refunds", "apply_then_error", method="POST", times=1)
+    params = {"charge": charge_id, "amount": 100}
+    first, retry = _two_500s(client, params, "ate-1")
+    assert (first.http_status, first.error.type) == (500, "api_error")
+    assert first.headers.get("Idempotent-Replayed") is None
+    assert retry.headers["Idempotent-Replayed"] == "true"
+    assert retry.headers["Original-Request"] == first.request_id
+    assert retry.http_body == first.http_body
+    # Applied once, whatever the answers said; the fault struck once, the replay is the key's.
+    assert sandbox.state()["charges"][charge_id]["refunds"] == 1
+    assert client.v1.refunds.list(params={"charge": charge_id}).data[0].amount == 100
+    assert _hits(sandbox) == [1]
+
+
+@pytest.mark.stripe_behaviour(
+    "A 500 after the endpoint began executing is saved under the key and replayed to a retry "
+    "(here: nothing was applied)",
+    source=IDEMPOTENCY_PAGE,
+)
+def test_error_after_begin_applies_nothing_and_replays_its_500(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
+    charge_id = paid_charge(client)
+    sandbox.add_fault("/v1/refunds", "error_after_begin", method="POST", times=1)
+    params = {"charge": charge_id, "amount": 100}
+    first, retry = _two_500s(client, params, "eab-1")
+    assert first.http_status == 500
+    assert retry.headers["Idempotent-Replayed"] == "true"
+    assert retry.http_body == first.http_body
+    assert sandbox.state()["charges"][charge_id]["refunds"] == 0
+    # Only a new key runs the request again.
+    assert (
+        client.v1.refunds.create(params=params, options={"idempotency_key": "eab-2"}).amount == 100
+    )
+    assert _hits(sandbox) == [1]
+
+
 def test_rate_limit_fault(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
     sandbox.add_fault("/v1/charges/*", "rate_limit", method="GET", times=2, retry_after_s=1)
     charge_id = paid_charge(client)

@@ -1,5 +1,7 @@
 """`make run`: prepare the embedded database, then run the web server, a Celery worker and beat
-together until Ctrl-C, and stop every one of them (and their children) on the way out."""
+together until Ctrl-C, and stop every one of them (and their children) on the way out.
+`make reset` (`run_local --reset`): forget what `make run` kept, the database and the Stripe
+sandbox's state together."""
 
 import contextlib
 import json
@@ -18,7 +20,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from receipts.keys import key_generate
 
@@ -26,6 +28,9 @@ STOP_GRACE_SECONDS = 10.0
 DEFAULT_SANDBOX_API_BASE = "http://127.0.0.1:12111"
 # What `make run` uses, for the manage.py commands beside it (config/settings/local.py reads it).
 LOCAL_SETTINGS_FILE = "local-settings.json"
+# The Stripe sandbox's state, beside the database whose records name its objects: a restart of
+# `make run` finds the charges, refunds and disputes it left (stripe_sandbox/persistence.py).
+SANDBOX_STATE_FILE = "stripe-sandbox.state"
 
 
 class _Stop(Exception):
@@ -73,10 +78,29 @@ class Command(BaseCommand):
             help="Do not restart the web server when a source file changes (the worker and beat "
             "never restart): for tests that must not lose requests to an edit nearby.",
         )
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="Start nothing: delete the SQLite database, the Stripe sandbox's state and the "
+            "queued tasks, together (`make reset`; stop `make run` first).",
+        )
 
     def handle(
-        self, *args: Any, host: str, port: int, noreload: bool = False, **options: Any
+        self,
+        *args: Any,
+        host: str,
+        port: int,
+        noreload: bool = False,
+        reset: bool = False,
+        **options: Any,
     ) -> None:
+        var_dir = Path(settings.VAR_DIR)
+        if reset:
+            for path in local_state_reset(var_dir, settings.DATABASES["default"]):
+                self.stdout.write(f"removed {path}")
+            self.stdout.write("make run's state is reset: the next `make run` starts afresh.")
+            return
+        self._warn_unpaired(var_dir)
         self.stdout.write("==> Preparing the database")
         call_command("migrate", interactive=False, verbosity=1)
         call_command("setup_periodic_tasks")
@@ -97,14 +121,13 @@ class Command(BaseCommand):
             )
         )
         if uses_sandbox:
-            sandbox = urlsplit(stripe_api_base)
-            commands["sandbox"] = [
-                python, "-m", "stripe_sandbox",
-                "--host", sandbox.hostname or "127.0.0.1", "--port", str(sandbox.port or 12111),
-                # The sandbox delivers its events, signed, to the app's webhook endpoint.
-                "--webhook-url", f"http://{host}:{port}/webhooks/stripe",
-                "--webhook-secret", settings.STRIPE_WEBHOOK_SECRETS[0],
-            ]  # fmt: skip
+            commands["sandbox"] = sandbox_command(
+                python,
+                stripe_api_base=stripe_api_base,
+                webhook_url=f"http://{host}:{port}/webhooks/stripe",
+                webhook_secret=settings.STRIPE_WEBHOOK_SECRETS[0],
+                var_dir=var_dir,
+            )
         commands |= {
             # The ASGI app (config/asgi.py): Django and the MCP server at /mcp. The reloader
             # watches the apps' Python files only (never var/ or .venv/).
@@ -178,6 +201,19 @@ class Command(BaseCommand):
         if exit_code:
             sys.exit(exit_code)
 
+    def _warn_unpaired(self, var_dir: Path) -> None:
+        """A database left by a `make run` whose sandbox kept no state names Stripe objects this
+        sandbox never held: say so, and how to start afresh."""
+        database = _sqlite_path(settings.DATABASES["default"])
+        uses_sandbox = bool(getattr(settings, "STRIPE_USES_SANDBOX", False))
+        state = var_dir / SANDBOX_STATE_FILE
+        if uses_sandbox and database is not None and database.exists() and not state.exists():
+            self.stderr.write(
+                f"warning: {database} was kept, but the Stripe sandbox's state was not ({state} "
+                "is missing): its payments and refunds name objects the sandbox does not hold. "
+                "`make reset` starts both afresh."
+            )
+
     def _reload_dirs(self) -> list[str]:
         """`--reload-dir` for each folder of Python source (an app, config/): the
         web server restarts when one changes, as runserver did."""
@@ -218,6 +254,57 @@ class Command(BaseCommand):
                     os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
             self.stdout.write(f"stopped {name}")
+
+
+def sandbox_command(
+    python: str, *, stripe_api_base: str, webhook_url: str, webhook_secret: str, var_dir: Path
+) -> list[str]:
+    """The Stripe sandbox as `make run` starts it: at the address the app calls, delivering its
+    events, signed, to the app's webhook endpoint, its state kept beside the database."""
+    sandbox = urlsplit(stripe_api_base)
+    return [
+        python, "-m", "stripe_sandbox",
+        "--host", sandbox.hostname or "127.0.0.1", "--port", str(sandbox.port or 12111),
+        "--webhook-url", webhook_url, "--webhook-secret", webhook_secret,
+        "--state-file", str(var_dir / SANDBOX_STATE_FILE),
+    ]  # fmt: skip
+
+
+def _sqlite_path(database: Mapping[str, Any]) -> Path | None:
+    """The file of an SQLite database (None for another engine or an in-memory one)."""
+    if database.get("ENGINE") != "django.db.backends.sqlite3":
+        return None
+    name = str(database.get("NAME") or "")
+    return None if not name or name == ":memory:" or name.startswith("file:") else Path(name)
+
+
+def local_state_reset(var_dir: Path, database: Mapping[str, Any]) -> list[Path]:
+    """Forget what `make run` kept, together: its SQLite database (with its write-ahead log), the
+    Stripe sandbox's state (whose objects the database names) and the queued Celery tasks (which
+    name the database's rows). The receipt key, the cache and uploaded files stay. Refuses
+    (CommandError) a database that is not `make run`'s own SQLite file. Answers what it removed."""
+    path = _sqlite_path(database)
+    if path is None:
+        raise CommandError(
+            f"The database is not make run's SQLite file (ENGINE {database.get('ENGINE')}, from "
+            "DATABASE_URL): reset it yourself, then delete "
+            f"{var_dir / SANDBOX_STATE_FILE}."
+        )
+    removed = []
+    for target in (
+        path,
+        path.with_name(path.name + "-wal"),
+        path.with_name(path.name + "-shm"),
+        var_dir / SANDBOX_STATE_FILE,
+    ):
+        if target.exists():
+            target.unlink()
+            removed.append(target)
+    queue = var_dir / "celery"
+    if queue.exists():
+        shutil.rmtree(queue)
+        removed.append(queue)
+    return removed
 
 
 def receipt_key_env(
