@@ -52,6 +52,8 @@ stripe.set_app_info("Vouch", version="0.1.0", url="https://github.com/vouch/vouc
 # Stripe keeps an idempotency key 24 hours. Past this, repeating a write with its key could act
 # again instead of replaying: callers look the object up instead.
 IDEMPOTENCY_KEY_TTL = timedelta(hours=23)
+# "Idempotency keys can be up to 255 characters long" (https://docs.stripe.com/api/idempotent_requests).
+MAX_KEY_LENGTH = 255
 
 
 class StripeProvider:
@@ -420,6 +422,10 @@ class StripeProvider:
         idempotency_key: str | None = None,
         budget: CallBudget | None = None,
     ) -> Outcome:
+        if idempotency_key is not None and not 1 <= len(idempotency_key) <= MAX_KEY_LENGTH:
+            # Stripe refuses such a key (400 idempotency_error) and does nothing: a key is
+            # derived from our rows, so one this long is a programming error, never sent.
+            raise ValueError(f"an idempotency key is 1 to {MAX_KEY_LENGTH} characters")
         if budget is not None and idempotency_key is not None:
             # A write that moves money is never held back behind reads.
             raise ValueError("a write (one with an idempotency key) never draws on a call budget")

@@ -482,6 +482,7 @@ def test_a_payment_made_after_the_proposal_stops_the_abandon(
                 "currency": "usd",
                 "payment_method": "pm_card_visa",
                 "confirm": True,
+                "allowed_payment_method_types": ["card"],
                 "metadata": {"vouch_funding": funding.public_id},
             }
         )

@@ -106,6 +106,7 @@ def _intent(sdk: stripe.StripeClient, amount: int, **params: Any) -> Any:
             "currency": "usd",
             "payment_method": "pm_card_visa",
             "confirm": True,
+            "allowed_payment_method_types": ["card"],
             **params,
         }
     )

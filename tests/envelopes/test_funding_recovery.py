@@ -246,7 +246,13 @@ def test_an_event_for_a_payment_vouch_did_not_make_changes_nothing(
 ) -> None:
     alice.create(5_000_000)
     sdk.v1.payment_intents.create(
-        params={"amount": 700, "currency": "usd", "payment_method": "pm_card_visa", "confirm": True}
+        params={
+            "amount": 700,
+            "currency": "usd",
+            "payment_method": "pm_card_visa",
+            "confirm": True,
+            "allowed_payment_method_types": ["card"],
+        }
     )
     for event in _events(sdk, "payment_intent.succeeded"):
         _deliver(event)

@@ -60,3 +60,16 @@ def test_payment_create_sends_only_what_payment_intent_create_params_declares(
     undeclared = sorted(set(params) - _declared(PaymentIntentCreateParams))
     assert undeclared == [], f"not in PaymentIntentCreateParams: {undeclared}"
     assert params["allowed_payment_method_types"] == ["card"]
+
+
+def test_a_key_stripe_would_refuse_is_never_sent(
+    sent: tuple[StripeProvider, list[tuple[str, str, dict[str, Any]]]],
+) -> None:
+    """Stripe takes idempotency keys of up to 255 characters and refuses longer ones: a key is
+    made from our rows, so a longer one is our bug, raised before anything is sent."""
+    provider, record = sent
+    with pytest.raises(ValueError, match="1 to 255"):
+        provider.refund_create(
+            charge="ch_x", amount_cents=100, idempotency_key="k" * 256, metadata={}
+        )
+    assert record == []

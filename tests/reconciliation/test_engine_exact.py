@@ -143,7 +143,13 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
 
     # Not Vouch's: a charge without Vouch's metadata, and a refund on it.
     other = sdk.v1.payment_intents.create(
-        params={"amount": 500, "currency": "usd", "payment_method": "pm_card_visa", "confirm": True}
+        params={
+            "amount": 500,
+            "currency": "usd",
+            "payment_method": "pm_card_visa",
+            "confirm": True,
+            "allowed_payment_method_types": ["card"],
+        }
     )
     sdk.v1.refunds.create(params={"charge": str(other.latest_charge), "amount": 100})
 
@@ -343,6 +349,7 @@ def test_one_run_records_every_drift_with_exactly_both_sides(
             "currency": "usd",
             "payment_method": "pm_card_visa",
             "confirm": True,
+            "allowed_payment_method_types": ["card"],
             "metadata": {"vouch_funding": "fnd_nobody"},
         }
     )
@@ -1301,7 +1308,13 @@ def test_a_run_records_every_object_of_vouch_its_pages_showed(
     stranger = stripe.StripeClient(
         "sk_test_vouch_tests", base_addresses={"api": stripe_at_sandbox.url}, max_network_retries=0
     ).v1.payment_intents.create(
-        params={"amount": 500, "currency": "usd", "payment_method": "pm_card_visa", "confirm": True}
+        params={
+            "amount": 500,
+            "currency": "usd",
+            "payment_method": "pm_card_visa",
+            "confirm": True,
+            "allowed_payment_method_types": ["card"],
+        }
     )
     stripe_at_sandbox.open_dispute(str(stranger.latest_charge))
     run = reconcile(kind="manual")

@@ -118,6 +118,7 @@ def test_a_charge_naming_a_funding_leg_vouch_does_not_have_is_funding_unrecorded
             "currency": "usd",
             "payment_method": "pm_card_visa",
             "confirm": True,
+            "allowed_payment_method_types": ["card"],
             "metadata": {"vouch_funding": "fnd_nobody", "vouch_envelope": "env_nobody"},
         }
     )
