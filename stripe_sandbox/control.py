@@ -10,12 +10,25 @@ from typing import TYPE_CHECKING, Any
 from stripe_sandbox import backstage, objects, resources
 from stripe_sandbox.errors import StripeError
 from stripe_sandbox.ids import new_id
-from stripe_sandbox.state import Fault, WebhookBehaviour
+from stripe_sandbox.state import Fault, State, WebhookBehaviour
 
 if TYPE_CHECKING:
     from stripe_sandbox.server import Sandbox
 
-FAULT_KINDS = {"server_error", "rate_limit", "timeout", "apply_then_drop", "delay", "refuse"}
+# Before the endpoint begins (nothing runs, nothing is stored under the key): server_error,
+# rate_limit, timeout, refuse. After it began (the answer is stored under the key and replayed):
+# apply_then_drop (runs, the answer is lost), apply_then_error (runs, answers a 500),
+# error_after_begin (a 500 with nothing applied). delay holds the request, then runs it.
+FAULT_KINDS = {
+    "server_error",
+    "rate_limit",
+    "timeout",
+    "refuse",
+    "delay",
+    "apply_then_drop",
+    "apply_then_error",
+    "error_after_begin",
+}
 
 
 def _bad(message: str) -> StripeError:
@@ -51,6 +64,56 @@ def _optional_str(body: dict[str, Any], name: str) -> str | None:
     return None if body.get(name) is None else _str(body, name)
 
 
+# What `status` a new dispute may be opened in, and the case it makes.
+OPENING_STATUSES = {"needs_response": None, "warning_needs_response": "inquiry"}
+
+
+def _dispute_open(state: State, body: dict[str, Any]) -> dict[str, Any]:
+    """POST /_sandbox/disputes: a dispute on a succeeded charge that has none (a charge has at
+    most one: Charge.dispute names one, https://docs.stripe.com/changelog/2017-02-14/
+    charges-specify-dispute-associated-transaction), as an inquiry (`case_type: inquiry` or
+    `status: warning_needs_response`), a chargeback or a compliance case; `response_allowed:
+    false` for one the bank allows no response to (`due_by: 0`)."""
+    charge_id = _str(body, "charge")
+    charge = state.world.charges.get(charge_id)
+    if charge is None:
+        raise _bad(f"No such charge: {charge_id}")
+    if charge["status"] != "succeeded":
+        raise _bad(f"Charge {charge_id} did not succeed; it cannot be disputed.")
+    if state.world.disputes_by_charge.get(charge_id):
+        raise _bad(f"Charge {charge_id} already has a dispute; a charge has at most one.")
+    reason = body.get("reason", "general")
+    if reason not in objects.DISPUTE_REASONS:
+        raise _bad(f"reason must be one of {sorted(objects.DISPUTE_REASONS)}")
+    amount = _int(body, "amount", charge["amount"], minimum=1) or charge["amount"]
+    if amount > charge["amount"]:
+        raise _bad("amount may not exceed the charge's amount")
+    case_type = _optional_str(body, "case_type")
+    if case_type is not None and case_type not in objects.CASE_TYPES:
+        raise _bad(f"case_type must be one of {sorted(objects.CASE_TYPES)}")
+    status = _optional_str(body, "status")
+    if status is not None:
+        if status not in OPENING_STATUSES:
+            raise _bad(f"status must be one of {sorted(OPENING_STATUSES)}")
+        implied = OPENING_STATUSES[status]
+        if case_type is not None and (case_type == "inquiry") != (implied == "inquiry"):
+            raise _bad(f"status {status} does not open a case of type {case_type}")
+        case_type = case_type or implied
+    brand = charge["payment_method_details"]["card"]["brand"]
+    if case_type == "compliance" and objects.default_case_type(brand, reason) != "compliance":
+        raise _bad("case_type compliance is a Visa or Mastercard dispute with reason noncompliant")
+    response_allowed = body.get("response_allowed", True)
+    if not isinstance(response_allowed, bool):
+        raise _bad("response_allowed must be true or false")
+    options: dict[str, Any] = {"case_type": case_type, "response_allowed": response_allowed}
+    if "network_reason_code" in body:
+        code = _optional_str(body, "network_reason_code")
+        if code is not None and len(code) > 20:
+            raise _bad("network_reason_code must be at most 20 characters")
+        options["network_reason_code"] = code
+    return resources.dispute_open(state, None, charge, reason=reason, amount=amount, **options)
+
+
 def handle(
     sandbox: Sandbox, method: str, parts: list[str], body: dict[str, Any]
 ) -> tuple[int, Any]:
@@ -68,6 +131,8 @@ def handle(
             seed = _int(body, "seed")
             state.reset(seed)
             sandbox.dispatcher.reset()
+            if sandbox.persistence is not None:
+                sandbox.persistence.save()  # at once: a restart never brings the old world back
             return 200, {"reset": True}
         if route == ("GET", "state"):
             return 200, state.summary()
@@ -86,43 +151,20 @@ def handle(
             sandbox.dispatcher.remove_endpoints(keep_permanent=False)
             return 200, sandbox.dispatcher.describe()
         if route == ("POST", "disputes"):
-            charge_id = _str(body, "charge")
-            charge = state.world.charges.get(charge_id)
-            if charge is None:
-                raise _bad(f"No such charge: {charge_id}")
-            if charge["status"] != "succeeded":
-                raise _bad(f"Charge {charge_id} did not succeed; it cannot be disputed.")
-            if any(
-                state.world.disputes[d]["status"] not in objects.DISPUTE_CLOSED
-                for d in state.world.disputes_by_charge.get(charge_id, [])
-            ):
-                raise _bad(f"Charge {charge_id} already has an open dispute.")
-            reason = body.get("reason", "general")
-            if reason not in objects.DISPUTE_REASONS:
-                raise _bad(f"reason must be one of {sorted(objects.DISPUTE_REASONS)}")
-            amount = _int(body, "amount", charge["amount"], minimum=1) or charge["amount"]
-            if amount > charge["amount"]:
-                raise _bad("amount may not exceed the charge's amount")
-            if "network_reason_code" in body:
-                code = _optional_str(body, "network_reason_code")
-                if code is not None and len(code) > 20:
-                    raise _bad("network_reason_code must be at most 20 characters")
-                dispute = resources.dispute_open(
-                    state, None, charge, reason=reason, amount=amount, network_reason_code=code
-                )
-            else:
-                dispute = resources.dispute_open(state, None, charge, reason=reason, amount=amount)
-            return 200, state.render(dispute)
+            return 200, state.render(_dispute_open(state, body))
         if route == ("POST", "disputes", "{id}", "status"):
             existing = state.world.disputes.get(parts[1])
             if existing is None:
                 raise _bad(f"No such dispute: {parts[1]}")
+            status = _str(body, "status")
+            # Accepted from older callers; Stripe shows no eligibility field, so the appeal is
+            # what POST /_sandbox/disputes/{id}/appeal opens.
             appeal_eligible = body.get("appeal_eligible", False)
             if not isinstance(appeal_eligible, bool):
                 raise _bad("appeal_eligible must be true or false")
-            resources.dispute_set_status(
-                state, None, existing, _str(body, "status"), appeal_eligible=appeal_eligible
-            )
+            if appeal_eligible and status != "lost":
+                raise _bad("appeal_eligible may only come with status lost")
+            resources.dispute_set_status(state, None, existing, status)
             return 200, state.render(existing)
         if route == ("POST", "disputes", "{id}", "appeal"):
             existing = state.world.disputes.get(parts[1])
@@ -152,8 +194,28 @@ def handle(
                 raise _bad(
                     f"failure_reason must be one of {sorted(resources.REFUND_FAILURE_REASONS)}"
                 )
-            resources.refund_set_status(state, None, refund, status, failure_reason)
+            pending_reason = _optional_str(body, "pending_reason")
+            if pending_reason not in (None, *resources.REFUND_PENDING_REASONS):
+                raise _bad(
+                    f"pending_reason must be one of {sorted(resources.REFUND_PENDING_REASONS)}"
+                )
+            resources.refund_set_status(
+                state, None, refund, status, failure_reason, pending_reason
+            )
             return 200, state.render(refund)
+        if route == ("POST", "payment_intents", "{id}", "authenticate"):
+            # The customer completing or failing 3-D Secure (resources.payment_intent_authenticate).
+            pi = state.world.payment_intents.get(parts[1])
+            if pi is None:
+                raise _bad(f"No such PaymentIntent: {parts[1]}")
+            outcome = _str(body, "outcome")
+            if outcome not in ("succeed", "fail"):
+                raise _bad("outcome must be succeed or fail")
+            try:
+                resources.payment_intent_authenticate(state, pi, outcome, base_url=sandbox.base_url)
+            except StripeError as exc:
+                raise _bad(exc.message) from exc
+            return 200, state.render(pi)
         if route == ("POST", "faults"):
             fault = _fault(body)
             state.world.faults.append(fault)

@@ -45,10 +45,7 @@ if TYPE_CHECKING:
     from core.budget import CallBudget
 
 DEFAULT_API_BASE = "https://api.stripe.com"
-# Stripe asks integrations to identify themselves (https://docs.stripe.com/building-plugins#setappinfo):
-# every request's User-Agent ends with "Vouch/<version>", which is also how the sandbox's
-# conformance record tells the adapter's requests from a test's own (SPEC §12.1).
-stripe.set_app_info("Vouch", version="0.1.0", url="https://github.com/vouch/vouch")
+
 # Stripe keeps an idempotency key 24 hours. Past this, repeating a write with its key could act
 # again instead of replaying: callers look the object up instead.
 IDEMPOTENCY_KEY_TTL = timedelta(hours=23)

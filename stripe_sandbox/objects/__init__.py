@@ -3,6 +3,7 @@
 
 from stripe_sandbox.objects.common import API_VERSION, event, file
 from stripe_sandbox.objects.disputes import (
+    CASE_TYPES,
     CE3,
     CE3_REQUIRED_ACTIONS,
     DISPUTE_APPEAL_STAGES,
@@ -14,17 +15,30 @@ from stripe_sandbox.objects.disputes import (
     EVIDENCE_TEXT_FIELDS,
     EVIDENCE_TEXT_MAX,
     EVIDENCE_TEXT_MAX_DEFAULT,
+    INQUIRY_STATUSES,
+    MASTERCARD_COMPLIANCE,
     VISA_COMPLIANCE,
     VISA_NETWORK_REASON_CODES,
+    appeal_response,
+    default_case_type,
     default_network_reason_code,
     dispute,
     enhanced_eligibility,
     enhanced_eligibility_types,
 )
-from stripe_sandbox.objects.payments import TEST_CARDS, TestCard, charge, payment_intent, refund
+from stripe_sandbox.objects.payments import (
+    TEST_CARDS,
+    TestCard,
+    charge,
+    payment_intent,
+    payment_method,
+    refund,
+    three_d_secure_authenticated,
+)
 
 __all__ = [
     "API_VERSION",
+    "CASE_TYPES",
     "CE3",
     "CE3_REQUIRED_ACTIONS",
     "DISPUTE_APPEAL_STAGES",
@@ -36,11 +50,15 @@ __all__ = [
     "EVIDENCE_TEXT_FIELDS",
     "EVIDENCE_TEXT_MAX",
     "EVIDENCE_TEXT_MAX_DEFAULT",
+    "INQUIRY_STATUSES",
+    "MASTERCARD_COMPLIANCE",
     "TEST_CARDS",
     "VISA_COMPLIANCE",
     "VISA_NETWORK_REASON_CODES",
     "TestCard",
+    "appeal_response",
     "charge",
+    "default_case_type",
     "default_network_reason_code",
     "dispute",
     "enhanced_eligibility",
@@ -48,5 +66,7 @@ __all__ = [
     "event",
     "file",
     "payment_intent",
+    "payment_method",
     "refund",
+    "three_d_secure_authenticated",
 ]

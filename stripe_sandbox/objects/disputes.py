@@ -93,8 +93,9 @@ DISPUTE_CLOSED = frozenset({"warning_closed", "won", "lost", "prevented"})
 DISPUTE_RESPONDABLE = frozenset({"needs_response", "warning_needs_response"})
 DISPUTE_APPEAL_STAGES = frozenset({"appeal_needs_response", "appeal_under_review"})
 
-# The Visa reason code a dispute of each Stripe reason carries by default (none for the reasons
-# no card network's code stands behind, and none for other brands).
+# The Visa reason code a dispute of each Stripe reason carries by default
+# (https://docs.stripe.com/disputes/categories); none for the reasons no Visa code stands behind,
+# and none for other brands, whose codes the sandbox does not assume.
 VISA_NETWORK_REASON_CODES = {
     "fraudulent": "10.4",  # Other Fraud, card-absent environment
     "duplicate": "12.6.1",
@@ -107,6 +108,9 @@ VISA_NETWORK_REASON_CODES = {
 }
 CE3 = "visa_compelling_evidence_3"
 VISA_COMPLIANCE = "visa_compliance"
+# Changelog 2026-06-24.dahlia: a Mastercard compliance dispute (reason `noncompliant`).
+MASTERCARD_COMPLIANCE = "mastercard_compliance"
+COMPLIANCE_PROGRAMS = {"visa": VISA_COMPLIANCE, "mastercard": MASTERCARD_COMPLIANCE}
 CE3_REQUIRED_ACTIONS = (
     "missing_customer_identifiers",
     "missing_disputed_transaction_description",
@@ -114,21 +118,34 @@ CE3_REQUIRED_ACTIONS = (
     "missing_prior_undisputed_transaction_description",
     "missing_prior_undisputed_transactions",
 )
+# `payment_method_details.card.case_type`: an inquiry (`warning_*` statuses, no funds withdrawn),
+# a chargeback, or a network compliance case (Visa or Mastercard, reason `noncompliant`).
+CASE_TYPES = frozenset({"inquiry", "chargeback", "compliance"})
+INQUIRY_STATUSES = frozenset({"warning_needs_response", "warning_under_review", "warning_closed"})
 
 
 def default_network_reason_code(brand: str, reason: str) -> str | None:
     return VISA_NETWORK_REASON_CODES.get(reason) if brand == "visa" else None
 
 
+def default_case_type(brand: str, reason: str) -> str:
+    """A `noncompliant` Visa or Mastercard dispute is a compliance case, any other a chargeback
+    (https://docs.stripe.com/disputes/api/visa-compliance,
+    https://docs.stripe.com/disputes/api/mastercard-compliance)."""
+    return (
+        "compliance" if reason == "noncompliant" and brand in COMPLIANCE_PROGRAMS else "chargeback"
+    )
+
+
 def enhanced_eligibility_types(
-    brand: str, reason: str, network_reason_code: str | None
+    brand: str, reason: str, network_reason_code: str | None, case_type: str = "chargeback"
 ) -> list[str]:
     """The enhanced evidence programs a dispute may use: Visa Compelling Evidence 3.0 for a
-    card-absent fraud dispute (Visa 10.4), Visa compliance for a `noncompliant` one."""
-    if brand != "visa":
-        return []
-    types = [CE3] if network_reason_code == "10.4" else []
-    return types + ([VISA_COMPLIANCE] if reason == "noncompliant" else [])
+    card-absent fraud dispute (Visa 10.4), Visa or Mastercard compliance for a compliance case."""
+    types = [CE3] if brand == "visa" and network_reason_code == "10.4" else []
+    if case_type == "compliance" and brand in COMPLIANCE_PROGRAMS:
+        types.append(COMPLIANCE_PROGRAMS[brand])
+    return sorted(types)
 
 
 def enhanced_eligibility(types: list[str]) -> dict[str, Any]:
@@ -144,9 +161,23 @@ def enhanced_eligibility(types: list[str]) -> dict[str, Any]:
             ],
             "status": "requires_action",
         }
-    if VISA_COMPLIANCE in types:
-        eligibility[VISA_COMPLIANCE] = {"status": "requires_fee_acknowledgement"}
+    for program in (MASTERCARD_COMPLIANCE, VISA_COMPLIANCE):
+        if program in types:
+            eligibility[program] = {"status": "requires_fee_acknowledgement"}
     return eligibility
+
+
+def appeal_response(
+    reason_for_filing: str | None = None, supporting_files: list[str] | None = None
+) -> dict[str, Any]:
+    """`evidence.appeal` once an appeal is open: the response nests under `card`
+    (SDK `Dispute.Evidence.Appeal.Card`; changelog 2026-10-28.endive)."""
+    return {
+        "card": {
+            "reason_for_filing": reason_for_filing,
+            "supporting_files": list(supporting_files or []),
+        }
+    }
 
 
 def dispute(
@@ -157,13 +188,18 @@ def dispute(
     created: int,
     due_by: int,
     network_reason_code: str | None,
+    case_type: str | None = None,
 ) -> dict[str, Any]:
+    """A new dispute: an inquiry opens `warning_needs_response`, any other case
+    `needs_response`. `due_by` 0 when the bank allows no response. What Stripe fills from
+    money and refunds (`balance_transactions`, `is_charge_refundable`) the resources set."""
     card = charge["payment_method_details"]["card"]
-    eligible = enhanced_eligibility_types(card["brand"], reason, network_reason_code)
+    case_type = case_type or default_case_type(card["brand"], reason)
+    eligible = enhanced_eligibility_types(card["brand"], reason, network_reason_code, case_type)
     evidence: dict[str, Any] = dict.fromkeys(EVIDENCE_TEXT_FIELDS + EVIDENCE_FILE_FIELDS)
     evidence["enhanced_evidence"] = {}
-    # The appeal's response (`reason_for_filing`, `supporting_files`), once an appeal is open.
-    evidence["appeal"] = None
+    evidence["appeal"] = None  # appeal_response() once an appeal is open
+    inquiry = case_type == "inquiry"
     return {
         "id": new_id("dp"),
         "object": "dispute",
@@ -175,7 +211,6 @@ def dispute(
         "enhanced_eligibility_types": eligible,
         "evidence": dict(sorted(evidence.items())),
         "evidence_details": {
-            "appeal_eligible": False,
             "due_by": due_by,
             "enhanced_eligibility": enhanced_eligibility(eligible),
             "has_evidence": False,
@@ -185,19 +220,20 @@ def dispute(
         },
         # The account's default: Stripe may submit with Smart Disputes unless told `manual`.
         "intended_submission_method": None,
-        "is_charge_refundable": False,
+        "is_charge_refundable": inquiry,
         "livemode": False,
         "metadata": {},
+        "network_reason_code": network_reason_code,
         "payment_intent": charge["payment_intent"],
         "payment_method_details": {
             "card": {
                 "brand": card["brand"],
-                "case_type": "chargeback",
-                "network_reason_code": network_reason_code,
+                "case_type": case_type,
                 "network": card["network"],
+                "network_reason_code": network_reason_code,
             },
             "type": "card",
         },
         "reason": reason,
-        "status": "needs_response",
+        "status": "warning_needs_response" if inquiry else "needs_response",
     }

@@ -2,6 +2,12 @@
 state lock, reads its parameters with Stripe's checks, applies the effect, emits Stripe's events
 and answers with the object (or raises a StripeError). Callers import from here."""
 
+from stripe_sandbox.resources.balance import (
+    balance_transaction_add,
+    balance_transaction_list,
+    balance_transaction_retrieve,
+)
+from stripe_sandbox.resources.charges import charge_book, charge_list, charge_retrieve
 from stripe_sandbox.resources.common import Handler, Result, retriever
 from stripe_sandbox.resources.dispute_appeals import appeal_open
 from stripe_sandbox.resources.disputes import (
@@ -12,6 +18,7 @@ from stripe_sandbox.resources.disputes import (
     dispute_list,
     dispute_open,
     dispute_retrieve,
+    dispute_seeded,
     dispute_set_status,
     dispute_smart_submit,
     dispute_update,
@@ -19,7 +26,6 @@ from stripe_sandbox.resources.disputes import (
 from stripe_sandbox.resources.events import event_list, event_retrieve
 from stripe_sandbox.resources.files import (
     DISPUTE_FILE_TYPES,
-    FILE_PURPOSES,
     FILE_TYPES,
     MAX_FILE_BYTES,
     file_create,
@@ -29,19 +35,23 @@ from stripe_sandbox.resources.files import (
 from stripe_sandbox.resources.payments import (
     MAX_CHARGE,
     MIN_CHARGE,
-    charge_list,
-    charge_retrieve,
+    payment_intent_authenticate,
+    payment_intent_cancel,
     payment_intent_confirm,
     payment_intent_create,
+    payment_intent_list,
     payment_intent_retrieve,
     payment_intent_search,
 )
 from stripe_sandbox.resources.refunds import (
     REFUND_FAILURE_REASONS,
+    REFUND_PENDING_REASONS,
     REFUND_REASONS,
     REFUND_TRANSITIONS,
+    refund_book,
     refund_cancel,
     refund_create,
+    refund_failure_book,
     refund_list,
     refund_retrieve,
     refund_set_status,
@@ -52,25 +62,30 @@ from stripe_sandbox.resources.refunds import (
 __all__ = [
     "DISPUTE_DUE_S",
     "DISPUTE_FILE_TYPES",
-    "FILE_PURPOSES",
     "FILE_TYPES",
     "MAX_CHARGE",
     "MAX_EVIDENCE_CHARS",
     "MAX_FILE_BYTES",
     "MIN_CHARGE",
     "REFUND_FAILURE_REASONS",
+    "REFUND_PENDING_REASONS",
     "REFUND_REASONS",
     "REFUND_TRANSITIONS",
     "SUBMISSION_METHODS",
     "Handler",
     "Result",
     "appeal_open",
+    "balance_transaction_add",
+    "balance_transaction_list",
+    "balance_transaction_retrieve",
+    "charge_book",
     "charge_list",
     "charge_retrieve",
     "dispute_close",
     "dispute_list",
     "dispute_open",
     "dispute_retrieve",
+    "dispute_seeded",
     "dispute_set_status",
     "dispute_smart_submit",
     "dispute_update",
@@ -79,12 +94,17 @@ __all__ = [
     "file_create",
     "file_list",
     "file_retrieve",
+    "payment_intent_authenticate",
+    "payment_intent_cancel",
     "payment_intent_confirm",
     "payment_intent_create",
+    "payment_intent_list",
     "payment_intent_retrieve",
     "payment_intent_search",
+    "refund_book",
     "refund_cancel",
     "refund_create",
+    "refund_failure_book",
     "refund_list",
     "refund_retrieve",
     "refund_set_status",

@@ -1,22 +1,35 @@
 """A dispute's enhanced evidence (Stripe API 2026-10-28.endive): Visa Compelling Evidence 3.0
-(`evidence[enhanced_evidence][visa_compelling_evidence_3]`) and Visa compliance
-(`evidence[enhanced_evidence][visa_compliance][fee_acknowledged]`). Parsing refuses what Stripe
-refuses; the qualification Stripe reports in `evidence_details.enhanced_eligibility` is computed
-from the transactions given, one small pure function per rule."""
+(`evidence[enhanced_evidence][visa_compelling_evidence_3]`), Visa compliance and Mastercard
+compliance (`evidence[enhanced_evidence][visa_compliance|mastercard_compliance]
+[fee_acknowledged]`; https://docs.stripe.com/disputes/api/visa-compliance,
+https://docs.stripe.com/changelog/dahlia/2026-06-24/mastercard-compliance-disputes). Parsing
+refuses what Stripe refuses; the qualification Stripe reports in
+`evidence_details.enhanced_eligibility` is computed from the transactions given, one small pure
+function per rule."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from stripe_sandbox.errors import invalid, resource_missing, unknown_parameter
-from stripe_sandbox.objects import CE3, VISA_COMPLIANCE
+from stripe_sandbox import objects
+from stripe_sandbox.errors import StripeError, invalid, resource_missing
+from stripe_sandbox.objects import CE3, MASTERCARD_COMPLIANCE, VISA_COMPLIANCE
 
 ENHANCED_PARAM = "evidence[enhanced_evidence]"
 CE3_PARAM = f"{ENHANCED_PARAM}[{CE3}]"
-COMPLIANCE_PARAM = f"{ENHANCED_PARAM}[{VISA_COMPLIANCE}]"
-FEE_PARAM = f"{COMPLIANCE_PARAM}[fee_acknowledged]"
-PROGRAMS = (CE3, VISA_COMPLIANCE)
+# The network compliance programs, each contested only with its network fee acknowledged.
+COMPLIANCE = (MASTERCARD_COMPLIANCE, VISA_COMPLIANCE)
+PROGRAMS = (CE3, *COMPLIANCE)
+
+
+def program_param(program: str) -> str:
+    return f"{ENHANCED_PARAM}[{program}]"
+
+
+def fee_param(program: str) -> str:
+    return f"{program_param(program)}[fee_acknowledged]"
+
 
 ADDRESS_FIELDS = ("city", "country", "line1", "line2", "postal_code", "state")
 _IDENTITY_FIELDS = (
@@ -62,17 +75,10 @@ def _text(value: Any, param: str, limit: int = TEXT_MAX) -> str | None:
     return value or None
 
 
-def _known(value: dict[str, Any], fields: tuple[str, ...], param: str) -> None:
-    for name in value:
-        if name not in fields:
-            raise unknown_parameter(f"{param}[{name}]")
-
-
 def _address(value: Any, param: str) -> dict[str, str | None] | None:
     address = _hash(value, param)
     if address is None:
         return None
-    _known(address, ADDRESS_FIELDS, param)
     parsed = {name: _text(address.get(name, ""), f"{param}[{name}]") for name in ADDRESS_FIELDS}
     return parsed if any(parsed.values()) else None
 
@@ -82,7 +88,6 @@ def _transaction(value: Any, param: str, fields: tuple[str, ...]) -> dict[str, A
     given = _hash(value, param)
     if given is None:
         return None
-    _known(given, fields, param)
     parsed: dict[str, Any] = {}
     for name in fields:
         raw = given.get(name, "")
@@ -107,8 +112,6 @@ def _priors(
     value: Any, *, disputed_charge: dict[str, Any], charges: dict[str, dict[str, Any]]
 ) -> list[dict[str, Any]]:
     param = f"{CE3_PARAM}[prior_undisputed_transactions]"
-    if value == "":
-        return []
     if not isinstance(value, list):
         raise invalid(f"Invalid {param}: must be an array of hashes", param=param)
     if len(value) > MAX_PRIORS:
@@ -165,21 +168,19 @@ def enhanced_evidence_parse(
     Compelling Evidence 3.0, `disputed_transaction` and `prior_undisputed_transactions` each
     replace what was staged when given; `visa_compliance[fee_acknowledged]` replaces too."""
     given = _hash(value, ENHANCED_PARAM)
+    if given is None:  # `evidence[enhanced_evidence]=""`: unset (Literal[''] in the SDK's type)
+        return {}
     staged = copy.deepcopy(dispute["evidence"]["enhanced_evidence"])
-    if given is None:
-        return staged
-    _known(given, PROGRAMS, ENHANCED_PARAM)
     eligible = dispute["enhanced_eligibility_types"]
-    for program, param in ((CE3, CE3_PARAM), (VISA_COMPLIANCE, COMPLIANCE_PARAM)):
+    for program in PROGRAMS:
         if program in given and program not in eligible:
             raise invalid(
                 f"This dispute is not eligible for {program} enhanced evidence (its "
                 f"enhanced_eligibility_types are {eligible}).",
-                param=param,
+                param=program_param(program),
             )
     if CE3 in given:
         ce3 = _hash(given[CE3], CE3_PARAM) or {}
-        _known(ce3, ("disputed_transaction", "prior_undisputed_transactions"), CE3_PARAM)
         current = staged.get(CE3) or {
             "disputed_transaction": None,
             "prior_undisputed_transactions": [],
@@ -195,13 +196,15 @@ def enhanced_evidence_parse(
                 charges=charges,
             )
         staged[CE3] = current
-    if VISA_COMPLIANCE in given:
-        compliance = _hash(given[VISA_COMPLIANCE], COMPLIANCE_PARAM) or {}
-        _known(compliance, ("fee_acknowledged",), COMPLIANCE_PARAM)
-        current = staged.get(VISA_COMPLIANCE) or {"fee_acknowledged": False}
-        if "fee_acknowledged" in compliance:
-            current["fee_acknowledged"] = _boolean(compliance["fee_acknowledged"], FEE_PARAM)
-        staged[VISA_COMPLIANCE] = current
+    for program in COMPLIANCE:
+        if program in given:
+            compliance = _hash(given[program], program_param(program)) or {}
+            current = staged.get(program) or {"fee_acknowledged": False}
+            if "fee_acknowledged" in compliance:
+                current["fee_acknowledged"] = _boolean(
+                    compliance["fee_acknowledged"], fee_param(program)
+                )
+            staged[program] = current
     return staged
 
 
@@ -333,7 +336,7 @@ def ce3_qualification(
     return {"required_actions": actions, "status": "requires_action" if actions else "qualified"}
 
 
-# --- Visa compliance ---------------------------------------------------------------------------
+# --- Visa and Mastercard compliance ------------------------------------------------------------
 
 
 def compliance_status(compliance: dict[str, Any] | None) -> dict[str, str]:
@@ -341,18 +344,23 @@ def compliance_status(compliance: dict[str, Any] | None) -> dict[str, str]:
     return {"status": "fee_acknowledged" if acknowledged else "requires_fee_acknowledgement"}
 
 
-def compliance_fee_unacknowledged(eligible: list[str], enhanced: dict[str, Any]) -> bool:
-    """A Visa compliance dispute cannot be contested until the network fee is acknowledged."""
-    if VISA_COMPLIANCE not in eligible:
-        return False
-    staged = enhanced.get(VISA_COMPLIANCE)
-    return not (staged and staged.get("fee_acknowledged"))
+def compliance_fee_unacknowledged(eligible: list[str], enhanced: dict[str, Any]) -> str | None:
+    """A Visa or Mastercard compliance dispute cannot be contested until the network fee is
+    acknowledged: the program whose acknowledgement is missing, or None."""
+    for program in COMPLIANCE:
+        staged = enhanced.get(program)
+        if program in eligible and not (staged and staged.get("fee_acknowledged")):
+            return program
+    return None
 
 
-COMPLIANCE_FEE_MESSAGE = (
-    "Contesting this Visa compliance dispute incurs a USD 500 network fee, which must be "
-    "acknowledged first: set evidence[enhanced_evidence][visa_compliance][fee_acknowledged]=true."
-)
+def compliance_fee_refusal(program: str) -> StripeError:
+    network = "Mastercard" if program == MASTERCARD_COMPLIANCE else "Visa"
+    return invalid(
+        f"Contesting this {network} compliance dispute incurs a USD 500 network fee, which must "
+        f"be acknowledged first: set {fee_param(program)}=true.",
+        param=fee_param(program),
+    )
 
 
 def enhanced_eligibility(
@@ -363,11 +371,12 @@ def enhanced_eligibility(
     charges: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     """`evidence_details.enhanced_eligibility` for the staged enhanced evidence."""
-    eligibility = copy.deepcopy(dispute["evidence_details"]["enhanced_eligibility"])
+    eligibility = objects.enhanced_eligibility(dispute["enhanced_eligibility_types"])
     if CE3 in enhanced:
         eligibility[CE3] = ce3_qualification(
             enhanced[CE3], disputed_charge=disputed_charge, charges=charges
         )
-    if VISA_COMPLIANCE in enhanced:
-        eligibility[VISA_COMPLIANCE] = compliance_status(enhanced[VISA_COMPLIANCE])
+    for program in COMPLIANCE:
+        if program in enhanced:
+            eligibility[program] = compliance_status(enhanced[program])
     return eligibility

@@ -1,5 +1,5 @@
-"""Disputes: opened by a disputed charge, evidence updated and submitted (manual or Smart
-Disputes), closed."""
+"""Disputes: opened by a disputed charge (an inquiry or a chargeback, which withdraws the funds:
+dispute_funds.py), evidence updated and submitted (manual or Smart Disputes), closed."""
 
 from __future__ import annotations
 
@@ -7,25 +7,38 @@ import enum
 from typing import Any
 
 from stripe_sandbox import objects
-from stripe_sandbox.errors import StripeError, invalid, resource_missing, unknown_parameter
+from stripe_sandbox.errors import StripeError, invalid, resource_missing
 from stripe_sandbox.params import Params, merge_metadata
 from stripe_sandbox.resources.common import Result, _get, _page, retriever
 from stripe_sandbox.resources.dispute_appeals import (
     appeal_decision_check,
     appeal_evidence_parse,
-    appeal_missing_reason,
     appeal_outside_stage,
 )
 from stripe_sandbox.resources.dispute_evidence import (
-    COMPLIANCE_FEE_MESSAGE,
-    FEE_PARAM,
+    compliance_fee_refusal,
     compliance_fee_unacknowledged,
     enhanced_eligibility,
     enhanced_evidence_parse,
 )
+from stripe_sandbox.resources.dispute_funds import (
+    dispute_refresh,
+    funds_follow_status,
+    funds_reinstate,
+    funds_withdraw,
+)
 from stripe_sandbox.state import RequestContext, State
 
-dispute_retrieve = retriever("disputes", "dispute")
+_retrieve = retriever("disputes", "dispute")
+
+
+def dispute_retrieve(
+    state: State, ctx: RequestContext, data: dict[str, Any], dispute_id: str
+) -> Result:
+    dispute = state.world.disputes.get(dispute_id)
+    if dispute is not None:
+        dispute_refresh(state, dispute)
+    return _retrieve(state, ctx, data, dispute_id)
 
 
 DISPUTE_DUE_S = 7 * 24 * 60 * 60
@@ -43,9 +56,14 @@ def dispute_open(
     reason: str,
     amount: int,
     network_reason_code: str | By | None = By.BRAND,
+    case_type: str | None = None,
+    response_allowed: bool = True,
 ) -> dict[str, Any]:
     """A dispute on `charge`, with the card network's reason code (by default the one its brand
-    gives `reason`) and the enhanced evidence programs that code makes it eligible for."""
+    gives `reason`) and the enhanced evidence programs it is eligible for; `charge.dispute.created`.
+    A chargeback (or compliance case) withdraws the disputed amount and the dispute fee at once
+    (`charge.dispute.funds_withdrawn`); an inquiry withdraws nothing. `due_by` is 0 when the
+    bank allows no response (SDK: `Dispute.EvidenceDetails.due_by`)."""
     now = state.clock.now_int()
     if network_reason_code is By.BRAND:
         brand = charge["payment_method_details"]["card"]["brand"]
@@ -55,27 +73,61 @@ def dispute_open(
         amount=amount,
         reason=reason,
         created=now,
-        due_by=now + DISPUTE_DUE_S,
+        due_by=now + DISPUTE_DUE_S if response_allowed else 0,
         network_reason_code=network_reason_code,
+        case_type=case_type,
     )
     state.store(dispute)
     state.world.disputes_by_charge.setdefault(charge["id"], []).append(dispute["id"])
     charge["disputed"] = True
+    funds_event = None
+    if dispute["payment_method_details"]["card"]["case_type"] != "inquiry":
+        funds_event = funds_withdraw(state, dispute)
+    dispute_refresh(state, dispute)
     state.emit("charge.dispute.created", dispute, ctx)
+    if funds_event is not None:
+        state.emit(funds_event, dispute, ctx)
+    return dispute
+
+
+def dispute_seeded(
+    state: State, charge: dict[str, Any], *, amount: int, reason: str, status: str, created: int
+) -> dict[str, Any]:
+    """A dispute made directly in `status` for POST /_sandbox/seed, as the API would have left it
+    and without events: a `warning_*` status is an inquiry; a chargeback has withdrawn its funds
+    (and a won one had them reinstated), on balance transactions dated now on the sandbox clock;
+    an appeal stage has its `evidence.appeal`."""
+    brand = charge["payment_method_details"]["card"]["brand"]
+    dispute = objects.dispute(
+        charge=charge,
+        amount=amount,
+        reason=reason,
+        created=created,
+        due_by=created + DISPUTE_DUE_S,
+        network_reason_code=objects.default_network_reason_code(brand, reason),
+        case_type="inquiry" if status in objects.INQUIRY_STATUSES else None,
+    )
+    dispute["status"] = status
+    if status in objects.DISPUTE_APPEAL_STAGES:
+        dispute["evidence"]["appeal"] = objects.appeal_response()
+    state.store(dispute)
+    state.world.disputes_by_charge.setdefault(charge["id"], []).append(dispute["id"])
+    charge["disputed"] = True
+    if status not in objects.INQUIRY_STATUSES:
+        funds_withdraw(state, dispute)
+        if status == "won":
+            funds_reinstate(state, dispute)
+    dispute_refresh(state, dispute)
     return dispute
 
 
 def dispute_set_status(
-    state: State,
-    ctx: RequestContext | None,
-    dispute: dict[str, Any],
-    status: str,
-    *,
-    appeal_eligible: bool = False,
+    state: State, ctx: RequestContext | None, dispute: dict[str, Any], status: str
 ) -> None:
-    """The network moving a dispute (the control API). `lost` may come with `appeal_eligible`
-    (kept in `evidence_details.appeal_eligible`); the appeal stages are entered by
-    `appeal_open` and by submitting the appeal, and left only by a decision, `won` or `lost`."""
+    """The network moving a dispute (the control API). An inquiry moved to a chargeback status
+    withdraws the funds then; `won` reinstates them (dispute_funds.py). The appeal stages are
+    entered by `appeal_open` and by submitting the appeal, and left only by a decision, `won`
+    or `lost`."""
     if status not in objects.DISPUTE_STATUSES:
         raise invalid(f"Invalid status: {status}", param="status")
     if status in objects.DISPUTE_APPEAL_STAGES:
@@ -88,25 +140,20 @@ def dispute_set_status(
         raise invalid(
             f"Dispute {dispute['id']} is already closed ({dispute['status']}).", param="status"
         )
-    if appeal_eligible and status != "lost":
-        raise invalid("appeal_eligible may only come with status lost.", param="appeal_eligible")
-    appeal_decision_check(dispute, status, appeal_eligible)
+    appeal_decision_check(dispute, status)
     previous: dict[str, Any] = {"status": dispute["status"]}
-    details = dispute["evidence_details"]
-    if details["appeal_eligible"] != appeal_eligible:
-        previous["evidence_details"] = {"appeal_eligible": details["appeal_eligible"]}
-        details["appeal_eligible"] = appeal_eligible
     dispute["status"] = status
+    funds_event = funds_follow_status(state, dispute, previous)
     if status in objects.DISPUTE_CLOSED:
         state.emit("charge.dispute.closed", dispute, ctx, previous)
     else:
         state.emit("charge.dispute.updated", dispute, ctx, previous)
+    if funds_event is not None:
+        state.emit(funds_event, dispute, ctx)
 
 
 def dispute_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
-    params = Params(
-        data, {"charge", "payment_intent", "created", "limit", "starting_after", "ending_before"}
-    )
+    params = Params(data)
     charge_id = params.string("charge")
     pi_id = params.string("payment_intent")
     keys = None
@@ -116,6 +163,7 @@ def dispute_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Res
         )
 
     def keep(dispute: dict[str, Any]) -> bool:
+        dispute_refresh(state, dispute)  # what it shows of its charge's refunds, as of now
         return (charge_id is None or dispute["charge"] == charge_id) and (
             pi_id is None or dispute["payment_intent"] == pi_id
         )
@@ -162,8 +210,6 @@ def _evidence_staged(
             if value and value not in state.world.files:
                 raise resource_missing("file", value, param=param)
             staged[name] = value or None
-        else:
-            raise unknown_parameter(param)
     text_total = sum(
         len(v)
         for k, v in {**dispute["evidence"], **staged}.items()
@@ -182,9 +228,9 @@ def dispute_update(
     """Stage evidence and metadata; `submit` (Stripe's default: true) sends the evidence to the
     bank, which moves `needs_response` to `under_review`. Evidence cannot change after
     submission. In `appeal_needs_response` only `evidence[appeal]` may change, and submitting
-    (with a `reason_for_filing`) moves the dispute to `appeal_under_review`. A Visa compliance
-    dispute is not submitted until its network fee is acknowledged."""
-    params = Params(data, {"evidence", "metadata", "submit", "intended_submission_method"})
+    moves the dispute to `appeal_under_review`. A Visa or Mastercard compliance dispute is not
+    submitted until its network fee is acknowledged."""
+    params = Params(data)
     dispute = _get(state, state.world.disputes, "dispute", dispute_id)
     evidence = params.raw("evidence")
     submit = params.boolean("submit", default=True)
@@ -207,17 +253,11 @@ def dispute_update(
                 "it cannot be updated or submitted again."
             )
         raise StripeError(400, message, param="submit" if submit and not staged else "evidence")
-    if submit and appeal_stage:
-        appeal = staged.get("appeal") or dispute["evidence"]["appeal"] or {}
-        if not appeal.get("reason_for_filing"):
-            raise appeal_missing_reason()
     enhanced = staged.get("enhanced_evidence", dispute["evidence"]["enhanced_evidence"])
-    if (
-        submit
-        and not appeal_stage  # the appeal answers a decision; the fee was settled before it
-        and compliance_fee_unacknowledged(dispute["enhanced_eligibility_types"], enhanced)
-    ):
-        raise invalid(COMPLIANCE_FEE_MESSAGE, param=FEE_PARAM)
+    unacknowledged = compliance_fee_unacknowledged(dispute["enhanced_eligibility_types"], enhanced)
+    # The appeal answers a decision; the network fee was settled before it.
+    if submit and not appeal_stage and unacknowledged is not None:
+        raise compliance_fee_refusal(unacknowledged)
     previous: dict[str, Any] = {}
     if method is not None and method != dispute["intended_submission_method"]:
         previous["intended_submission_method"] = dispute["intended_submission_method"]
@@ -248,6 +288,7 @@ def dispute_update(
             dispute["metadata"] = merged
     if submit:
         _submit(dispute, previous, method="manual")
+    dispute_refresh(state, dispute)
     if previous:
         state.emit("charge.dispute.updated", dispute, ctx, previous)
     return 200, state.render(dispute)
@@ -271,23 +312,22 @@ def _submit(dispute: dict[str, Any], previous: dict[str, Any], *, method: str) -
 
 
 def dispute_smart_submit(state: State, ctx: RequestContext | None, dispute: dict[str, Any]) -> None:
-    """Stripe's Smart Disputes submitting on the account's behalf: refused when the dispute says
-    `intended_submission_method=manual`, when it is no longer open for a response, for an
-    appeal (Smart Disputes never submits one) and for a Visa compliance dispute whose network
-    fee is not acknowledged."""
+    """Stripe's Smart Disputes submitting on the account's behalf (control API): refused when the
+    dispute says `intended_submission_method=manual`, when it is not open for a first response
+    (`needs_response`, `warning_needs_response`) and for a Visa or Mastercard compliance dispute
+    whose network fee is not acknowledged."""
     if dispute["intended_submission_method"] == "manual":
         raise invalid(
             f"Dispute {dispute['id']} is to be submitted manually; Smart Disputes may not submit.",
             param="intended_submission_method",
         )
-    if dispute["status"] in objects.DISPUTE_APPEAL_STAGES:
-        raise invalid(f"Smart Disputes does not submit appeals ({dispute['status']}).")
     if dispute["status"] not in objects.DISPUTE_RESPONDABLE:
         raise invalid(f"Dispute {dispute['id']} cannot be submitted ({dispute['status']}).")
-    if compliance_fee_unacknowledged(
+    unacknowledged = compliance_fee_unacknowledged(
         dispute["enhanced_eligibility_types"], dispute["evidence"]["enhanced_evidence"]
-    ):
-        raise invalid(COMPLIANCE_FEE_MESSAGE, param=FEE_PARAM)
+    )
+    if unacknowledged is not None:
+        raise compliance_fee_refusal(unacknowledged)
     previous: dict[str, Any] = {}
     dispute["evidence"]["uncategorized_text"] = "Submitted by Smart Disputes."
     dispute["evidence_details"]["has_evidence"] = True
@@ -298,16 +338,8 @@ def dispute_smart_submit(state: State, ctx: RequestContext | None, dispute: dict
 def dispute_close(
     state: State, ctx: RequestContext, data: dict[str, Any], dispute_id: str
 ) -> Result:
-    Params(data, set())
     dispute = _get(state, state.world.disputes, "dispute", dispute_id)
-    if dispute["status"] in objects.DISPUTE_APPEAL_STAGES:
-        raise StripeError(
-            400, f"This dispute is in its appeal stage ({dispute['status']}); it cannot be closed."
-        )
-    if dispute["status"] not in objects.DISPUTE_RESPONDABLE | {
-        "under_review",
-        "warning_under_review",
-    }:
+    if dispute["status"] in objects.DISPUTE_CLOSED:
         raise StripeError(400, f"This dispute is already closed ({dispute['status']}).")
     closed = "warning_closed" if dispute["status"].startswith("warning") else "lost"
     dispute_set_status(state, ctx, dispute, closed)

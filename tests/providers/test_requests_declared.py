@@ -16,6 +16,9 @@ from stripe_sandbox.client import SandboxControl
 from stripe_sandbox.params import decode_form
 
 
+agents: list[str] = []  # the User-Agent of each request recorded by `sent`
+
+
 def _declared(params_type: Any) -> set[str]:
     options = set(stripe.RequestOptions.__annotations__)
     return set(params_type.__annotations__) - options
@@ -73,3 +76,27 @@ def test_a_key_stripe_would_refuse_is_never_sent(
             charge="ch_x", amount_cents=100, idempotency_key="k" * 256, metadata={}
         )
     assert record == []
+
+
+def test_the_adapter_names_itself_on_its_own_requests_only(
+    sent: tuple[StripeProvider, list[tuple[str, str, dict[str, Any]]]],
+    sandbox: SandboxControl,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stripe's app info ("Vouch/<version> (url)") ends the User-Agent of the adapter's requests,
+    which is how the sandbox's conformance record knows them; another SDK client of the same
+    process does not carry it (`stripe.set_app_info` would have marked every one)."""
+    provider, _ = sent
+    agents.clear()
+    sending = stripe.RequestsClient._request_internal  # what goes on the wire, headers included
+
+    def on_the_wire(self: Any, method: str, url: str, headers: Any, *args: Any, **kw: Any) -> Any:
+        agents.append(str(headers.get("User-Agent")))
+        return sending(self, method, url, headers, *args, **kw)
+
+    monkeypatch.setattr(stripe.RequestsClient, "_request_internal", on_the_wire)
+    provider.charge_read("ch_missing")
+    assert len(agents) == 1
+    assert agents[0].startswith("Stripe/v1 PythonBindings/")
+    assert agents[0].endswith("Vouch/0.1.0 (https://github.com/vouch/vouch)")
+    assert stripe.app_info is None

@@ -154,6 +154,7 @@ def test_close_loses_the_dispute(client: stripe.StripeClient, sandbox: SandboxCo
     assert closed.status == "lost"
     assert [e.type for e in client.v1.events.list(params={"type": "charge.dispute.*"}).data] == [
         "charge.dispute.closed",
+        "charge.dispute.funds_withdrawn",
         "charge.dispute.created",
     ]
     with pytest.raises(stripe.InvalidRequestError):
@@ -161,21 +162,24 @@ def test_close_loses_the_dispute(client: stripe.StripeClient, sandbox: SandboxCo
 
 
 @pytest.mark.parametrize(
-    ("status", "event_type"),
-    [("won", "charge.dispute.closed"), ("under_review", "charge.dispute.updated")],
+    ("status", "event_types"),
+    [
+        ("won", ["charge.dispute.funds_reinstated", "charge.dispute.closed"]),
+        ("lost", ["charge.dispute.closed"]),
+        ("under_review", ["charge.dispute.updated"]),
+    ],
 )
 def test_control_api_moves_a_dispute(
-    client: stripe.StripeClient, sandbox: SandboxControl, status: str, event_type: str
+    client: stripe.StripeClient, sandbox: SandboxControl, status: str, event_types: list[str]
 ) -> None:
     dispute_id = _dispute(client, sandbox)
     sandbox.set_dispute_status(dispute_id, status)
     assert client.v1.disputes.retrieve(dispute_id).status == status
-    latest = client.v1.events.list(params={"limit": 1}).data[0]
-    assert (latest.type, latest.data.object.id, latest.data.previous_attributes.status) == (
-        event_type,
-        dispute_id,
-        "needs_response",
-    )
+    latest = client.v1.events.list(params={"limit": len(event_types) + 1}).data
+    assert [e.type for e in latest] == [*event_types, "charge.dispute.funds_withdrawn"]
+    assert {e.data.object.id for e in latest} == {dispute_id}
+    moved = latest[len(event_types) - 1]
+    assert moved.data.previous_attributes.status == "needs_response"
 
 
 def test_file_upload_and_retrieve(client: stripe.StripeClient, sandbox: SandboxControl) -> None:

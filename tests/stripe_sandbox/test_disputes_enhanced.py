@@ -9,7 +9,7 @@ import stripe
 
 from stripe_sandbox.client import SandboxControl
 from stripe_sandbox.resources import dispute_evidence as rules
-from tests.helpers import paid_charge
+from tests.helpers import CARD_ONLY, paid_charge
 
 DAY = 24 * 60 * 60
 CE3 = "evidence[enhanced_evidence][visa_compelling_evidence_3]"
@@ -147,14 +147,17 @@ def test_eligibility_starts_with_what_is_required(
     assert client.v1.disputes.retrieve(fraud).evidence.enhanced_evidence.to_dict() == {}
 
 
-def test_other_brands_have_no_code_and_no_enhanced_programs(
+def test_other_brands_have_no_code_and_no_visa_programs(
     client: stripe.StripeClient, sandbox: SandboxControl
 ) -> None:
-    for reason in ("fraudulent", "noncompliant"):
-        opened = sandbox.open_dispute(paid_charge(client, 5000, pm="pm_card_mastercard"), reason)
+    """Mastercard's reason codes are not assumed (null); a noncompliant Mastercard dispute is
+    Mastercard compliance (test_disputes_mastercard.py), never a Visa program."""
+    for pm in ("pm_card_mastercard", "pm_card_amex"):
+        opened = sandbox.open_dispute(paid_charge(client, 5000, pm=pm), "fraudulent")
         dispute = client.v1.disputes.retrieve(opened["id"]).to_dict()
-        assert dispute["payment_method_details"]["card"]["brand"] == "mastercard"
+        assert dispute["payment_method_details"]["card"]["brand"] == pm.removeprefix("pm_card_")
         assert dispute["payment_method_details"]["card"]["network_reason_code"] is None
+        assert dispute["network_reason_code"] is None
         assert dispute["enhanced_eligibility_types"] == []
         assert dispute["evidence_details"]["enhanced_eligibility"] == {}
 
@@ -391,6 +394,7 @@ def test_a_failed_charge_is_no_prior_transaction(
                 "currency": "usd",
                 "payment_method": "pm_card_chargeDeclined",
                 "confirm": True,
+                **CARD_ONLY,
             }
         )
     [failed] = client.v1.charges.list().data
@@ -458,17 +462,14 @@ def test_what_is_missing_is_named_in_stripes_vocabulary(
     actions: list[str],
 ) -> None:
     priors, dispute_id = _ce3_world(client, sandbox)
-    _stage(
-        client,
-        dispute_id,
-        {
-            "disputed_transaction": {k: v for k, v in disputed.items() if v is not None},
-            "prior_undisputed_transactions": [
-                _prior(p, **prior_changes) for p in priors[:priors_given]
-            ]
-            or "",
-        },
-    )
+    ce3: dict[str, Any] = {
+        "disputed_transaction": {k: v for k, v in disputed.items() if v is not None}
+    }
+    if priors_given:  # the SDK's type has no '' to unset the priors: none given is none sent
+        ce3["prior_undisputed_transactions"] = [
+            _prior(p, **prior_changes) for p in priors[:priors_given]
+        ]
+    _stage(client, dispute_id, ce3)
     assert _qualification(client, dispute_id) == {
         "required_actions": actions,
         "status": "requires_action",

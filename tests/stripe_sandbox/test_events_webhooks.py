@@ -33,8 +33,10 @@ def test_every_state_change_emits_its_event(
         "charge.refund.updated",
         "refund.failed",
         "charge.dispute.created",
+        "charge.dispute.funds_withdrawn",
         "charge.dispute.updated",
         "charge.dispute.closed",
+        "charge.dispute.funds_reinstated",
     ]
 
 

@@ -125,7 +125,8 @@ def test_charges_events_and_disputes_page_the_same_way(
         return client.v1.events.list(params=params)
 
     all_events = list(client.v1.events.list(params={"limit": 100}).data)
-    assert len(all_events) == 9 * 3 + len(disputes)
+    # Each dispute: charge.dispute.created and charge.dispute.funds_withdrawn (a chargeback).
+    assert len(all_events) == 9 * 3 + 2 * len(disputes)
     ids = [oid for page in _forward(events, {}, 4) for oid in page]
     assert ids == [e.id for e in all_events]
     assert len(set(ids)) == len(ids)
