@@ -8,6 +8,7 @@ from typing import Any
 
 from stripe_sandbox import objects, resources
 from stripe_sandbox.errors import StripeError
+from stripe_sandbox.resources import dispute_funds
 from stripe_sandbox.state import State
 
 
@@ -79,10 +80,10 @@ def tamper(state: State, object_id: str, fields: dict[str, Any]) -> dict[str, An
         if name in ("id", "object"):
             if value != obj[name]:
                 raise sandbox_error(f"{name} cannot be changed")
-        elif name not in obj:
-            raise sandbox_error(f"a {kind} has no field {name}")
         elif (kind, name) in _RENDERED:
             raise sandbox_error(f"a {kind}'s {name} are rendered from those objects: tamper there")
+        elif name not in obj:
+            raise sandbox_error(f"a {kind} has no field {name}")
         elif name == "created" and (isinstance(value, bool) or not isinstance(value, int)):
             raise sandbox_error("created must be an integer (seconds since the epoch)")
         elif (kind, name) in _INDEXED and not isinstance(value, str):
@@ -155,8 +156,9 @@ def seed(state: State, base_url: str, body: dict[str, Any]) -> dict[str, Any]:
     """Many succeeded charges (each with its PaymentIntent), their refunds and disputes, made
     directly: no events, no webhooks, no idempotency keys, but every object exactly as the API
     would have made it (the same constructors; `amount_refunded` and `refunded` from the
-    refunds). `created` is the sandbox clock's, or each charge's own; its refunds and disputes
-    default to the charge's. Everything is checked before anything is made."""
+    refunds; the balance transactions of the charges, refunds, refund failures and disputes).
+    `created` is the sandbox clock's, or each charge's own; its refunds and disputes default to
+    the charge's. Everything is checked before anything is made."""
     _check_fields("the body", body, {"charges"})
     charges = body.get("charges")
     if not isinstance(charges, list) or len(charges) > MAX_SEED_CHARGES:
@@ -255,7 +257,8 @@ def _make_charge(state: State, base_url: str, plan: dict[str, Any]) -> dict[str,
         description=plan["description"],
         receipt_email=None,
         payment_method_types=["card"],
-        automatic_payment_methods=False,
+        allowed_payment_method_types=["card"],
+        automatic_payment_methods=None,
     )
     card = objects.TEST_CARDS[plan["payment_method"]]
     charge = objects.charge(pi=pi, card=card, created=plan["created"], base_url=base_url)
@@ -264,6 +267,7 @@ def _make_charge(state: State, base_url: str, plan: dict[str, Any]) -> dict[str,
     pi["latest_charge"] = charge["id"]
     state.store(pi)
     state.store(charge)
+    resources.charge_book(state, charge)
     state.world.charges_by_pi.setdefault(pi["id"], []).append(charge["id"])
     refund_ids = []
     for planned in plan["refunds"]:
@@ -277,6 +281,9 @@ def _make_charge(state: State, base_url: str, plan: dict[str, Any]) -> dict[str,
         if planned["status"] != "succeeded":
             resources.refund_status_fields(refund, planned["status"], planned["failure_reason"])
         state.refund_added(refund)
+        resources.refund_book(state, refund)
+        if planned["status"] == "failed":
+            resources.refund_failure_book(state, refund, created=planned["created"])
         refund_ids.append(refund["id"])
     dispute_ids = []
     for planned in plan["disputes"]:
@@ -289,6 +296,7 @@ def _make_charge(state: State, base_url: str, plan: dict[str, Any]) -> dict[str,
             network_reason_code=objects.default_network_reason_code(
                 charge["payment_method_details"]["card"]["brand"], planned["reason"]
             ),
+            case_type="inquiry" if planned["status"] in objects.INQUIRY_STATUSES else None,
         )
         dispute["status"] = planned["status"]
         if planned["status"] in objects.DISPUTE_APPEAL_STAGES:  # as an appeal opened leaves it
@@ -297,6 +305,12 @@ def _make_charge(state: State, base_url: str, plan: dict[str, Any]) -> dict[str,
         state.store(dispute)
         state.world.disputes_by_charge.setdefault(charge["id"], []).append(dispute["id"])
         charge["disputed"] = True
+        # The money it moved, as dispute_open and a move to `won` move it (an inquiry: none).
+        if dispute["payment_method_details"]["card"]["case_type"] != "inquiry":
+            dispute_funds.funds_withdraw(state, dispute)
+            if planned["status"] == "won":
+                dispute_funds.funds_reinstate(state, dispute)
+        dispute_funds.dispute_refresh(state, dispute)
         dispute_ids.append(dispute["id"])
     state.sync_charge_refunds(charge)
     return {

@@ -199,9 +199,7 @@ def handle(
                 raise _bad(
                     f"pending_reason must be one of {sorted(resources.REFUND_PENDING_REASONS)}"
                 )
-            resources.refund_set_status(
-                state, None, refund, status, failure_reason, pending_reason
-            )
+            resources.refund_set_status(state, None, refund, status, failure_reason, pending_reason)
             return 200, state.render(refund)
         if route == ("POST", "payment_intents", "{id}", "authenticate"):
             # The customer completing or failing 3-D Secure (resources.payment_intent_authenticate).

@@ -29,6 +29,8 @@ pytest_plugins = [
     "tests.drivers.https_documents",
     "tests.drivers.logs",
     "tests.drivers.mcp",
+    # Stripe's contract (SPEC §12.1): fails a run whose sandbox or adapter departs from it.
+    "tests.conformance.plugin",
 ]
 
 

@@ -9,11 +9,22 @@ from typing import Any
 
 import stripe
 
+# A PaymentIntent for cards only, confirmed server-side: `payment_method_types` is no longer
+# writable at API 2026-09-30.endive, `allowed_payment_method_types` is its replacement, and without
+# either Stripe's dynamic payment methods would need a `return_url` to confirm.
+CARD_ONLY: dict[str, Any] = {"allowed_payment_method_types": ["card"]}
+
 
 def paid_charge(client: stripe.StripeClient, amount: int = 10_000, pm: str = "pm_card_visa") -> str:
     """A succeeded charge at the sandbox, made through the SDK."""
     pi = client.v1.payment_intents.create(
-        params={"amount": amount, "currency": "usd", "payment_method": pm, "confirm": True}
+        params={
+            "amount": amount,
+            "currency": "usd",
+            "payment_method": pm,
+            "confirm": True,
+            **CARD_ONLY,
+        }
     )
     assert pi.status == "succeeded"
     return str(pi.latest_charge)

@@ -49,6 +49,20 @@ def balance_transaction(
     }
 
 
+# Stripe's standard pricing for a card charge: 2.9% + 30 cents for US cards
+# (https://stripe.com/pricing), every sandbox test card being a US card. The percentage is
+# rounded to the nearest cent, half up.
+CARD_FEE_PER_MILLE = 29
+CARD_FEE_FIXED = 30
+
+
+def card_fee(*, amount: int, currency: str) -> list[dict[str, Any]]:
+    """The `fee_details` of a card charge of `amount`: Stripe's processing fee. A charge in
+    another currency pays the same rate in its own currency (the sandbox converts nothing)."""
+    fee = (amount * CARD_FEE_PER_MILLE + 500) // 1000 + CARD_FEE_FIXED
+    return [fee_detail(amount=fee, currency=currency, description="Stripe processing fees")]
+
+
 def fee_detail(*, amount: int, currency: str, description: str) -> dict[str, Any]:
     return {
         "amount": amount,

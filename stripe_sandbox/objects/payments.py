@@ -19,6 +19,9 @@ class TestCard:
     message: str | None = None
     # Stripe's pm_card_createDispute: the charge succeeds, then is disputed.
     disputes: bool = False
+    # A card whose issuer asks for 3-D Secure on every payment: the PaymentIntent waits in
+    # `requires_action` until the customer authenticates.
+    authentication: bool = False
 
 
 _DECLINED = "Your card was declined."
@@ -37,6 +40,10 @@ TEST_CARDS: dict[str, TestCard] = {
     "pm_card_jcb": TestCard("jcb", "0505"),
     "pm_card_unionpay": TestCard("unionpay", "0005"),
     "pm_card_createDispute": TestCard("visa", "0259", disputes=True),
+    # Regulatory cards: 3-D Secure 2 required (4000 0000 0000 3220) and "always authenticate"
+    # (4000 0027 6000 3184), https://docs.stripe.com/testing#regulatory-cards.
+    "pm_card_threeDSecure2Required": TestCard("visa", "3220", authentication=True),
+    "pm_card_authenticationRequired": TestCard("visa", "3184", authentication=True),
     "pm_card_chargeDeclined": TestCard(
         "visa", "0002", error_code="card_declined", decline_code="generic_decline",
         message=_DECLINED,
@@ -76,6 +83,49 @@ def _address() -> dict[str, None]:
     return dict.fromkeys(("city", "country", "line1", "line2", "postal_code", "state"))
 
 
+def payment_method(pm_id: str, card: TestCard, created: int) -> dict[str, Any]:
+    """The PaymentMethod of a test card, as Stripe embeds it in an error and in a PaymentIntent's
+    `last_payment_error` (https://docs.stripe.com/api/payment_methods/object)."""
+    return {
+        "id": pm_id,
+        "object": "payment_method",
+        "allow_redisplay": "unspecified",
+        "billing_details": {
+            "address": _address(),
+            "email": None,
+            "name": None,
+            "phone": None,
+            "tax_id": None,
+        },
+        "card": {
+            "brand": card.brand,
+            "checks": {
+                "address_line1_check": None,
+                "address_postal_code_check": None,
+                "cvc_check": None,
+            },
+            "country": "US",
+            "display_brand": card.brand,
+            "exp_month": 12,
+            "exp_year": 2034,
+            "fingerprint": "SbxFp" + card.last4,
+            "funding": card.funding,
+            "generated_from": None,
+            "last4": card.last4,
+            "networks": {"available": [card.brand], "preferred": None},
+            "regulated_status": "unregulated",
+            "three_d_secure_usage": {"supported": True},
+            "wallet": None,
+        },
+        "created": created,
+        "customer": None,
+        "customer_account": None,
+        "livemode": False,
+        "metadata": {},
+        "type": "card",
+    }
+
+
 def payment_intent(
     *,
     amount: int,
@@ -86,21 +136,21 @@ def payment_intent(
     description: str | None,
     receipt_email: str | None,
     payment_method_types: list[str],
-    automatic_payment_methods: bool,
+    allowed_payment_method_types: list[str] | None,
+    automatic_payment_methods: dict[str, Any] | None,
 ) -> dict[str, Any]:
     pi_id = new_id("pi")
     return {
         "id": pi_id,
         "object": "payment_intent",
+        "allowed_payment_method_types": allowed_payment_method_types,
         "amount": amount,
         "amount_capturable": 0,
         "amount_details": {"tip": {}},
         "amount_received": 0,
         "application": None,
         "application_fee_amount": None,
-        "automatic_payment_methods": (
-            {"allow_redirects": "always", "enabled": True} if automatic_payment_methods else None
-        ),
+        "automatic_payment_methods": automatic_payment_methods,
         "canceled_at": None,
         "cancellation_reason": None,
         "capture_method": "automatic",
@@ -144,15 +194,40 @@ def payment_intent(
     }
 
 
+def three_d_secure_authenticated() -> dict[str, Any]:
+    """A charge's `payment_method_details.card.three_d_secure` after the customer completed a
+    3-D Secure 2 challenge."""
+    return {
+        "authentication_flow": "challenge",
+        "electronic_commerce_indicator": "05",
+        "exemption_indicator": None,
+        "exemption_indicator_applied": False,
+        "result": "authenticated",
+        "result_reason": None,
+        "transaction_id": new_id("ds")[3:],
+        "version": "2.2.0",
+    }
+
+
 def charge(
     *,
     pi: dict[str, Any],
     card: TestCard,
     created: int,
     base_url: str,
+    error_code: str | None = None,
+    decline_code: str | None = None,
+    message: str | None = None,
 ) -> dict[str, Any]:
+    """A charge of the PaymentIntent on the test card: succeeded, or failed with the card's decline
+    (or the `error_code`/`decline_code`/`message` given). `balance_transaction` is null until the
+    caller books one for a succeeded charge. No `refunds`: Stripe includes them only when
+    expanded (state.embed_refunds)."""
     ch_id = new_id("ch")
-    declined = card.error_code is not None
+    error_code = error_code or card.error_code
+    decline_code = decline_code or card.decline_code
+    message = message or card.message
+    declined = error_code is not None
     return {
         "id": ch_id,
         "object": "charge",
@@ -162,7 +237,7 @@ def charge(
         "application": None,
         "application_fee": None,
         "application_fee_amount": None,
-        "balance_transaction": None if declined else new_id("txn"),
+        "balance_transaction": None,
         "billing_details": {
             "address": _address(),
             "email": None,
@@ -178,8 +253,8 @@ def charge(
         "description": pi["description"],
         "disputed": False,
         "failure_balance_transaction": None,
-        "failure_code": card.error_code,
-        "failure_message": card.message,
+        "failure_code": error_code,
+        "failure_message": message,
         "fraud_details": {},
         "livemode": False,
         "metadata": dict(pi["metadata"]),
@@ -189,7 +264,7 @@ def charge(
             "network_advice_code": None,
             "network_decline_code": None,
             "network_status": "declined_by_network" if declined else "approved_by_network",
-            "reason": card.decline_code,
+            "reason": decline_code,
             "risk_level": "normal",
             "risk_score": 20,
             "seller_message": (
@@ -237,12 +312,6 @@ def charge(
         "receipt_number": None,
         "receipt_url": f"{base_url}/receipts/payment/{ch_id}",
         "refunded": False,
-        "refunds": {
-            "object": "list",
-            "data": [],
-            "has_more": False,
-            "url": f"/v1/charges/{ch_id}/refunds",
-        },
         "review": None,
         "shipping": None,
         "source": None,
@@ -263,11 +332,15 @@ def refund(
     metadata: dict[str, str],
     created: int,
 ) -> dict[str, Any]:
+    """A new refund, `succeeded` (Stripe's card refunds are, at once, in test mode);
+    `balance_transaction` is booked by the caller. `failure_reason`, `failure_balance_transaction`,
+    `pending_reason` and `next_action` appear with the status that has them
+    (resources.refund_status_fields)."""
     return {
         "id": new_id("re"),
         "object": "refund",
         "amount": amount,
-        "balance_transaction": new_id("txn"),
+        "balance_transaction": None,
         "charge": charge["id"],
         "created": created,
         "currency": charge["currency"],

@@ -120,6 +120,8 @@ def _expand(state: State, body: dict[str, Any], params: Params) -> dict[str, Any
         "charge": state.world.charges,
         "latest_charge": state.world.charges,
         "payment_intent": state.world.payment_intents,
+        "balance_transaction": state.world.balance_transactions,
+        "failure_balance_transaction": state.world.balance_transactions,
     }
     for name in params.expand():
         field = name.removeprefix("evidence.")
@@ -141,11 +143,12 @@ def _expand(state: State, body: dict[str, Any], params: Params) -> dict[str, Any
     return body
 
 
-def retriever(table: str, kind: str, allowed: frozenset[str] = frozenset()) -> Handler:
-    """GET /v1/<objects>/{id}: the object as it is now, unless readback lag still hides it."""
+def retriever(table: str, kind: str) -> Handler:
+    """GET /v1/<objects>/{id}: the object as it is now, unless readback lag still hides it (its
+    parameters were checked against the SDK's Retrieve Params before the handler ran)."""
 
     def retrieve(state: State, ctx: RequestContext, data: dict[str, Any], object_id: str) -> Result:
-        params = Params(data, set(allowed))
+        params = Params(data)
         obj = _get(state, getattr(state.world, table), kind, object_id)
         return 200, _expand(state, state.render(obj), params)
 

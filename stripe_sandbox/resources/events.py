@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import re
 from typing import Any
 
 from stripe_sandbox.errors import invalid
@@ -15,36 +14,20 @@ event_retrieve = retriever("events", "event")
 
 
 def event_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
-    params = Params(
-        data,
-        {
-            "type",
-            "types",
-            "created",
-            "limit",
-            "starting_after",
-            "ending_before",
-            "delivery_success",
-        },
-    )
+    """EventListParams: `type` is "a specific event name, or group of events using * as a
+    wildcard"; `types` "specific event names"; "either `type` or `types`, but not both"."""
+    params = Params(data)
     event_type = params.string("type")
-    types = params.raw("types")
-    if types is not None and (
-        not isinstance(types, list) or not all(isinstance(t, str) for t in types)
-    ):
-        raise invalid("Invalid types: must be an array of strings", param="types")
+    types = params.raw("types")  # a list of strings: the EventListParams check said so
     if event_type is not None and types is not None:
         raise invalid("You may specify either type or types, not both.", param="types")
-    patterns = [event_type] if event_type else (types or [])
-    exact = {p for p in patterns if not _WILDCARD.search(p)}
-    wildcards = [p for p in patterns if _WILDCARD.search(p)]
+    exact = set(types or []) | ({event_type} if event_type and "*" not in event_type else set())
+    wildcard = event_type if event_type and "*" in event_type else None
 
     def keep(event: dict[str, Any]) -> bool:
-        return event["type"] in exact or any(
-            fnmatch.fnmatchcase(event["type"], p) for p in wildcards
+        return event["type"] in exact or (
+            wildcard is not None and fnmatch.fnmatchcase(event["type"], wildcard)
         )
 
-    return _page(state, "event", params, "/v1/events", keep=keep if patterns else None)
-
-
-_WILDCARD = re.compile(r"[*?\[]")
+    filtered = event_type is not None or types is not None
+    return _page(state, "event", params, "/v1/events", keep=keep if filtered else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stripe_sandbox import objects
-from stripe_sandbox.errors import invalid, unknown_parameter
+from stripe_sandbox.errors import invalid
 from stripe_sandbox.params import Params
 from stripe_sandbox.resources.common import Result, _page, retriever
 from stripe_sandbox.state import RequestContext, State
@@ -13,12 +13,6 @@ from stripe_sandbox.state import RequestContext, State
 file_retrieve = retriever("files", "file")
 
 
-FILE_PURPOSES = {
-    "account_requirement", "additional_verification", "business_icon", "business_logo",
-    "customer_signature", "dispute_evidence", "identity_document", "issuing_regulatory_reporting",
-    "pci_document", "platform_terms_of_service", "tax_document_user_upload",
-    "terminal_android_apk", "terminal_reader_splashscreen",
-}  # fmt: skip
 FILE_TYPES = {
     "pdf": "pdf",
     "png": "png",
@@ -35,19 +29,10 @@ MAX_FILE_BYTES = 5 * 1024 * 1024
 def file_create(
     state: State, ctx: RequestContext, fields: dict[str, str], uploads: dict[str, tuple[str, bytes]]
 ) -> Result:
-    for name in fields:
-        if name not in {"purpose", "file_link_data", "expand"} and not name.startswith(
-            "file_link_data["
-        ):
-            raise unknown_parameter(name)
-    purpose = fields.get("purpose")
-    if not purpose:
-        raise invalid("Missing required param: purpose.", param="purpose", code="parameter_missing")
-    if purpose not in FILE_PURPOSES:
-        raise invalid(
-            f"Invalid purpose: {purpose}", param="purpose", code="parameter_invalid_string"
-        )
-    if "file" not in uploads:
+    # The fields were checked against FileCreateParams before (contract_checks.py): `purpose` is
+    # one of Stripe's, `file` is there.
+    purpose = fields["purpose"]
+    if "file" not in uploads:  # a `file` sent as a plain field, not an upload
         raise invalid("Missing required param: file.", param="file", code="parameter_missing")
     filename, content = uploads["file"]
     extension = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
@@ -75,7 +60,7 @@ def file_create(
 
 
 def file_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
-    params = Params(data, {"purpose", "created", "limit", "starting_after", "ending_before"})
+    params = Params(data)
     purpose = params.string("purpose")
     return _page(
         state,

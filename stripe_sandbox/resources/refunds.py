@@ -1,4 +1,5 @@
-"""Refunds: create, update, list, and their status as it moves (failed, canceled)."""
+"""Refunds: create, update, list, and their status as it moves (failed, canceled), with the
+balance transactions they make."""
 
 from __future__ import annotations
 
@@ -6,27 +7,25 @@ from typing import Any
 
 from stripe_sandbox import objects
 from stripe_sandbox.errors import StripeError, invalid, resource_missing
-from stripe_sandbox.ids import new_id
 from stripe_sandbox.params import Params, merge_metadata
+from stripe_sandbox.resources.balance import balance_transaction_add
 from stripe_sandbox.resources.common import Result, _expand, _get, _money, _page, retriever
+from stripe_sandbox.resources.dispute_funds import disputes_allow_refund
 from stripe_sandbox.state import RequestContext, State
 
 refund_retrieve = retriever("refunds", "refund")
 
 
-_REFUND_CREATE = {
-    "charge", "payment_intent", "amount", "reason", "metadata", "instructions_email",
-    "refund_application_fee", "reverse_transfer", "currency", "customer", "origin",
-}  # fmt: skip
+# The reasons a refund is made with (SDK `RefundCreateParams.reason`), for the seed's own checks.
 REFUND_REASONS = {"duplicate", "fraudulent", "requested_by_customer"}
 
 
 def refund_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
-    params = Params(data, _REFUND_CREATE)
+    params = Params(data)
     charge_id = params.string("charge")
     pi_id = params.string("payment_intent")
     amount = params.integer("amount", minimum=1)
-    reason = params.string("reason", choices=REFUND_REASONS)
+    reason = params.string("reason")
     metadata = params.metadata() or {}
     if charge_id is None and pi_id is None:
         raise invalid(
@@ -62,10 +61,10 @@ def refund_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Re
             f"Charge {charge_id} has not succeeded; it cannot be refunded.",
             code="charge_not_refundable",
         )
-    if charge["disputed"]:
+    if charge["disputed"] and not disputes_allow_refund(state, charge_id):
         raise StripeError(
             400,
-            f"Charge {charge_id} has been charged back; cannot issue a refund.",
+            "The charge you're attempting to refund has been charged back.",
             code="charge_disputed",
             param="charge",
         )
@@ -96,6 +95,7 @@ def refund_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Re
         created=state.clock.now_int(),
     )
     state.refund_added(refund)
+    refund_book(state, refund)
     state.sync_charge_refunds(charge)
     state.emit("refund.created", refund, ctx)
     state.emit("charge.refunded", charge, ctx, previous)
@@ -105,7 +105,7 @@ def refund_create(state: State, ctx: RequestContext, data: dict[str, Any]) -> Re
 def refund_update(
     state: State, ctx: RequestContext, data: dict[str, Any], refund_id: str
 ) -> Result:
-    params = Params(data, {"metadata"})
+    params = Params(data)
     refund = _get(state, state.world.refunds, "refund", refund_id)
     previous = {"metadata": dict(refund["metadata"])}
     refund["metadata"] = merge_metadata(refund["metadata"], params.metadata())
@@ -115,9 +115,7 @@ def refund_update(
 
 
 def refund_list(state: State, ctx: RequestContext, data: dict[str, Any]) -> Result:
-    params = Params(
-        data, {"charge", "payment_intent", "created", "limit", "starting_after", "ending_before"}
-    )
+    params = Params(data)
     charge_id = params.string("charge")
     pi_id = params.string("payment_intent")
     timeline = state.world.timelines["refund"]
@@ -148,12 +146,59 @@ REFUND_FAILURE_REASONS = {
 }  # fmt: skip
 
 
-def refund_status_fields(refund: dict[str, Any], status: str, failure_reason: str | None) -> None:
-    """A refund's status and the fields Stripe shows with it."""
+def refund_book(state: State, refund: dict[str, Any]) -> None:
+    """A refund's balance transaction: type `refund`, the amount taken from the balance. No fee
+    comes back: Stripe keeps the charge's processing fee (https://docs.stripe.com/refunds)."""
+    txn = balance_transaction_add(
+        state,
+        amount=-refund["amount"],
+        currency=refund["currency"],
+        type="refund",
+        reporting_category="refund",
+        source=refund["id"],
+        description="REFUND FOR CHARGE",
+        created=refund["created"],
+    )
+    refund["balance_transaction"] = txn["id"]
+
+
+def refund_failure_book(state: State, refund: dict[str, Any], created: int | None = None) -> None:
+    """A failed refund's `failure_balance_transaction`: type `refund_failure`, the amount back in
+    the balance (https://docs.stripe.com/api/refunds/object#refund_object-failure_balance_transaction)."""
+    txn = balance_transaction_add(
+        state,
+        amount=refund["amount"],
+        currency=refund["currency"],
+        type="refund_failure",
+        reporting_category="refund_failure",
+        source=refund["id"],
+        description="REFUND FAILURE",
+        created=created,
+    )
+    refund["failure_balance_transaction"] = txn["id"]
+
+
+# Why a refund is pending (SDK `Refund.pending_reason`); `processing` unless the control API says.
+REFUND_PENDING_REASONS = {"processing", "insufficient_funds", "charge_pending"}
+
+
+def refund_status_fields(
+    refund: dict[str, Any],
+    status: str,
+    failure_reason: str | None,
+    pending_reason: str | None = None,
+) -> None:
+    """A refund's status and the fields Stripe shows with it, each only in its status
+    (https://docs.stripe.com/api/refunds/object): `pending_reason` while pending, `next_action`
+    while it requires action, `failure_reason` (and the failure balance transaction, booked by
+    the caller) once failed."""
     refund["status"] = status
     if status == "failed":
         refund["failure_reason"] = failure_reason or "unknown"
-        refund["failure_balance_transaction"] = new_id("txn")
+    if status == "pending":
+        refund["pending_reason"] = pending_reason or "processing"
+    else:
+        refund.pop("pending_reason", None)
     if status == "requires_action":
         refund["next_action"] = {"type": "display_details", "display_details": None}
     else:
@@ -166,9 +211,11 @@ def refund_set_status(
     refund: dict[str, Any],
     status: str,
     failure_reason: str | None,
+    pending_reason: str | None = None,
 ) -> dict[str, Any]:
     """Move a refund to `status`, as the card network or the merchant would: a failed or canceled
-    refund gives its amount back to the charge. Emits refund.updated (and refund.failed)."""
+    refund gives its amount back to the charge (a failed one with its failure balance
+    transaction). Emits refund.updated (and refund.failed)."""
     if status not in REFUND_TRANSITIONS:
         raise invalid(f"Invalid status: {status}", param="status")
     if status not in REFUND_TRANSITIONS[refund["status"]]:
@@ -179,10 +226,11 @@ def refund_set_status(
             stored=True,
         )
     previous = {"status": refund["status"]}
-    refund_status_fields(refund, status, failure_reason)
+    refund_status_fields(refund, status, failure_reason, pending_reason)
     if status in ("failed", "canceled"):  # terminal: it was live until now
         state.refund_released(refund)
     if status == "failed":
+        refund_failure_book(state, refund)
         previous["failure_reason"] = None
     charge = state.world.charges.get(refund["charge"])
     if charge is not None:  # None once the charge was forgotten
@@ -197,7 +245,7 @@ def refund_set_status(
 def refund_cancel(
     state: State, ctx: RequestContext, data: dict[str, Any], refund_id: str
 ) -> Result:
-    Params(data, set())
+    params = Params(data)
     refund = _get(state, state.world.refunds, "refund", refund_id)
     if refund["status"] != "requires_action":
         raise StripeError(
@@ -206,4 +254,4 @@ def refund_cancel(
             f"this one is {refund['status']}.",
         )
     refund_set_status(state, ctx, refund, "canceled", None)
-    return 200, state.render(refund)
+    return 200, _expand(state, state.render(refund), params)

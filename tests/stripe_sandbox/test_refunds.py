@@ -6,6 +6,9 @@ import stripe
 from stripe_sandbox.client import SandboxControl
 from tests.helpers import paid_charge
 
+EXPAND_REFUNDS = "https://docs.stripe.com/changelog/2022-11-15/deprecates-charges-auto-expand"
+REFUND_OBJECT = "https://docs.stripe.com/api/refunds/object"
+
 
 def test_refund_by_charge_with_amount_reason_and_metadata(
     client: stripe.StripeClient, sandbox: SandboxControl
@@ -28,7 +31,7 @@ def test_refund_by_charge_with_amount_reason_and_metadata(
     )
     assert (refund.charge, refund.reason) == (charge_id, "requested_by_customer")
     assert refund.metadata.to_dict() == {"vouch_leg": "leg_1", "vouch_refund": "erf_1"}
-    charge = client.v1.charges.retrieve(charge_id)
+    charge = client.v1.charges.retrieve(charge_id, params={"expand": ["refunds"]})
     assert (charge.amount_refunded, charge.refunded) == (300, False)
     assert [r.id for r in charge.refunds.data] == [refund.id]
     assert sandbox.state()["charges"][charge_id]["amount_refunded"] == 300
@@ -93,12 +96,13 @@ def test_refund_of_a_disputed_charge_is_refused(
         ({"payment_intent": "pi_missing"}, "resource_missing"),
         ({"charge": "CHARGE", "amount": 0}, "parameter_invalid_integer"),
         ({"charge": "CHARGE", "amount": -5}, "parameter_invalid_integer"),
-        ({"charge": "CHARGE", "reason": "because"}, "parameter_invalid_string"),
+        # An enum's wrong value: Stripe names the values, with no code.
+        ({"charge": "CHARGE", "reason": "because"}, None),
         ({"charge": "CHARGE", "surprise": "x"}, "parameter_unknown"),
     ],
 )
 def test_bad_refund_parameters(
-    client: stripe.StripeClient, sandbox: SandboxControl, params: dict, code: str
+    client: stripe.StripeClient, sandbox: SandboxControl, params: dict, code: str | None
 ) -> None:
     charge_id = paid_charge(client, 1000)
     params = {k: (charge_id if v == "CHARGE" else v) for k, v in params.items()}
@@ -204,3 +208,55 @@ def test_terminal_refund_statuses_do_not_move(
     sandbox.set_refund_status(refund.id, "failed")
     with pytest.raises(RuntimeError, match="400"):
         sandbox.set_refund_status(refund.id, "succeeded")
+
+
+@pytest.mark.stripe_behaviour(
+    "a charge's refunds are included only when expanded (expand[]=refunds, or data.refunds in "
+    "a list)",
+    source=EXPAND_REFUNDS,
+)
+def test_charge_refunds_only_when_expanded(client: stripe.StripeClient) -> None:
+    charge_id = paid_charge(client, 1000)
+    made = [
+        client.v1.refunds.create(params={"charge": charge_id, "amount": 10}).id for _ in range(3)
+    ]
+    plain = client.v1.charges.retrieve(charge_id).to_dict()
+    assert "refunds" not in plain
+    assert plain["amount_refunded"] == 30
+    expanded = client.v1.charges.retrieve(charge_id, params={"expand": ["refunds"]}).to_dict()
+    assert expanded["refunds"]["object"] == "list"
+    assert [r["id"] for r in expanded["refunds"]["data"]] == made[::-1]
+    assert expanded["refunds"]["has_more"] is False
+    assert expanded["refunds"]["url"] == f"/v1/charges/{charge_id}/refunds"
+    listed = client.v1.charges.list().data[0].to_dict()
+    assert "refunds" not in listed
+    with_refunds = client.v1.charges.list(params={"expand": ["data.refunds"]}).data[0]
+    assert [r.id for r in with_refunds.refunds.data] == made[::-1]
+    event = client.v1.events.list(params={"type": "charge.refunded", "limit": 1}).data[0]
+    assert "refunds" not in event.data.object.to_dict()
+
+
+@pytest.mark.stripe_behaviour(
+    "a pending refund says why (pending_reason), a failed one its failure_reason and "
+    "failure_balance_transaction, one requiring action its next_action; each only in that status",
+    source=REFUND_OBJECT,
+)
+def test_conditional_refund_fields_follow_the_status(
+    client: stripe.StripeClient, sandbox: SandboxControl
+) -> None:
+    charge_id = paid_charge(client, 1000)
+    refund = client.v1.refunds.create(params={"charge": charge_id, "amount": 100}).to_dict()
+    for name in ("pending_reason", "failure_reason", "failure_balance_transaction", "next_action"):
+        assert name not in refund
+    sandbox.set_refund_status(refund["id"], "pending")
+    pending = client.v1.refunds.retrieve(refund["id"]).to_dict()
+    assert (pending["status"], pending["pending_reason"]) == ("pending", "processing")
+    sandbox.set_refund_status(refund["id"], "requires_action")
+    waiting = client.v1.refunds.retrieve(refund["id"]).to_dict()
+    assert "pending_reason" not in waiting
+    assert waiting["next_action"]["type"] == "display_details"
+    sandbox.set_refund_status(refund["id"], "failed", "expired_or_canceled_card")
+    failed = client.v1.refunds.retrieve(refund["id"]).to_dict()
+    assert "next_action" not in failed
+    assert failed["failure_reason"] == "expired_or_canceled_card"
+    assert failed["failure_balance_transaction"].startswith("txn_")

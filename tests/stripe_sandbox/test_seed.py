@@ -30,7 +30,7 @@ def _api_made(client: stripe.StripeClient, sandbox: SandboxControl) -> dict[str,
     failed = client.v1.refunds.create(params={"charge": charge_id, "amount": 200})
     sandbox.set_refund_status(failed.id, "failed", "declined")
     dispute = sandbox.open_dispute(paid_charge(client, 10_000), reason="fraudulent")
-    charge = client.v1.charges.retrieve(charge_id)
+    charge = client.v1.charges.retrieve(charge_id, params={"expand": ["refunds"]})
     return {
         "charge": charge.to_dict(),
         "refund": client.v1.refunds.retrieve(refund.id).to_dict(),
@@ -58,7 +58,7 @@ def test_seeded_objects_look_like_api_made_ones(
         ]
     )
     [seeded_disputed] = sandbox.seed([{"amount": 10_000, "disputes": [{"reason": "fraudulent"}]}])
-    charge = client.v1.charges.retrieve(seeded["id"]).to_dict()
+    charge = client.v1.charges.retrieve(seeded["id"], params={"expand": ["refunds"]}).to_dict()
     mine = {
         "charge": charge,
         "refund": client.v1.refunds.retrieve(seeded["refunds"][0]).to_dict(),

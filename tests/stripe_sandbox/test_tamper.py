@@ -23,7 +23,7 @@ def test_tampered_charge_fields_show_in_retrieve_and_list(
     shown = sandbox.tamper(charge_id, amount=999, amount_refunded=0, metadata={"x": "y"})
 
     assert (shown["amount"], shown["amount_refunded"], shown["metadata"]) == (999, 0, {"x": "y"})
-    charge = client.v1.charges.retrieve(charge_id)
+    charge = client.v1.charges.retrieve(charge_id, params={"expand": ["refunds"]})
     assert (charge.amount, charge.amount_refunded, charge.metadata.to_dict()) == (
         999,
         0,
@@ -53,7 +53,7 @@ def test_a_tampered_refund_leaves_its_charge_alone(
     assert (got.amount, got.metadata.to_dict(), got.status) == (999, {}, "pending")
     listed = client.v1.refunds.list(params={"charge": charge_id}).data[0]
     assert (listed.amount, listed.status) == (999, "pending")
-    charge = client.v1.charges.retrieve(charge_id)
+    charge = client.v1.charges.retrieve(charge_id, params={"expand": ["refunds"]})
     assert (charge.amount_refunded, charge.refunds.data[0].amount) == (400, 999)
     assert _event_count(client) == events
     # A later real change gives back what the refund counted (400), not what it now claims.
