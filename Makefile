@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
-APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox ops agents
+APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox stripe_contract ops agents
 
 .DEFAULT_GOAL := help
 .PHONY: help run reset test inspector inspector-test soak lint docs docs-serve typecheck check-migrations check-deploy lock clean mutate

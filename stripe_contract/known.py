@@ -56,9 +56,61 @@ COLLECTION_SOURCES = {
 
 # Declared fields a served resource does not return, and why (shown in the fidelity report). A
 # gap without a row here (or the rule of type_specific_fields) is a defect.
+_PRESENTMENT = (
+    "only when Adaptive Pricing presented the payment in another currency, which a server-side "
+    "USD card payment never is: https://docs.stripe.com/payments/checkout/adaptive-pricing"
+)
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("event", "account"): (
         "only on an event of a connected account (Connect, which Vouch does not use): "
         "https://docs.stripe.com/changelog/2017-05-25/events-connect-specify-originating-account"
     ),
+    ("event", "context"): (
+        "only on an event fetched in another account's authentication context (Stripe-Context, "
+        "organizations and Connect): https://docs.stripe.com/context"
+    ),
+    ("charge", "authorization_code"): (
+        "internal and not usually returned (https://github.com/stripe/stripe-go/pull/669); a "
+        "card charge shows its code in payment_method_details.card.authorization_code, which the "
+        "sandbox returns: "
+        "https://docs.stripe.com/changelog/acacia/2024-09-30/displays-authorization-code-for-charges"
+    ),
+    ("charge", "level3"): (
+        "only on a charge made with Level III data (the Charges API's level3 parameter, which a "
+        "PaymentIntent never sends): https://docs.stripe.com/api/charges/object"
+    ),
+    ("charge", "presentment_details"): _PRESENTMENT,
+    ("charge", "radar_options"): (
+        "only when the payment carried a Radar session: https://docs.stripe.com/radar/radar-session"
+    ),
+    ("payment_method", "radar_options"): (
+        "only when the payment method was created with a Radar session: "
+        "https://docs.stripe.com/radar/radar-session"
+    ),
+    ("charge", "transfer"): (
+        "only on a destination charge (Connect), as the SDK's docstring says: "
+        "https://docs.stripe.com/connect/destination-charges"
+    ),
+    ("payment_intent", "hooks"): (
+        "only when the PaymentIntent was created with hooks inputs: "
+        "https://docs.stripe.com/api/payment_intents/object"
+    ),
+    ("payment_intent", "payment_details"): (
+        "only when the PaymentIntent was created with payment_details (customer and order "
+        "references): https://docs.stripe.com/api/payment_intents/object"
+    ),
+    ("payment_intent", "payment_record"): (
+        "only when the PaymentIntent created a Payment Record: "
+        "https://docs.stripe.com/api/payment-record"
+    ),
+    ("payment_intent", "presentment_details"): _PRESENTMENT,
+    ("refund", "description"): (
+        "available on non-card refunds only, as the SDK's docstring says: "
+        "https://docs.stripe.com/api/refunds/object"
+    ),
+    ("refund", "instructions_email"): (
+        "only for payment methods without native refund support (Konbini, PromptPay), as the "
+        "SDK's docstring says: https://docs.stripe.com/api/refunds/object"
+    ),
+    ("refund", "presentment_details"): _PRESENTMENT,
 }

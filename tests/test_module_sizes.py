@@ -6,7 +6,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 APPS = (
     "config", "core", "accounts", "envelopes", "disputes", "verification", "receipts",
-    "reconciliation", "providers", "stripe_sandbox", "ops", "agents",
+    "reconciliation", "providers", "stripe_sandbox", "stripe_contract", "ops", "agents",
 )  # fmt: skip
 LIMIT = 600
 
