@@ -195,8 +195,8 @@ class FeeNotAcknowledged(VouchError):
     code = "fee_not_acknowledged"
     status_code = 422
     default_message = (
-        "Contesting a Visa compliance dispute costs the card network's fee: the approver must "
-        "acknowledge it with the approval, and only then is the packet filed."
+        "Contesting a Visa or Mastercard compliance dispute costs the card network's fee: the "
+        "approver must acknowledge it with the approval, and only then is the packet filed."
     )
 
 
@@ -221,3 +221,12 @@ class AppealNotEditable(VouchError):
     code = "appeal_not_editable"
     status_code = 400
     default_message = "An appeal's summary (its reason for filing) is the only part a person edits."
+
+
+class DisputeResponseNotAllowed(VouchError):
+    code = "dispute_response_not_allowed"
+    status_code = 409
+    default_message = (
+        "No response allowed (the card network allows none): the provider shows this dispute's "
+        "evidence_details.due_by as 0. Nothing was prepared, approved or sent."
+    )

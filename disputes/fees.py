@@ -6,7 +6,10 @@ The table is `settings.DISPUTE_FEES`, per currency, in integer micro-dollars:
 - `dispute_fee`: charged when any dispute opens, whatever happens next;
 - `lost_dispute_fee`: the countering fee, kept by the provider when a contested dispute is lost;
 - `visa_compliance_fee`: the network's fee to counter a Visa compliance dispute, kept when it is
-  lost.
+  lost;
+- `mastercard_compliance_fee`: the same for a Mastercard compliance dispute (Stripe collects 500
+  USD, or the local equivalent, and refunds it if the dispute is won:
+  https://docs.stripe.com/disputes/api/mastercard-compliance).
 
 Money stays integer micro-dollars; the break-even win probability is an exact fraction. Rates
 (a win rate, its Wilson interval) are numbers, rounded only where they are shown. Nothing here
@@ -27,10 +30,10 @@ from django.core.exceptions import ImproperlyConfigured
 from core.exceptions import InvalidInput
 from disputes.exceptions import UnsupportedCurrency
 from disputes.models import Dispute
+from disputes.packets import MASTERCARD_COMPLIANCE, VISA_COMPLIANCE, compliance_program
 
 # The 95% two-sided normal quantile of the Wilson score interval.
 Z_95 = 1.959963984540054
-VISA_COMPLIANCE = "visa_compliance"  # in a dispute's `enhanced_eligibility_types`
 LOST = "lost"  # the provider's status of a lost dispute
 RATE_PLACES = Decimal("0.000001")  # a rate shown as a decimal
 PERCENT_PLACES = Decimal("0.1")  # a rate shown as a percentage
@@ -51,6 +54,16 @@ class FeeTable:
     dispute_fee: int
     lost_dispute_fee: int
     visa_compliance_fee: int
+    mastercard_compliance_fee: int
+
+    def compliance_fee(self, program: str | None) -> int:
+        """The network's fee of a compliance program (`visa_compliance`,
+        `mastercard_compliance`); 0 for none."""
+        if program == VISA_COMPLIANCE:
+            return self.visa_compliance_fee
+        if program == MASTERCARD_COMPLIANCE:
+            return self.mastercard_compliance_fee
+        return 0
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,7 @@ def fee_table(currency: str) -> FeeTable:
         dispute_fee=_fee(row, key, "dispute_fee"),
         lost_dispute_fee=_fee(row, key, "lost_dispute_fee"),
         visa_compliance_fee=_fee(row, key, "visa_compliance_fee"),
+        mastercard_compliance_fee=_fee(row, key, "mastercard_compliance_fee"),
     )
 
 
@@ -126,13 +140,11 @@ def is_visa_compliance(dispute: Dispute) -> bool:
 def fees_paid(dispute: Dispute, contested: bool) -> int:
     """The fees the dispute has cost, in micro-dollars: the dispute fee always; when it was
     contested (a response was, or may have been, submitted) and lost, the lost-dispute fee too,
-    and the Visa compliance fee when it is a Visa compliance dispute."""
+    and the network's compliance fee when it is a Visa or Mastercard compliance dispute."""
     table = fee_table(dispute.currency)
     paid = table.dispute_fee
     if contested and dispute.provider_status == LOST:
-        paid += table.lost_dispute_fee
-        if is_visa_compliance(dispute):
-            paid += table.visa_compliance_fee
+        paid += table.lost_dispute_fee + table.compliance_fee(compliance_program(dispute))
     return paid
 
 
@@ -176,14 +188,15 @@ def _verdict(break_even: Fraction, record: WinRecord | None) -> str:
 
 
 def posture_costs(
-    *, amount_micro: int, currency: str, compliance: bool, own_record: WinRecord | None
+    *, amount_micro: int, currency: str, compliance: str | None, own_record: WinRecord | None
 ) -> dict[str, Any]:
     """What accepting and contesting a dispute of `amount_micro` would cost, from the fee table.
 
     Every amount is integer micro-dollars, an outcome negative as a loss:
     accepting loses the amount and the dispute fee; contesting and winning loses the dispute fee;
     contesting and losing loses the amount, the dispute fee, the lost-dispute fee and (for a
-    Visa compliance dispute, `compliance`) the Visa compliance fee. Contesting pays in
+    compliance dispute, `compliance` naming its program: `visa_compliance`,
+    `mastercard_compliance`) the network's compliance fee. Contesting pays in
     expectation when the chance of winning exceeds the break-even (L + C) / (A + L + C), given as
     an exact fraction (`break_even`, "n/d") and as a decimal of six places for reading. With
     `own_record`, the merchant's own wins of this reason and the 95% Wilson interval of its rate.
@@ -191,7 +204,7 @@ def posture_costs(
     if type(amount_micro) is not int or amount_micro <= 0:
         raise InvalidInput("amount_micro must be a positive integer of micro-dollars.")
     table = fee_table(currency)
-    compliance_fee = table.visa_compliance_fee if compliance else 0
+    compliance_fee = table.compliance_fee(compliance)
     at_risk = table.lost_dispute_fee + compliance_fee
     break_even = Fraction(at_risk, amount_micro + at_risk)
     return {
@@ -199,8 +212,11 @@ def posture_costs(
         "amount_micro": amount_micro,
         "dispute_fee_micro": table.dispute_fee,
         "lost_dispute_fee_micro": table.lost_dispute_fee,
-        "compliance": compliance,
-        "visa_compliance_fee_micro": compliance_fee,
+        "compliance": compliance is not None,
+        "visa_compliance_fee_micro": compliance_fee if compliance == VISA_COMPLIANCE else 0,
+        "mastercard_compliance_fee_micro": (
+            compliance_fee if compliance == MASTERCARD_COMPLIANCE else 0
+        ),
         "accept_micro": -(amount_micro + table.dispute_fee),
         "contest_won_micro": -table.dispute_fee,
         "contest_lost_micro": -(amount_micro + table.dispute_fee + at_risk),

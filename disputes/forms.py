@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 
 from disputes.models import EvidenceKind, Packet, Posture
+from disputes.packets import COMPLIANCE_LABELS, compliance_program
 
 DIGEST_SHOWN = 16  # hex characters of the digest quoted in a confirmation
 
@@ -29,8 +30,8 @@ class _DigestForm(forms.Form):
 class ApproveForm(_DigestForm):
     prefix = "approve"
     confirm = forms.BooleanField(required=True)
-    # A separate box, offered only for a contested Visa compliance dispute (SPEC §17): the service
-    # refuses the approval without it (`fee_not_acknowledged`).
+    # A separate box, offered only for a response filed to a Visa or Mastercard compliance dispute
+    # (SPEC §17): the service refuses the approval without it (`fee_not_acknowledged`).
     acknowledge_fee = forms.BooleanField(required=False)
 
     def __init__(self, *args: Any, packet: Packet, fee: str | None = None, **kwargs: Any) -> None:
@@ -42,9 +43,10 @@ class ApproveForm(_DigestForm):
         if fee is None:
             del self.fields["acknowledge_fee"]
         else:
+            program = COMPLIANCE_LABELS.get(compliance_program(packet.dispute) or "", "compliance")
             self.fields["acknowledge_fee"].label = (
-                f"I acknowledge the card network's fee of {fee} for contesting this Visa "
-                "compliance dispute, kept by the network if the dispute is lost"
+                f"I acknowledge the card network's fee of {fee} for contesting this {program} "
+                "dispute, kept by the network if the dispute is lost"
             )
 
 

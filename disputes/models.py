@@ -50,6 +50,14 @@ class Dispute(models.Model):
     network_reason_code = models.CharField(max_length=20, blank=True)
     card_brand = models.CharField(max_length=20, blank=True)
     enhanced_eligibility_types = models.JSONField(default=list, blank=True)
+    # What Stripe last said of the dispute (each read or event): the card network's case type
+    # (`chargeback`, `inquiry`, `compliance`, …: `payment_method_details.card.case_type`),
+    # whether the disputed charge may still be refunded (`is_charge_refundable`; null for a
+    # dispute never read from the provider), and whether the network allows a response at all
+    # (`evidence_details.due_by` 0 says it allows none; then there is no deadline either).
+    case_type = models.CharField(max_length=20, blank=True)
+    is_charge_refundable = models.BooleanField(null=True, blank=True)
+    response_allowed = models.BooleanField(default=True)
     # When Vouch first saw the provider's decision (`won` or `lost`; an appeal's decision moves
     # it): the month the outcome figures count it in.
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -298,7 +306,7 @@ class Packet(models.Model):
     )
     approved_at = models.DateTimeField(null=True)
     approved_digest = models.CharField(max_length=64, blank=True)
-    # The approver ticked the acknowledgement of a Visa compliance dispute's network fee with this
+    # The approver ticked the acknowledgement of a compliance dispute's network fee with this
     # approval: only then does filing send `fee_acknowledged` (SPEC §17).
     fee_acknowledged = models.BooleanField(default=False)
 

@@ -38,9 +38,22 @@ from disputes.models import FILEABLE_POSTURES, Dispute, Packet, PacketKind, Post
 
 FILING_METADATA_KEY = "vouch_packet_digest"
 APPEAL_METADATA_KEY = "vouch_appeal_digest"  # an appeal's own: the response's digest stays
-APPEAL_FILES_MAX = 5  # Stripe's bound on `evidence.appeal.supporting_files`
+APPEAL_FILES_MAX = 5  # Stripe's bound on `evidence.appeal.card.supporting_files`
+# Stripe nests an appeal's response under the payment method it answers for: the pinned SDK's
+# `DisputeUpdateParamsEvidenceAppeal` has only `card` (`reason_for_filing`, `supporting_files`),
+# and a dispute shows it as `evidence.appeal.card` (changelog 2026-10-28.endive).
+APPEAL_METHOD = "card"
+APPEAL_REASON_FIELD = f"appeal.{APPEAL_METHOD}.reason_for_filing"
 CE3 = "visa_compelling_evidence_3"
-COMPLIANCE = "visa_compliance"
+VISA_COMPLIANCE = "visa_compliance"
+MASTERCARD_COMPLIANCE = "mastercard_compliance"  # Stripe changelog 2026-06-24.dahlia
+# The card networks' compliance programs: contesting costs the network's fee, which the approver
+# acknowledges and filing sends as `enhanced_evidence.<program>.fee_acknowledged`.
+COMPLIANCE_PROGRAMS = (VISA_COMPLIANCE, MASTERCARD_COMPLIANCE)
+COMPLIANCE_LABELS = {
+    VISA_COMPLIANCE: "Visa compliance",
+    MASTERCARD_COMPLIANCE: "Mastercard compliance",
+}
 
 
 def dispute_facts(dispute: Dispute) -> dict[str, Any]:
@@ -90,13 +103,23 @@ def _round_two(packet: Packet) -> dict[str, Any]:
     return content
 
 
+def compliance_program(dispute: Dispute) -> str | None:
+    """The card network's compliance program the provider says the dispute is eligible for
+    (`visa_compliance`, `mastercard_compliance`: in `enhanced_eligibility_types`), or None."""
+    types = dispute.enhanced_eligibility_types
+    if not isinstance(types, list):
+        return None
+    return next((program for program in COMPLIANCE_PROGRAMS if program in types), None)
+
+
 def fee_acknowledgement_needed(packet: Packet) -> bool:
-    """A contested response to a Visa compliance dispute: the approver must acknowledge the
-    network fee, and filing sends `fee_acknowledged` only then (SPEC §17)."""
+    """A response filed to a Visa or Mastercard compliance dispute: Stripe takes no submission
+    without the network fee acknowledged, whatever Vouch calls the posture (SPEC §17, §18), so
+    the approver must acknowledge it, and filing sends `fee_acknowledged` only then."""
     return (
         packet.kind == PacketKind.RESPONSE
-        and packet.posture == Posture.CONTEST
-        and COMPLIANCE in (packet.dispute.enhanced_eligibility_types or [])
+        and packet.posture in FILEABLE_POSTURES
+        and compliance_program(packet.dispute) is not None
     )
 
 
@@ -254,13 +277,13 @@ def appeal_text(packet: Packet) -> str:
 
 
 def appeal_mapping(packet: Packet) -> dict[str, Any]:
-    """Stripe's `evidence.appeal`: the reason for filing and the supporting files; nothing else
-    of the evidence (frozen after the response)."""
-    appeal: dict[str, Any] = {"reason_for_filing": appeal_text(packet)}
+    """Stripe's `evidence.appeal.card`: the reason for filing and the supporting files; nothing
+    else of the evidence (frozen after the response)."""
+    card: dict[str, Any] = {"reason_for_filing": appeal_text(packet)}
     files = appeal_files(packet)
     if files:
-        appeal["supporting_files"] = [{"file": f} for f in files]
-    return {"appeal": appeal}
+        card["supporting_files"] = [{"file": f} for f in files]
+    return {"appeal": {APPEAL_METHOD: card}}
 
 
 def _is_placeholder(value: Any) -> bool:
@@ -269,7 +292,7 @@ def _is_placeholder(value: Any) -> bool:
 
 def file_placeholders(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The file fields of a mapped evidence hash, wherever they are: field path (`shipping_
-    documentation`, `appeal.supporting_files.0`) -> {ref, sha256, name, size, type}."""
+    documentation`, `appeal.card.supporting_files.0`) -> {ref, sha256, name, size, type}."""
     found: dict[str, dict[str, Any]] = {}
 
     def walk(path: str, value: Any) -> None:
@@ -309,10 +332,11 @@ def filing_request(packet: Packet, *, digest: str) -> dict[str, Any] | None:
     evidence = evidence_mapping(packet)
     if evidence is None:
         return None
-    if packet.fee_acknowledged and fee_acknowledgement_needed(packet):
+    program = compliance_program(packet.dispute)
+    if packet.fee_acknowledged and program is not None and fee_acknowledgement_needed(packet):
         # The approver acknowledged the network fee with the approval of this digest.
         enhanced = dict(evidence.get("enhanced_evidence") or {})
-        enhanced[COMPLIANCE] = {"fee_acknowledged": True}
+        enhanced[program] = {"fee_acknowledged": True}
         evidence = dict(sorted({**evidence, "enhanced_evidence": enhanced}.items()))
     key = APPEAL_METADATA_KEY if packet.kind == PacketKind.APPEAL else FILING_METADATA_KEY
     return {
@@ -365,11 +389,14 @@ class Budget:
 
 
 def _texts(evidence: dict[str, Any]) -> list[tuple[str, str]]:
-    """The text fields of a mapped evidence hash: top-level strings and an appeal's reason."""
+    """The text fields of a mapped evidence hash: top-level strings and an appeal's reason
+    (`appeal.card.reason_for_filing`)."""
     texts = [(name, value) for name, value in evidence.items() if isinstance(value, str)]
-    appeal = evidence.get("appeal")
-    if isinstance(appeal, dict) and isinstance(appeal.get("reason_for_filing"), str):
-        texts.append(("appeal.reason_for_filing", appeal["reason_for_filing"]))
+    reason: Any = evidence
+    for part in APPEAL_REASON_FIELD.split("."):
+        reason = reason.get(part) if isinstance(reason, dict) else None
+    if isinstance(reason, str):
+        texts.append((APPEAL_REASON_FIELD, reason))
     return texts
 
 

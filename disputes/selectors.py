@@ -52,6 +52,37 @@ def packet_current(dispute: Dispute) -> Packet | None:
     return dispute.packets.order_by("-version").first()
 
 
+# What every surface says of a dispute without a response deadline: the card network allows no
+# response (Stripe's `evidence_details.due_by` is 0), or no deadline is known (null, or a staff
+# entry without one).
+NO_RESPONSE_ALLOWED = "No response allowed (the card network allows none)"
+NO_DEADLINE_KNOWN = "No deadline known"
+
+
+def response_deadline_note(dispute: Dispute) -> str | None:
+    """Why a dispute has no response deadline, in words; None when it has one."""
+    if not dispute.response_allowed:
+        return NO_RESPONSE_ALLOWED
+    if dispute.response_deadline is None:
+        return NO_DEADLINE_KNOWN
+    return None
+
+
+def charges_stripe_will_not_refund(*, charge_ids: list[str]) -> set[str]:
+    """The charges among `charge_ids` that Stripe will not refund because of a dispute: those with
+    a dispute on record whose last read says `is_charge_refundable: false`. An inquiry Stripe
+    says is refundable is not among them, nor a dispute never read from the provider (a staff
+    entry): Stripe's answer to the refund decides those."""
+    wanted = [c for c in charge_ids if c]
+    if not wanted:
+        return set()
+    return set(
+        Dispute.objects.filter(charge_id__in=wanted, is_charge_refundable=False).values_list(
+            "charge_id", flat=True
+        )
+    )
+
+
 def evidence_data(evidence: Evidence) -> dict[str, Any]:
     return {
         "evidence_id": evidence.public_id,
@@ -120,6 +151,10 @@ def dispute_data(dispute: Dispute, *, detail: bool = True) -> dict[str, Any]:
         "currency": dispute.currency,
         "reason": dispute.reason,
         "response_deadline": _iso(dispute.response_deadline),
+        "response_allowed": dispute.response_allowed,
+        "response_deadline_note": response_deadline_note(dispute),
+        "case_type": dispute.case_type or None,
+        "is_charge_refundable": dispute.is_charge_refundable,
         "provider_status": dispute.provider_status or None,
         "intended_submission_method": dispute.intended_submission_method or None,
         "source": dispute.source,
@@ -280,11 +315,11 @@ def dispute_timeline(dispute: Dispute) -> list[TimelineEntry]:
             title="Dispute entered by staff"
             if dispute.source == "staff"
             else "Dispute recorded from the provider",
-            detail=f"reason {dispute.reason}, deadline "
+            detail=f"reason {dispute.reason}, "
             + (
-                dispute.response_deadline.strftime("%Y-%m-%d %H:%M:%S %Z")
+                "deadline " + dispute.response_deadline.strftime("%Y-%m-%d %H:%M:%S %Z")
                 if dispute.response_deadline
-                else "none given"
+                else str(response_deadline_note(dispute)).lower()
             ),
             actor=entered_by,
             refs=(Ref("stripe", provider_id), Ref("stripe", dispute.charge_id)),
@@ -347,14 +382,3 @@ def dispute_timeline(dispute: Dispute) -> list[TimelineEntry]:
         )
     order = {"webhook": 0, "dispute": 1}
     return sorted(entries, key=lambda e: (e.at, order.get(e.kind, 2)))
-
-
-def charges_stripe_will_not_refund(*, charge_ids: list[str]) -> set[str]:
-    """PLACEHOLDER (the lead's, until VOUCH-DISPUTES records Stripe's `is_charge_refundable` on the
-    Dispute model and replaces this body): the charges among `charge_ids` with a dispute on
-    record."""
-    return set(
-        Dispute.objects.filter(charge_id__in=[c for c in charge_ids if c]).values_list(
-            "charge_id", flat=True
-        )
-    )

@@ -491,6 +491,14 @@ class Dispute(Out):
     currency: str
     reason: str
     response_deadline: str | None
+    response_allowed: bool = Field(
+        description="False when Stripe's `due_by` is 0: the card network allows no response."
+    )
+    response_deadline_note: str | None = Field(
+        description="Why there is no deadline ('No response allowed …', 'No deadline known')."
+    )
+    case_type: str | None = Field(description="Stripe's card case type: chargeback, inquiry, …")
+    is_charge_refundable: bool | None = Field(description="Stripe's flag, as last read.")
     provider_status: str | None
     intended_submission_method: str | None
     source: str

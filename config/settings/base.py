@@ -411,12 +411,15 @@ DISPUTES_REMINDER_EMAILS = env.list("DISPUTES_REMINDER_EMAILS", default=[])
 # What fighting a dispute costs (SPEC §17; disputes/fees.py), per currency, in integer
 # micro-dollars (Stripe US pricing): `dispute_fee` is charged when any dispute opens, whatever
 # happens; `lost_dispute_fee` (the countering fee) is kept when a contested dispute is lost;
-# `visa_compliance_fee` (the network's) is kept when a contested Visa compliance dispute is lost.
+# `visa_compliance_fee` (the network's) is kept when a contested Visa compliance dispute is lost,
+# `mastercard_compliance_fee` likewise for Mastercard (Stripe: 500 USD, refunded if won;
+# https://docs.stripe.com/disputes/api/mastercard-compliance).
 DISPUTE_FEES = {
     "usd": {
         "dispute_fee": 15_000_000,
         "lost_dispute_fee": 15_000_000,
         "visa_compliance_fee": 500_000_000,
+        "mastercard_compliance_fee": 500_000_000,
     },
 }
 

@@ -18,8 +18,10 @@ from django.http import (
     HttpResponseRedirect,
 )
 from django.urls import URLPattern, path, reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.timezone import localtime
 
 from core import exceptions as core_errors
 from core.dashboard import stripe_link
@@ -39,7 +41,7 @@ from disputes.models import (
     Dispute,
     Packet,
 )
-from disputes.selectors import packet_current
+from disputes.selectors import packet_current, response_deadline_note
 from disputes.services import evidence_admit
 
 
@@ -58,7 +60,7 @@ class DisputeAdmin(_DisputesAdmin):
         "charge_id",
         "amount",
         "reason",
-        "response_deadline",
+        "deadline",
         "source",
         "current_packet",
     )
@@ -71,8 +73,10 @@ class DisputeAdmin(_DisputesAdmin):
         "amount_money",
         "currency",
         "reason",
-        "response_deadline",
+        "deadline",
         "provider_status",
+        "case_type",
+        "is_charge_refundable",
         "source",
         "entered_by",
         "created_at",
@@ -109,6 +113,16 @@ class DisputeAdmin(_DisputesAdmin):
     def amount(self, obj: Dispute) -> SafeString | str:
         """In the list: `$10.00`, the micro-dollars in its title."""
         return money(obj.amount_micro)
+
+    @admin.display(description="response deadline", ordering="response_deadline")
+    def deadline(self, obj: Dispute) -> SafeString | str:
+        """The deadline, or why there is none: the card network allows no response (Stripe's
+        `due_by` 0), or none is known."""
+        if obj.response_deadline is not None:
+            return date_format(localtime(obj.response_deadline), "DATETIME_FORMAT")
+        return format_html(
+            '<span class="vouch-quiet vouch-no-deadline">{}</span>', response_deadline_note(obj)
+        )
 
     @admin.display(description="provider dispute id")
     def provider_dispute(self, obj: Dispute) -> SafeString | str:

@@ -36,8 +36,20 @@ from disputes.models import (
     PacketKind,
     PacketStatus,
 )
-from disputes.packets import CE3, fee_acknowledgement_needed, packet_budget
-from disputes.selectors import Ref, TimelineEntry, dispute_timeline, packet_current
+from disputes.packets import (
+    CE3,
+    COMPLIANCE_LABELS,
+    compliance_program,
+    fee_acknowledgement_needed,
+    packet_budget,
+)
+from disputes.selectors import (
+    Ref,
+    TimelineEntry,
+    dispute_timeline,
+    packet_current,
+    response_deadline_note,
+)
 from disputes.services import (
     APPEALABLE,
     PERM_APPROVE,
@@ -88,8 +100,10 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
     )
     contributors = list(packet.contributors.order_by("username"))
     run = packet.filing_run
-    can_approve = live and (not approved or drifted) and user.has_perm(PERM_APPROVE)
-    can_file = live and approved and not_filing and user.has_perm(PERM_FILE)
+    # The card network allows no response (Stripe's `due_by` 0): nothing is approved or filed.
+    respondable = dispute.response_allowed
+    can_approve = respondable and live and (not approved or drifted) and user.has_perm(PERM_APPROVE)
+    can_file = respondable and live and approved and not_filing and user.has_perm(PERM_FILE)
     can_edit = live and user.has_perm(PERM_EDIT)
     proposed_key = filing_key_proposal(packet)
     citations = set(packet.citations)
@@ -100,6 +114,7 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
         "dispute": dispute,
         "current": current,
         "versions": [(v, review_url(v)) for v in versions],
+        "deadline_note": response_deadline_note(dispute),
         "status_tone": STATUS_TONES.get(packet.status, "neutral"),
         "amount": format_html(
             '{} <span class="vouch-quiet">({} micro-dollars)</span>',
@@ -135,7 +150,7 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
             pretty_json(packet.handoff["options"]) if packet.handoff.get("options") else ""
         ),
         "proposed_key": proposed_key,
-        "can_prepare": not_filing and packet.kind == PacketKind.RESPONSE,
+        "can_prepare": respondable and not_filing and packet.kind == PacketKind.RESPONSE,
         "approve_form": (
             ApproveForm(packet=packet, fee=compliance_fee_text(packet)) if can_approve else None
         ),
@@ -146,12 +161,14 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
 
 
 def compliance_fee_text(packet: Packet) -> str | None:
-    """The network fee an approver of this version must acknowledge, shown; None when none."""
-    if not fee_acknowledgement_needed(packet):
+    """The network fee an approver of this version must acknowledge (Visa's or Mastercard's
+    compliance fee, as the version's costs show it), shown; None when none."""
+    program = compliance_program(packet.dispute)
+    if program is None or not fee_acknowledgement_needed(packet):
         return None
-    fee = (packet.costs or {}).get("visa_compliance_fee_micro")
-    if not isinstance(fee, int):
-        fee = fee_table(packet.dispute.currency).visa_compliance_fee
+    fee = (packet.costs or {}).get(f"{program}_fee_micro")
+    if not isinstance(fee, int) or not fee:
+        fee = fee_table(packet.dispute.currency).compliance_fee(program)
     return f"{money(fee)} ({packet.dispute.currency.upper()})"
 
 
@@ -196,6 +213,7 @@ def _costs_rows(costs: dict[str, Any]) -> list[tuple[str, SafeString]]:
         ("dispute_fee_micro", "Dispute fee"),
         ("lost_dispute_fee_micro", "Countering fee"),
         ("visa_compliance_fee_micro", "Visa compliance fee"),
+        ("mastercard_compliance_fee_micro", "Mastercard compliance fee"),
         ("accept_micro", "Accept: you lose"),
         ("contest_won_micro", "Contest, won: you lose"),
         ("contest_lost_micro", "Contest, lost: you lose"),
@@ -203,7 +221,7 @@ def _costs_rows(costs: dict[str, Any]) -> list[tuple[str, SafeString]]:
     rows = []
     for key, label in labels:
         value = costs.get(key)
-        if isinstance(value, int) and not (key == "visa_compliance_fee_micro" and not value):
+        if isinstance(value, int) and not (key.endswith("compliance_fee_micro") and not value):
             rows.append((label, format_html("{}", money(abs(value)))))
     return rows
 
@@ -228,10 +246,13 @@ def round_two_context(packet: Packet, versions: list[Packet]) -> dict[str, Any]:
         "ce3_priors": _prior_rows((ce3 or {}).get("priors"), chosen=True),
         "ce3_considered": _prior_rows((ce3 or {}).get("considered"), chosen=False),
         "compliance_fee": compliance_fee_text(packet),
+        "compliance_program": compliance_program(dispute),
+        "compliance_label": COMPLIANCE_LABELS.get(compliance_program(dispute) or "", ""),
         "costs": packet.costs or None,
         "costs_rows": _costs_rows(packet.costs or {}),
         "can_appeal": (
-            (packet.kind == PacketKind.APPEAL or packet.status == PacketStatus.FILED)
+            dispute.response_allowed
+            and (packet.kind == PacketKind.APPEAL or packet.status == PacketStatus.FILED)
             and dispute.provider_status in APPEALABLE
             and not appeal_holding
         ),

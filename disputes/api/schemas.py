@@ -52,8 +52,9 @@ class ApprovalOut(serializers.Serializer):
     approved_at = serializers.DateTimeField(allow_null=True)
     approved_digest = serializers.CharField(allow_null=True)
     fee_acknowledged = serializers.BooleanField(
-        help_text="The approver acknowledged a Visa compliance dispute's network fee with this "
-        "approval (SPEC §17): only then does filing send `fee_acknowledged`."
+        help_text="The approver acknowledged a Visa or Mastercard compliance dispute's network "
+        "fee with this approval (SPEC §17): only then does filing send "
+        "`enhanced_evidence.<visa_compliance|mastercard_compliance>.fee_acknowledged`."
     )
 
 
@@ -121,7 +122,8 @@ class PacketOut(serializers.Serializer):
         allow_null=True,
         help_text="Enhanced evidence from Vouch's receipts: `visa_compelling_evidence_3` (status, "
         "the disputed charge, the two prior charges with their receipt ids, every candidate "
-        "considered) and `visa_compliance`. Null when the dispute is eligible for neither.",
+        "considered), `visa_compliance` and `mastercard_compliance`. Null when the dispute is "
+        "eligible for none.",
     )
     costs = serializers.JSONField(
         allow_null=True,
@@ -138,7 +140,34 @@ _DISPUTE_FIELDS = {
     "charge": serializers.CharField(),
     "currency": serializers.CharField(),
     "reason": serializers.CharField(),
-    "response_deadline": serializers.DateTimeField(allow_null=True),
+    "response_deadline": serializers.DateTimeField(
+        allow_null=True,
+        help_text="Stripe's `evidence_details.due_by`. Null when the card network allows no "
+        "response (`due_by` 0: `response_allowed` false) or no deadline is known.",
+    ),
+    "response_allowed": serializers.BooleanField(
+        help_text="False when Stripe shows `evidence_details.due_by` as 0: the card network "
+        "allows no response, so none is prepared, approved or filed "
+        "(`dispute_response_not_allowed`)."
+    ),
+    "response_deadline_note": serializers.ChoiceField(
+        choices=[
+            "No response allowed (the card network allows none)",
+            "No deadline known",
+        ],
+        allow_null=True,
+        help_text="Why there is no response deadline, in words; null when there is one.",
+    ),
+    "case_type": serializers.CharField(
+        allow_null=True,
+        help_text="Stripe's `payment_method_details.card.case_type` as last read: `chargeback`, "
+        "`inquiry`, `compliance`, `block`, `resolution`; null if never read.",
+    ),
+    "is_charge_refundable": serializers.BooleanField(
+        allow_null=True,
+        help_text="Stripe's `is_charge_refundable` as last read (an inquiry's charge may still "
+        "be refunded); null for a dispute never read from the provider.",
+    ),
     "provider_status": serializers.CharField(allow_null=True),
     "intended_submission_method": serializers.CharField(
         allow_null=True,

@@ -246,13 +246,15 @@ class PacketApi(APIView):
         description="A new version from Vouch's own receipts and the admitted evidence, through "
         "the configured drafter and deterministic finalization. Body `{}`: caller-supplied "
         "receipts are refused (`receipt_detail_refused`). The caller contributes to the new "
-        "version and cannot approve it.",
+        "version and cannot approve it. A dispute the card network allows no response to "
+        "(Stripe's `due_by` 0) takes none: `dispute_response_not_allowed`.",
         request=PacketInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
             201: success_envelope(schemas.DisputeOut, name="PacketPreparedEnvelope"),
             **error_responses(
                 errors.ReceiptDetailRefused,
+                errors.DisputeResponseNotAllowed,
                 errors.PacketAlreadyFiled,
                 errors.PacketFilingUnderway,
                 errors.PacketReadbackFailed,

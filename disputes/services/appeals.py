@@ -149,6 +149,7 @@ def appeal_prepare(*, dispute: Dispute, requested_by: User | None) -> Packet:
     holds the dispute."""
     with transaction.atomic():
         locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
+        checks.refuse_if_no_response_allowed(locked)
         filed = _filed_response(locked)
         if filed is None:
             raise errors.AppealNotPossible(

@@ -29,10 +29,12 @@ def packet_approve(
     *, packet: Packet, actor: User, confirmed_digest: str, fee_acknowledged: bool = False
 ) -> Packet:
     """Four eyes: a person with `disputes.approve_packet` who did not contribute to this version
-    approves the content it shows them; the approval records who, when and the digest. A packet
+    approves the content it shows them; the approval records who, when and the digest. Refused
+    for a dispute the card network allows no response to (`dispute_response_not_allowed`). A packet
     over the provider's limits (text, one field, files) is refused (`packet_over_limit`). A
-    contested response to a Visa compliance dispute needs the approver's acknowledgement of the
-    network fee (`fee_not_acknowledged`), bound into the approval with the digest (SPEC §17)."""
+    response filed to a Visa or Mastercard compliance dispute needs the approver's acknowledgement
+    of that network's fee (`fee_not_acknowledged`), bound into the approval with the digest
+    (SPEC §17)."""
     if not actor.has_perm(PERM_APPROVE):
         raise PermissionDenied(f"This needs the permission {PERM_APPROVE}.")
     with transaction.atomic():
@@ -40,6 +42,7 @@ def packet_approve(
         checks.refuse_superseded(locked)
         if locked.filing_status != FilingStatus.NOT_FILED:
             raise checks.filing_refusal(locked)
+        checks.refuse_if_no_response_allowed(locked.dispute)
         checks.check_confirmed(locked, confirmed_digest)
         checks.check_fileable_content(locked)
         checks.check_budget(locked)

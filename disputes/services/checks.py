@@ -1,6 +1,7 @@
 """The refusals every act on a packet shares: the packet's row lock, the current version, the
-content a person confirmed, fileable content within the provider's limits, and a filing that holds
-the dispute (with what its readback showed)."""
+content a person confirmed, fileable content within the provider's limits, a dispute the card
+network allows no response to, and a filing that holds the dispute (with what its readback
+showed)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,19 @@ def check_budget(packet: Packet) -> None:
             "The packet is over the provider's limits: "
             + " ".join(p["message"] for p in budget.problems),
             details={"problems": budget.problems},
+        )
+
+
+def refuse_if_no_response_allowed(dispute: Dispute) -> None:
+    """The provider last showed the dispute's `evidence_details.due_by` as 0: the card network
+    allows no response, so none is prepared, approved or filed (nothing is sent)."""
+    if not dispute.response_allowed:
+        raise errors.DisputeResponseNotAllowed(
+            details={
+                "dispute": dispute.public_id,
+                "provider_dispute_id": dispute.provider_dispute_id,
+                "provider_status": dispute.provider_status or None,
+            }
         )
 
 

@@ -39,8 +39,14 @@ RESPONDABLE = ("needs_response", "warning_needs_response")  # the provider await
 DECIDED = ("won", "lost")  # the provider's decision (a dispute's, or its appeal's)
 
 
+# Stripe's `evidence_details.due_by` when the card network allows no response to the dispute.
+NO_RESPONSE_DUE_BY = 0
+
+
 def _deadline(value: Any) -> datetime | None:
-    if value in (None, ""):
+    """Stripe's `due_by` (epoch seconds) as a deadline: none when it is null (no deadline
+    known) or 0 (no response allowed, never 1970-01-01)."""
+    if value in (None, "", NO_RESPONSE_DUE_BY):
         return None
     if isinstance(value, datetime):
         return value
@@ -48,23 +54,33 @@ def _deadline(value: Any) -> datetime | None:
 
 
 def dispute_normalize(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A provider Dispute object (Stripe's shape) as the fields Vouch keeps."""
+    """A provider Dispute object (Stripe's shape, as the pinned SDK's `stripe.Dispute` declares
+    it) as the fields Vouch keeps, every one as the provider last said it."""
     charge = obj.get("charge")
     if isinstance(charge, Mapping):
         charge = charge.get("id")
     details = obj.get("evidence_details") or {}
     card = (obj.get("payment_method_details") or {}).get("card") or {}
+    due_by = details.get("due_by")
+    refundable = obj.get("is_charge_refundable")
     return {
         "provider_dispute_id": str(obj["id"]),
         "charge_id": str(charge or ""),
         "amount_micro": int(obj["amount"]) * MICRO_PER_CENT,
         "currency": str(obj.get("currency") or "usd").lower(),
         "reason": str(obj.get("reason") or "general"),
-        "response_deadline": _deadline(details.get("due_by")),
+        "response_deadline": _deadline(due_by),
+        "response_allowed": due_by != NO_RESPONSE_DUE_BY,
         "provider_status": str(obj.get("status") or ""),
         "intended_submission_method": str(obj.get("intended_submission_method") or ""),
-        "network_reason_code": str(card.get("network_reason_code") or ""),
+        # The card network's own code, as Stripe gives it for a card dispute; the dispute's
+        # top-level `network_reason_code` (any payment method) when the card has none.
+        "network_reason_code": str(
+            card.get("network_reason_code") or obj.get("network_reason_code") or ""
+        ),
         "card_brand": str(card.get("brand") or ""),
+        "case_type": str(card.get("case_type") or ""),
+        "is_charge_refundable": refundable if isinstance(refundable, bool) else None,
         "enhanced_eligibility_types": sorted(
             str(kind) for kind in obj.get("enhanced_eligibility_types") or [] if kind
         ),
@@ -181,7 +197,8 @@ def _packet_first(*, dispute: Dispute, requested_by: User | None, trigger: str) 
 def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
     """`charge.dispute.*`: re-read the dispute (events may be stale or out of order), record it,
     prepare its first version if it has none, and, while it awaits a response and the provider
-    does not say `manual` yet, set its submission method to manual. Raises if the provider cannot
+    does not say `manual` yet, set its submission method to manual. A dispute the network allows
+    no response to (`due_by` 0) is recorded, and nothing else. Raises if the provider cannot
     be read or does not answer the update, so the event stays unprocessed and the retry job comes
     back to it (each step is idempotent)."""
     obj = (event.get("data") or {}).get("object") or {}
@@ -197,6 +214,10 @@ def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
     dispute, _ = dispute_record(
         fields=dispute_normalize(read.require()), source=DisputeSource.PROVIDER
     )
+    if not dispute.response_allowed:
+        # The network allows no response (`due_by` 0): nothing is prepared, and nothing can be
+        # submitted, by Vouch or by Smart Disputes.
+        return
     _packet_first(dispute=dispute, requested_by=None, trigger="provider_event")
     if dispute.provider_status in RESPONDABLE:
         outcome = dispute_submit_manually(dispute=dispute)

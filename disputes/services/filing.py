@@ -24,6 +24,7 @@ from disputes.models import (
     FILED_CONTRACT,
     PACKET_FILING,
     ApprovalStatus,
+    Dispute,
     Evidence,
     FilingStatus,
     Packet,
@@ -60,12 +61,16 @@ def packet_file(
     """File exactly the approved packet: reserve (refusals first), call the provider's narrow
     `dispute.file` outside any transaction with the filing's one key, record what it answered, and
     start the readback run that alone can make the packet `filed`. Pressing File again on a filing
-    under way with its key repeats it by the resume job's rule (`_send_again`)."""
+    under way with its key repeats it by the resume job's rule (`_send_again`). A dispute the card
+    network allows no response to is refused before anything is read or sent
+    (`dispute_response_not_allowed`)."""
     if not actor.has_perm(PERM_FILE):
         raise PermissionDenied(f"This needs the permission {PERM_FILE}.")
     key = idempotency_key.strip()
     if not key or len(key) > 255 or not key.isprintable():
         raise InvalidInput("The filing key is 1-255 printable characters.")
+    if packet.filing_status == FilingStatus.NOT_FILED:  # a new filing; a repeat sends its own
+        checks.refuse_if_no_response_allowed(Dispute.objects.get(pk=packet.dispute_id))
     _check_files_stored(packet)
     stage = _appeal_stage_read(packet)
     reserved, underway = _reserve(
@@ -126,6 +131,7 @@ def _reserve(
         if locked.filing_status != FilingStatus.NOT_FILED:
             raise checks.filing_refusal(locked)
         checks.refuse_superseded(locked)
+        checks.refuse_if_no_response_allowed(locked.dispute)  # as last read, under the lock
         if locked.approval_status != ApprovalStatus.APPROVED:
             raise errors.PacketNotApproved()
         if fee_acknowledgement_needed(locked) and not locked.fee_acknowledged:

@@ -130,12 +130,14 @@ def packet_prepare(
     """Prepare a new version (SPEC §9 steps 1-7) with the configured drafter, its output finalized.
     Earlier versions are superseded. Its contributors: whoever asked for it and whoever admitted
     the evidence it holds; a version the system prepared on its own from receipts alone has none.
-    Refused while a filing holds the dispute. The request's idempotency record names the version
+    Refused while a filing holds the dispute, and for a dispute the card network allows no
+    response to (`dispute_response_not_allowed`). The request's idempotency record names the version
     in the transaction that saves it; a resumed request returns that version, never a new one."""
     if idempotency is not None and idempotency.resource:
         return Packet.objects.select_related("dispute").get(public_id=idempotency.resource)
     with transaction.atomic():
         locked = Dispute.objects.select_for_update().get(pk=dispute.pk)
+        checks.refuse_if_no_response_allowed(locked)
         checks.refuse_if_filing(locked)
         packet = _version_save(_version_draft(locked, requested_by=requested_by), "request")
         idempotency_attach(idempotency, packet.public_id)
@@ -165,7 +167,10 @@ def _version_draft(locked: Dispute, *, requested_by: User | None) -> Packet:
 def _catches_up(dispute: Dispute) -> bool:
     """A dispute whose current version is neither approved nor filed (nor being filed) takes a new
     version by itself when its material changes; an approved one waits for a person (a new
-    version would silently drop the approval)."""
+    version would silently drop the approval). A dispute the network allows no response to takes
+    none."""
+    if not dispute.response_allowed:
+        return False
     if dispute.packets.filter(filing_status__in=FILING_HOLDS).exists():
         return False
     newest = dispute.packets.order_by("-version").first()

@@ -1,8 +1,8 @@
 """What SPEC §17 adds to a response version when it is prepared: the enhanced evidence Vouch's own
-receipts qualify it for (Visa Compelling Evidence 3.0, `disputes.ce3`), a Visa compliance
-dispute's fee acknowledgement, and the cost of accepting against contesting (`disputes.fees`, with
-the merchant's own record for the reason from `disputes.outcomes`). Reads only; the digest binds
-what they return."""
+receipts qualify it for (Visa Compelling Evidence 3.0, `disputes.ce3`), a Visa or Mastercard
+compliance dispute's fee acknowledgement, and the cost of accepting against contesting
+(`disputes.fees`, with the merchant's own record for the reason from `disputes.outcomes`). Reads
+only; the digest binds what they return."""
 
 from __future__ import annotations
 
@@ -13,21 +13,22 @@ from disputes.drafting import ReceiptFact
 from disputes.fees import posture_costs
 from disputes.models import Dispute
 from disputes.outcomes import win_record
-from disputes.packets import CE3, COMPLIANCE
+from disputes.packets import CE3, compliance_program
 from receipts.models import Receipt
 
 
 def enhanced_for(dispute: Dispute) -> dict[str, Any]:
     """The enhanced evidence programs the provider says the dispute is eligible for, each with
     what Vouch can show: CE 3.0's qualification from receipts (and Stripe's payload when
-    qualified), or the compliance fee the approver must acknowledge."""
+    qualified), or the network's compliance fee (Visa's or Mastercard's) the approver must
+    acknowledge."""
     eligible = set(dispute.enhanced_eligibility_types or [])
     out: dict[str, Any] = {}
     if CE3 in eligible:
         result = ce3_qualification(dispute=dispute)
         out[CE3] = {**result.as_dict(), "evidence": ce3_evidence(result)}
-    if COMPLIANCE in eligible:
-        out[COMPLIANCE] = {"fee_acknowledgement": "required from the approver"}
+    if (program := compliance_program(dispute)) is not None:
+        out[program] = {"fee_acknowledgement": "required from the approver"}
     return out
 
 
@@ -59,6 +60,6 @@ def costs_for(dispute: Dispute) -> dict[str, Any]:
     return posture_costs(
         amount_micro=dispute.amount_micro,
         currency=dispute.currency,
-        compliance=COMPLIANCE in (dispute.enhanced_eligibility_types or []),
+        compliance=compliance_program(dispute),
         own_record=win_record(dispute.reason),
     )

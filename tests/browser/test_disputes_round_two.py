@@ -117,6 +117,8 @@ def test_a_lost_dispute_is_appealed_through_the_console(
     expect(page.locator("#packet-kind")).to_have_text("Appeal")
     expect(page.locator("#packet-status")).to_have_text("Ready for review")
     expect(page.locator("#appeal-new-evidence")).to_have_text("doc:courier")
+    # Stripe's shape: the appeal's response nests under `card` (`evidence[appeal][card][…]`).
+    expect(page.locator("#handoff-request")).to_contain_text('"card": {')
     expect(page.locator("#handoff-request")).to_contain_text('"reason_for_filing"')
     expect(page.locator("#handoff-request")).to_contain_text('"vouch_appeal_digest"')
     expect(page.locator("#act-approve")).to_contain_text("another person must approve it")
@@ -163,6 +165,10 @@ def test_a_lost_dispute_is_appealed_through_the_console(
     at_provider = read_dispute(stripe_at_sandbox, dispute_id)
     assert at_provider["status"] == "appeal_under_review"
     assert at_provider["metadata"]["vouch_appeal_digest"] == appeal.digest
+    assert appeal.summary in at_provider["evidence"]["appeal"]["card"]["reason_for_filing"]
+    assert at_provider["evidence"]["appeal"]["card"]["supporting_files"] == list(
+        filed.filing_files.values()
+    )
     assert Packet.objects.get(pk=response.pk).status == "filed"
 
 

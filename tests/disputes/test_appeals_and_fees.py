@@ -87,10 +87,11 @@ def test_an_appeal_is_its_own_version_approval_filing_and_readback(
     request = appeal.handoff["request"]
     assert set(request["evidence"]) == {"appeal"}
     assert request["metadata"] == {"vouch_appeal_digest": appeal.digest}
-    assert "doc:courier" in request["evidence"]["appeal"]["reason_for_filing"]
-    assert [f["file"]["ref"] for f in request["evidence"]["appeal"]["supporting_files"]] == [
-        "doc:courier"
-    ]
+    # Stripe's shape: `evidence[appeal][card][reason_for_filing|supporting_files]`.
+    assert set(request["evidence"]["appeal"]) == {"card"}
+    card = request["evidence"]["appeal"]["card"]
+    assert "doc:courier" in card["reason_for_filing"]
+    assert [f["file"]["ref"] for f in card["supporting_files"]] == ["doc:courier"]
 
     with pytest.raises(ApproverIsContributor):
         services.packet_approve(packet=appeal, actor=ops.preparer, confirmed_digest=appeal.digest)
@@ -119,8 +120,9 @@ def test_an_appeal_is_its_own_version_approval_filing_and_readback(
     assert at_provider["status"] == "appeal_under_review"
     assert at_provider["metadata"]["vouch_appeal_digest"] == appeal.digest
     assert at_provider["metadata"]["vouch_packet_digest"] == response.approved_digest
-    assert appeal.summary in at_provider["evidence"]["appeal"]["reason_for_filing"]
-    assert len(at_provider["evidence"]["appeal"]["supporting_files"]) == 1
+    held = at_provider["evidence"]["appeal"]["card"]
+    assert appeal.summary in held["reason_for_filing"]
+    assert held["supporting_files"] == list(Packet.objects.get(pk=appeal.pk).filing_files.values())
     assert at_provider["evidence_details"]["submission_count"] == 2
     # One appeal per dispute: nothing else of kind appeal is prepared or filed now.
     with pytest.raises(PacketAlreadyFiled):
@@ -176,7 +178,7 @@ def test_an_appeal_edit_changes_only_its_reason_and_the_editor_cannot_approve(
     assert edited.posture == "contest"
     assert (
         "The bank overlooked the chat log."
-        in (edited.handoff["request"]["evidence"]["appeal"]["reason_for_filing"])
+        in (edited.handoff["request"]["evidence"]["appeal"]["card"]["reason_for_filing"])
     )
     with pytest.raises(ApproverIsContributor):
         services.packet_approve(packet=edited, actor=editor, confirmed_digest=edited.digest)

@@ -33,8 +33,14 @@ FEES = {
         "dispute_fee": 1_000_000,
         "lost_dispute_fee": 20_000_000,
         "visa_compliance_fee": 300_000_000,
+        "mastercard_compliance_fee": 400_000_000,
     },
-    "eur": {"dispute_fee": 0, "lost_dispute_fee": 2, "visa_compliance_fee": 3},
+    "eur": {
+        "dispute_fee": 0,
+        "lost_dispute_fee": 2,
+        "visa_compliance_fee": 3,
+        "mastercard_compliance_fee": 4,
+    },
 }
 
 
@@ -57,13 +63,16 @@ def test_the_default_table_is_stripe_us_pricing() -> None:
         dispute_fee=15_000_000,
         lost_dispute_fee=15_000_000,
         visa_compliance_fee=500_000_000,
+        # Stripe collects 500 USD for a contested Mastercard compliance dispute, refunded if won:
+        # https://docs.stripe.com/disputes/api/mastercard-compliance
+        mastercard_compliance_fee=500_000_000,
     )
 
 
 @override_settings(DISPUTE_FEES=FEES)
 def test_the_table_is_read_from_the_setting_per_currency_in_any_case() -> None:
-    assert fee_table("USD") == FeeTable("usd", 1_000_000, 20_000_000, 300_000_000)
-    assert fee_table("eur") == FeeTable("eur", 0, 2, 3)
+    assert fee_table("USD") == FeeTable("usd", 1_000_000, 20_000_000, 300_000_000, 400_000_000)
+    assert fee_table("eur") == FeeTable("eur", 0, 2, 3, 4)
 
 
 @pytest.mark.parametrize("currency", ["gbp", "", "us"])
@@ -78,15 +87,23 @@ def test_a_currency_not_in_the_table_is_refused_with_its_code(currency: str) -> 
     with pytest.raises(DisputeFeesUnknownCurrency):
         fees_paid(dispute("lost", currency=currency), True)
     with pytest.raises(DisputeFeesUnknownCurrency):
-        posture_costs(amount_micro=1_000_000, currency=currency, compliance=False, own_record=None)
+        posture_costs(amount_micro=1_000_000, currency=currency, compliance=None, own_record=None)
 
 
-@pytest.mark.parametrize("name", ["dispute_fee", "lost_dispute_fee", "visa_compliance_fee"])
+@pytest.mark.parametrize(
+    "name",
+    ["dispute_fee", "lost_dispute_fee", "visa_compliance_fee", "mastercard_compliance_fee"],
+)
 @pytest.mark.parametrize("value", [None, -1, "15000000", 15.0, True])
 def test_a_fee_that_is_not_a_non_negative_integer_is_a_configuration_error(
     name: str, value: Any
 ) -> None:
-    row: dict[str, Any] = {"dispute_fee": 1, "lost_dispute_fee": 2, "visa_compliance_fee": 3}
+    row: dict[str, Any] = {
+        "dispute_fee": 1,
+        "lost_dispute_fee": 2,
+        "visa_compliance_fee": 3,
+        "mastercard_compliance_fee": 4,
+    }
     if value is None:
         del row[name]
     else:
@@ -116,6 +133,9 @@ def test_a_fee_that_is_not_a_non_negative_integer_is_a_configuration_error(
         ("lost", True, (), 21_000_000),
         ("lost", True, ("visa_compliance_3",), 21_000_000),
         ("lost", True, ("visa_compelling_evidence_3", "visa_compliance"), 321_000_000),
+        ("lost", True, ("mastercard_compliance",), 421_000_000),
+        ("lost", False, ("mastercard_compliance",), 1_000_000),
+        ("won", True, ("mastercard_compliance",), 1_000_000),
     ],
 )
 def test_each_fee_rule(status: str, contested: bool, types: tuple[str, ...], paid: int) -> None:
@@ -124,6 +144,7 @@ def test_each_fee_rule(status: str, contested: bool, types: tuple[str, ...], pai
 
 def test_the_default_fees_of_a_lost_contested_compliance_dispute() -> None:
     assert fees_paid(dispute("lost", ["visa_compliance"]), True) == 530_000_000
+    assert fees_paid(dispute("lost", ["mastercard_compliance"]), True) == 530_000_000
     assert fees_paid(dispute("lost"), True) == 30_000_000
     assert fees_paid(dispute("won"), True) == 15_000_000
 
@@ -148,7 +169,7 @@ def test_a_visa_compliance_dispute_is_what_the_provider_lists(types: Any, compli
 
 def test_the_costs_of_each_posture() -> None:
     costs = posture_costs(
-        amount_micro=100_000_000, currency="usd", compliance=False, own_record=None
+        amount_micro=100_000_000, currency="usd", compliance=None, own_record=None
     )
     assert costs == {
         "currency": "usd",
@@ -157,6 +178,7 @@ def test_the_costs_of_each_posture() -> None:
         "lost_dispute_fee_micro": 15_000_000,
         "compliance": False,
         "visa_compliance_fee_micro": 0,
+        "mastercard_compliance_fee_micro": 0,
         "accept_micro": -115_000_000,
         "contest_won_micro": -15_000_000,
         "contest_lost_micro": -130_000_000,
@@ -175,7 +197,7 @@ def test_a_compliance_dispute_risks_the_network_fee_too() -> None:
     costs = posture_costs(
         amount_micro=100_000_000,
         currency="USD",
-        compliance=True,
+        compliance="visa_compliance",
         own_record=WinRecord(won=5, decided=10),
     )
     assert costs == {
@@ -185,6 +207,7 @@ def test_a_compliance_dispute_risks_the_network_fee_too() -> None:
         "lost_dispute_fee_micro": 20_000_000,
         "compliance": True,
         "visa_compliance_fee_micro": 300_000_000,
+        "mastercard_compliance_fee_micro": 0,
         "accept_micro": -101_000_000,
         "contest_won_micro": -1_000_000,
         "contest_lost_micro": -421_000_000,
@@ -204,11 +227,35 @@ def test_a_compliance_dispute_risks_the_network_fee_too() -> None:
     }
 
 
+@override_settings(DISPUTE_FEES=FEES)
+def test_a_mastercard_compliance_dispute_risks_mastercards_fee() -> None:
+    costs = posture_costs(
+        amount_micro=100_000_000,
+        currency="usd",
+        compliance="mastercard_compliance",
+        own_record=None,
+    )
+    assert costs["compliance"] is True
+    assert (costs["visa_compliance_fee_micro"], costs["mastercard_compliance_fee_micro"]) == (
+        0,
+        400_000_000,
+    )
+    assert costs["contest_lost_micro"] == -(100_000_000 + 1_000_000 + 20_000_000 + 400_000_000)
+    assert costs["break_even"] == "21/26"  # (20 + 400) / (100 + 20 + 400)
+
+
 @pytest.mark.parametrize(
     ("amount", "compliance"),
-    [(1, False), (1, True), (10_000, False), (99_999_999, True), (5_000_000_000, False)],
+    [
+        (1, None),
+        (1, "visa_compliance"),
+        (10_000, None),
+        (99_999_999, "visa_compliance"),
+        (99_999_999, "mastercard_compliance"),
+        (5_000_000_000, None),
+    ],
 )
-def test_the_break_even_is_exact(amount: int, compliance: bool) -> None:
+def test_the_break_even_is_exact(amount: int, compliance: str | None) -> None:
     """At the break-even chance of winning, contesting and accepting are worth exactly the same:
     p * won + (1 - p) * lost == accept, in exact fractions."""
     costs = posture_costs(
@@ -220,14 +267,14 @@ def test_the_break_even_is_exact(amount: int, compliance: bool) -> None:
         p * costs["contest_won_micro"] + (1 - p) * costs["contest_lost_micro"]
         == costs["accept_micro"]
     )
-    at_risk = 15_000_000 + (500_000_000 if compliance else 0)
+    at_risk = 15_000_000 + (500_000_000 if compliance is not None else 0)
     assert p == Fraction(at_risk, amount + at_risk)
     assert costs["break_even_decimal"] == f"{p.numerator / p.denominator:.6f}"
 
 
 def test_a_record_with_nothing_decided_has_no_rate() -> None:
     costs = posture_costs(
-        amount_micro=30_000_000, currency="usd", compliance=False, own_record=WinRecord(0, 0)
+        amount_micro=30_000_000, currency="usd", compliance=None, own_record=WinRecord(0, 0)
     )
     assert costs["own_record"] == {
         "won": 0,
@@ -245,7 +292,7 @@ def test_a_record_with_nothing_decided_has_no_rate() -> None:
 
 def test_a_perfect_record_reads_to_one_hundred_percent() -> None:
     costs = posture_costs(
-        amount_micro=135_000_000, currency="usd", compliance=False, own_record=WinRecord(10, 10)
+        amount_micro=135_000_000, currency="usd", compliance=None, own_record=WinRecord(10, 10)
     )
     assert costs["break_even"] == "1/10"
     assert costs["own_record"]["wilson_high"] == "1.000000"
@@ -258,7 +305,7 @@ def test_a_perfect_record_reads_to_one_hundred_percent() -> None:
 @pytest.mark.parametrize("amount", [0, -1, 1.5, True, "100"])
 def test_the_amount_at_stake_is_a_positive_integer(amount: Any) -> None:
     with pytest.raises(InvalidInput) as refused:
-        posture_costs(amount_micro=amount, currency="usd", compliance=False, own_record=None)
+        posture_costs(amount_micro=amount, currency="usd", compliance=None, own_record=None)
     assert refused.value.code == "validation_error"
     assert refused.value.message == "amount_micro must be a positive integer of micro-dollars."
 

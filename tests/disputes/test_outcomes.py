@@ -33,6 +33,7 @@ FEES = {
         "dispute_fee": 1_000_000,
         "lost_dispute_fee": 20_000_000,
         "visa_compliance_fee": 300_000_000,
+        "mastercard_compliance_fee": 400_000_000,
     }
 }
 

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from stripe.params import (
+    DisputeUpdateParamsEvidence,
+    DisputeUpdateParamsEvidenceAppeal,
+    DisputeUpdateParamsEvidenceAppealCard,
+    DisputeUpdateParamsEvidenceEnhancedEvidence,
+)
+
 from disputes.models import Dispute, Packet
 from disputes.packets import (
     APPEAL_FILES_MAX,
@@ -130,15 +137,33 @@ def test_kind_appeal_enhanced_and_costs_join_the_content_and_the_digest_when_pre
     assert "kind" not in packet_content(plain)
 
 
-def test_the_fee_acknowledgement_is_needed_for_a_contested_compliance_response_only() -> None:
-    compliance = ["visa_compliance"]
-    assert fee_acknowledgement_needed(response(types=compliance))
+def test_the_fee_acknowledgement_is_needed_for_a_filed_compliance_response_only() -> None:
+    """Visa's and Mastercard's compliance disputes alike; for every response that is filed
+    (Stripe refuses a submission without it, whatever Vouch calls the posture)."""
+    for program in ("visa_compliance", "mastercard_compliance"):
+        compliance = [program]
+        assert fee_acknowledgement_needed(response(types=compliance))
+        assert fee_acknowledgement_needed(response(types=compliance, posture="refund_already_sent"))
+        assert not fee_acknowledgement_needed(response(types=compliance, posture="accept"))
+        compliance_appeal = appeal()
+        compliance_appeal.dispute = a_dispute(enhanced_eligibility_types=compliance)
+        assert not fee_acknowledgement_needed(compliance_appeal)
     assert not fee_acknowledgement_needed(response(types=[CE3]))
     assert not fee_acknowledgement_needed(response())
-    assert not fee_acknowledgement_needed(response(types=compliance, posture="refund_already_sent"))
-    compliance_appeal = appeal()
-    compliance_appeal.dispute = a_dispute(enhanced_eligibility_types=compliance)
-    assert not fee_acknowledgement_needed(compliance_appeal)
+
+
+def test_a_mastercard_compliance_response_sends_mastercards_acknowledgement_once_approved() -> None:
+    needed = response(types=["mastercard_compliance"])
+    request = filing_request(needed, digest="e" * 64)
+    assert request is not None
+    assert "enhanced_evidence" not in request["evidence"]
+    needed.fee_acknowledged = True
+    request = filing_request(needed, digest="e" * 64)
+    assert request is not None
+    enhanced = request["evidence"]["enhanced_evidence"]
+    assert enhanced == {"mastercard_compliance": {"fee_acknowledged": True}}
+    assert set(enhanced) <= set(DisputeUpdateParamsEvidenceEnhancedEvidence.__annotations__)
+    assert list(request["evidence"]) == sorted(request["evidence"])
 
 
 def test_a_qualified_contest_sends_ce3_and_says_so_in_its_response_text() -> None:
@@ -200,7 +225,9 @@ def test_an_appeal_sends_its_reason_and_the_new_evidences_files_only() -> None:
     assert appeal_text(packet) == APPEAL_TEXT
     assert appeal_files(packet) == [NEW_SLOT]
     expected = {
-        "appeal": {"reason_for_filing": APPEAL_TEXT, "supporting_files": [{"file": NEW_SLOT}]}
+        "appeal": {
+            "card": {"reason_for_filing": APPEAL_TEXT, "supporting_files": [{"file": NEW_SLOT}]}
+        }
     }
     assert appeal_mapping(packet) == expected
     assert evidence_mapping(packet) == expected
@@ -213,11 +240,25 @@ def test_an_appeal_sends_its_reason_and_the_new_evidences_files_only() -> None:
     }
 
 
+def test_an_appeals_request_has_the_shape_the_pinned_sdk_declares() -> None:
+    """Stripe takes `evidence[appeal][card][reason_for_filing|supporting_files]`: the keys the
+    request uses, at each level, are the ones the SDK's generated params declare."""
+    request = filing_request(appeal(), digest="f" * 64)
+    assert request is not None
+    evidence = request["evidence"]
+    assert set(evidence) <= set(DisputeUpdateParamsEvidence.__annotations__)
+    assert set(evidence["appeal"]) == set(DisputeUpdateParamsEvidenceAppeal.__annotations__)
+    card = evidence["appeal"]["card"]
+    assert set(card) == set(DisputeUpdateParamsEvidenceAppealCard.__annotations__)
+
+
 def test_an_appeal_without_new_files_sends_no_supporting_files() -> None:
     uncited = appeal(evidence=[POD, NEW])
     uncited.citations = [RECEIPT, "pod:1"]  # the new item not cited
     assert appeal_files(uncited) == []
-    assert appeal_mapping(uncited) == {"appeal": {"reason_for_filing": appeal_text(uncited)}}
+    assert appeal_mapping(uncited) == {
+        "appeal": {"card": {"reason_for_filing": appeal_text(uncited)}}
+    }
     old_only = appeal(new=[])
     assert appeal_files(old_only) == []
     assert appeal_text(old_only).endswith(f"- {RECEIPT}")
@@ -232,21 +273,25 @@ def test_an_appeal_without_new_files_sends_no_supporting_files() -> None:
 def test_placeholders_are_found_and_replaced_at_any_depth_and_other_values_kept() -> None:
     evidence = {
         "appeal": {
-            "reason_for_filing": "why",
-            "supporting_files": [{"file": NEW_SLOT}, {"file": POD_SLOT}],
+            "card": {
+                "reason_for_filing": "why",
+                "supporting_files": [{"file": NEW_SLOT}, {"file": POD_SLOT}],
+            }
         },
         "enhanced_evidence": {"visa_compliance": {"fee_acknowledged": True}},
         "shipping_documentation": {"file": POD_SLOT},
         "uncategorized_text": "text",
     }
     assert file_placeholders(evidence) == {
-        "appeal.supporting_files.0": NEW_SLOT,
-        "appeal.supporting_files.1": POD_SLOT,
+        "appeal.card.supporting_files.0": NEW_SLOT,
+        "appeal.card.supporting_files.1": POD_SLOT,
         "shipping_documentation": POD_SLOT,
     }
     ids = {"7" * 64: "file_new", "2" * 64: "file_pod"}
     assert evidence_with_file_ids(evidence, ids) == {
-        "appeal": {"reason_for_filing": "why", "supporting_files": ["file_new", "file_pod"]},
+        "appeal": {
+            "card": {"reason_for_filing": "why", "supporting_files": ["file_new", "file_pod"]}
+        },
         "enhanced_evidence": {"visa_compliance": {"fee_acknowledged": True}},
         "shipping_documentation": "file_pod",
         "uncategorized_text": "text",
@@ -263,12 +308,11 @@ def test_an_appeals_budget_counts_its_reason_and_at_most_five_files() -> None:
     assert budget is not None
     assert budget.ok
     assert budget.unplaced == []  # an appeal's files are a list, not fields of their kinds
-    assert budget.fields == [
-        ("appeal.reason_for_filing", len(appeal_text(five)), field_max("appeal.reason_for_filing"))
-    ]
+    reason = "appeal.card.reason_for_filing"
+    assert budget.fields == [(reason, len(appeal_text(five)), field_max(reason))]
     assert budget.text_chars == len(appeal_text(five))
     assert [f["field"] for f in budget.files] == [
-        f"appeal.supporting_files.{n}" for n in range(APPEAL_FILES_MAX)
+        f"appeal.card.supporting_files.{n}" for n in range(APPEAL_FILES_MAX)
     ]
     six = appeal(evidence=files, new=[f["ref"] for f in files])
     budget = packet_budget(six)
