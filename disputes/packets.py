@@ -38,7 +38,10 @@ from disputes.models import FILEABLE_POSTURES, Dispute, Packet, PacketKind, Post
 
 FILING_METADATA_KEY = "vouch_packet_digest"
 APPEAL_METADATA_KEY = "vouch_appeal_digest"  # an appeal's own: the response's digest stays
-APPEAL_FILES_MAX = 5  # Stripe's bound on `evidence.appeal.card.supporting_files`
+# Vouch's own bound on an appeal's `evidence.appeal.card.supporting_files`, not Stripe's (Stripe's
+# changelog of 2026-10-28.endive and the SDK's types publish none): an appeal a reviewer reads
+# whole, its documents combined into few files.
+APPEAL_FILES_MAX = 5
 # Stripe nests an appeal's response under the payment method it answers for: the pinned SDK's
 # `DisputeUpdateParamsEvidenceAppeal` has only `card` (`reason_for_filing`, `supporting_files`),
 # and a dispute shows it as `evidence.appeal.card` (changelog 2026-10-28.endive).
@@ -457,8 +460,8 @@ def packet_budget(packet: Packet) -> Budget | None:
             {
                 "limit": "file_slots",
                 "refs": [f["ref"] for f in files[APPEAL_FILES_MAX:]],
-                "message": f"An appeal takes at most {APPEAL_FILES_MAX} supporting files; it "
-                f"cites {len(files)}: combine documents into one PDF.",
+                "message": f"Vouch files an appeal with at most {APPEAL_FILES_MAX} supporting "
+                f"files; it cites {len(files)}: combine documents into one PDF.",
             }
         )
     if unplaced:

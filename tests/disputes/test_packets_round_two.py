@@ -321,8 +321,8 @@ def test_an_appeals_budget_counts_its_reason_and_at_most_five_files() -> None:
         {
             "limit": "file_slots",
             "refs": ["doc:6"],
-            "message": "An appeal takes at most 5 supporting files; it cites 6: combine "
-            "documents into one PDF.",
+            "message": "Vouch files an appeal with at most 5 supporting files; it cites 6: "
+            "combine documents into one PDF.",
         }
     ]
 
