@@ -78,7 +78,7 @@ class Recorder:
         """A request to `operation` ("POST /v1/refunds") was checked; `violations` is what
         check_params found (empty: it conformed)."""
         found = list(violations)
-        lines = []
+        lines: list[dict[str, Any]] = []
         with self._lock:
             self.requests_checked += 1
             stats = self.operations.setdefault(operation, _Operation())
@@ -87,23 +87,31 @@ class Recorder:
             stats.refused += bool(found)
             for violation in found:
                 key = ("request", operation, violation.param, violation.kind, from_adapter)
-                entry = self.request_violations.setdefault(
-                    key,
-                    {
-                        "operation": operation,
-                        "param": violation.param,
-                        "kind": violation.kind,
-                        "code": violation.code,
-                        "message": violation.message,
-                        "from_adapter": from_adapter,
-                        "count": 0,
-                    },
-                )
-                entry["count"] += 1
-                if key not in self._logged:
-                    self._logged.add(key)
-                    lines.append({"type": "request", **entry, "count": 1})
+                first = {
+                    "operation": operation,
+                    "param": violation.param,
+                    "kind": violation.kind,
+                    "code": violation.code,
+                    "message": violation.message,
+                    "from_adapter": from_adapter,
+                }
+                self._tally(self.request_violations, key, first, lines)
         self._log(lines)
+
+    def _tally(
+        self,
+        table: dict[tuple[Any, ...], dict[str, Any]],
+        key: tuple[Any, ...],
+        first: dict[str, Any],
+        lines: list[dict[str, Any]],
+    ) -> None:
+        """Count one violation under `key` (its first sighting described by `first`), and log
+        each distinct one once (the caller holds the lock)."""
+        entry = table.setdefault(key, {**first, "count": 0})
+        entry["count"] += 1
+        if key not in self._logged:
+            self._logged.add(key)
+            lines.append({"type": key[0], **entry, "count": 1})
 
     def record_object(
         self,
@@ -129,29 +137,22 @@ class Recorder:
         return found
 
     def _merge(self, found: list[Violation], seen: dict[str, ResourceSeen], where: str) -> None:
-        lines = []
+        lines: list[dict[str, Any]] = []
         with self._lock:
             self.objects_checked += 1
             for name, shown in seen.items():
                 self.seen.setdefault(name, ResourceSeen()).merge(shown)
             for violation in found:
                 key = ("object", violation.resource, violation.field, violation.kind)
-                entry = self.object_violations.setdefault(
-                    key,
-                    {
-                        "resource": violation.resource,
-                        "field": violation.field,
-                        "kind": violation.kind,
-                        "message": violation.message,
-                        "example": violation.param,
-                        "where": where,
-                        "count": 0,
-                    },
-                )
-                entry["count"] += 1
-                if key not in self._logged:
-                    self._logged.add(key)
-                    lines.append({"type": "object", **entry, "count": 1})
+                first = {
+                    "resource": violation.resource,
+                    "field": violation.field,
+                    "kind": violation.kind,
+                    "message": violation.message,
+                    "example": violation.param,
+                    "where": where,
+                }
+                self._tally(self.object_violations, key, first, lines)
         self._log(lines)
 
     def record_behaviour(self, rule: str, source: str, test: str, outcome: str) -> None:
