@@ -15,7 +15,6 @@ from providers.stripe_provider import RetryPolicy
 from stripe_sandbox.client import SandboxControl
 from stripe_sandbox.params import decode_form
 
-
 agents: list[str] = []  # the User-Agent of each request recorded by `sent`
 
 

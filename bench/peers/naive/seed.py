@@ -30,6 +30,8 @@ def main() -> None:
                 "currency": "usd",
                 "payment_method": "pm_card_visa",
                 "confirm": True,
+                # A server-side card confirmation, as Stripe takes it at the pinned version.
+                "allowed_payment_method_types": ["card"],
             }
         )
         charge = intent.latest_charge
