@@ -7,7 +7,7 @@ PORT ?= 8000
 APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox stripe_contract ops agents
 
 .DEFAULT_GOAL := help
-.PHONY: help run reset test inspector inspector-test soak lint docs docs-serve typecheck check-migrations check-deploy lock clean mutate
+.PHONY: help run reset test inspector inspector-test soak lint docs docs-serve fidelity typecheck check-migrations check-deploy lock clean mutate
 
 help:
 	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat; PORT=8001 for another port); Ctrl-C stops all"
@@ -16,6 +16,7 @@ help:
 	@echo "make inspector-test   the official MCP Inspector CLI against /mcp (installs Node 22 and the Inspector into .ci/node with npm)"
 	@echo "make lint   ruff check and format check, and the import contracts;  make typecheck: mypy on the apps"
 	@echo "make docs   build the docs site (mkdocs --strict) into var/site"
+	@echo "make fidelity   docs/sandbox-fidelity.md from the conformance report of the last whole make test"
 	@echo "make soak   bench/soak.py, the short soak CI runs (SOAK_ARGS=\"--operations 10000 --kills 20\" for the full one)"
 	@echo "make lock   re-pin requirements/*.txt from pyproject.toml"
 
@@ -88,6 +89,18 @@ docs: $(VENV)/.installed-dev
 
 docs-serve: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
+
+# docs/sandbox-fidelity.md from the conformance report the last whole `make test` wrote
+# (var/conformance/report.json; SPEC §12.1, stripe_contract/report.py).
+FIDELITY_REPORT ?= var/conformance/report.json
+fidelity: $(VENV)/.installed-dev
+	@test -f $(FIDELITY_REPORT) || { echo "No $(FIDELITY_REPORT): run the whole suite first (make test)."; exit 1; }
+	@{ printf '# Fidelity to Stripe\n\n'; \
+	  printf 'What the conformance suite (SPEC §12.1, [Stripe and the sandbox](sandbox.md#fidelity-to-stripe))\n'; \
+	  printf 'measured in the whole test suite: written by `make fidelity` from the report `make test` leaves\n'; \
+	  printf 'in `var/conformance/report.json`. Do not edit by hand.\n\n'; \
+	  $(PY) -m stripe_contract report $(FIDELITY_REPORT) | sed 's/^### /## /'; } > docs/sandbox-fidelity.md
+	@echo "docs/sandbox-fidelity.md written from $(FIDELITY_REPORT)"
 
 typecheck: $(VENV)/.installed-dev
 	$(VENV)/bin/mypy $(APPS)

@@ -44,17 +44,25 @@ def render(report: dict[str, Any]) -> str:
         states = ", ".join(f"`{s}`" for s in shown["statuses"]) or "-"
         typed = set(shown.get("type_specific", []))
         unexplained = 0
+        by_type: list[str] = []
         for missing in (f for f in declared if f not in returned):
+            if missing in typed and (name, missing) not in known:
+                by_type.append(missing)  # one row for all of them, below
+                continue
             if (name, missing) in includable:
                 why = f"only when expanded ([source]({includable[(name, missing)]}))"
             elif (name, missing) in known:
                 why = known[(name, missing)]
-            elif missing in typed:
-                why = f"only on a {name} of type `{missing}` (its `type` enum names the field)"
             else:
                 why = "not returned: a defect until explained"
                 unexplained += 1
             gaps.append(f"| `{name}` | `{missing}` | {why} |")
+        if by_type:
+            named = ", ".join(f"`{field}`" for field in by_type)
+            gaps.append(
+                f"| `{name}` | {len(by_type)} fields: {named} | each only on a {name} of that "
+                "type (its `type` enum names the field) |"
+            )
         lines.append(
             f"| `{name}` | {len(declared)} | {hit} | {_pct(hit, len(declared))} | {unexplained} | "
             f"{shown['checked']} | {states} |"
