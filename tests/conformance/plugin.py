@@ -76,8 +76,15 @@ def whole_suite(session: pytest.Session) -> bool:
         given = sorted(str((here / arg.split("::")[0]).resolve()) for arg in config.args)
         default = sorted(str((config.rootpath / p).resolve()) for p in config.getini("testpaths"))
         default_paths = given == default and not any("::" in arg for arg in config.args)
+    # `--ignore` beyond the project's own addopts (which leave out tests/inspector, run apart).
+    configured = {
+        arg.split("=", 1)[1] for arg in config.getini("addopts") if arg.startswith("--ignore=")
+    }
+    ignored = set(getattr(option, "ignore", None) or []) - configured
     return (
         default_paths
+        and not ignored
+        and not getattr(option, "ignore_glob", None)
         and not getattr(option, "keyword", "")
         and not getattr(option, "markexpr", "")
         and not getattr(option, "deselect", None)

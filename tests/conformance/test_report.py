@@ -99,13 +99,22 @@ def test_a_subprocess_sandboxs_violations_reach_the_session(tmp_path: Path) -> N
 
 
 def _session(args: list[str], *, here: Path = ROOT, **options: Any) -> Any:
-    defaults = {"keyword": "", "markexpr": "", "deselect": None, "lf": False}
+    defaults = {
+        "keyword": "",
+        "markexpr": "",
+        "deselect": None,
+        "lf": False,
+        "ignore": ["tests/inspector"],  # the project's addopts
+    }
     config = SimpleNamespace(
         args=args,
         args_source=pytest.Config.ArgsSource.ARGS if args else pytest.Config.ArgsSource.TESTPATHS,
         invocation_params=SimpleNamespace(dir=here),
         rootpath=ROOT,
-        getini=lambda name: ["tests"],
+        getini=lambda name: {
+            "testpaths": ["tests"],
+            "addopts": ["-ra", "--ignore=tests/inspector"],
+        }[name],
         option=SimpleNamespace(**{**defaults, **options}),
     )
     return SimpleNamespace(config=config, shouldstop=False, testscollected=5000)
@@ -120,6 +129,9 @@ def test_only_a_run_of_the_whole_suite_writes_the_report() -> None:
     assert not whole_suite(_session([str(ROOT / "tests")], keyword="refund"))
     assert not whole_suite(_session([str(ROOT / "tests")], markexpr="not slow"))
     assert not whole_suite(_session([str(ROOT / "tests")], lf=True))
+    assert not whole_suite(  # an --ignore of one's own leaves part of the suite out
+        _session([], ignore=["tests/inspector", "tests/disputes"])
+    )
     stopped = _session([str(ROOT / "tests")])
     stopped.shouldstop = "exiting after the first failure"
     assert not whole_suite(stopped)
