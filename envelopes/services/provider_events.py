@@ -5,7 +5,7 @@ services, never on the event's word."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, TypeGuard
 
 from core.services import audit_record
 from envelopes.models import MICRO_PER_CENT, FundingLeg, FundingStatus, RefundLeg
@@ -21,16 +21,18 @@ def funding_on_provider_event(*, event: dict[str, Any]) -> None:
     obj = (event.get("data") or {}).get("object") or {}
     if not isinstance(obj, dict) or obj.get("object") != "payment_intent":
         return
-    funding_id = str((obj.get("metadata") or {}).get("vouch_funding") or "")
+    intent_id, funding_id = obj.get("id"), (obj.get("metadata") or {}).get("vouch_funding")
+    if not (_an_id(intent_id) and _an_id(funding_id)):
+        return  # not one of Vouch's PaymentIntents, or no event of Stripe's
     leg = FundingLeg.objects.select_related("envelope").filter(public_id=funding_id).first()
     if leg is None or leg.status != FundingStatus.PENDING:
         return
-    read = _provider().payment_intent_read(str(obj.get("id") or ""))
+    read = _provider().payment_intent_read(intent_id)
     if not read.accepted:
         if read.refused:
             return  # no such PaymentIntent: the event lied or was forged; the job looks later
         raise RuntimeError(
-            f"PaymentIntent {obj.get('id')} could not be read: {read.error_code} "
+            f"PaymentIntent {intent_id} could not be read: {read.error_code} "
             f"({read.error_message})"
         )
     if not intent_is_the_legs(leg, read.require()):
@@ -48,8 +50,10 @@ def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
     flight is a refund made elsewhere (the Dashboard): recorded as an audit event — no money
     moves by itself (a person, or reconciliation, acts)."""
     obj = (event.get("data") or {}).get("object") or {}
-    charge_id = str(obj.get("id") or "") if isinstance(obj, dict) else ""
-    funding = FundingLeg.objects.filter(charge_id=charge_id).first() if charge_id else None
+    charge_id = obj.get("id") if isinstance(obj, dict) else None
+    if not _an_id(charge_id):
+        return
+    funding = FundingLeg.objects.filter(charge_id=charge_id).first()
     if funding is None:
         return
     read = _provider().charge_read(charge_id)
@@ -93,3 +97,8 @@ def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
                 "event": event.get("id"),
             },
         )
+
+
+def _an_id(value: Any) -> TypeGuard[str]:
+    """A provider object's id as an event names it: a non-empty string."""
+    return isinstance(value, str) and bool(value)

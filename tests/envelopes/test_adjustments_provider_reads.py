@@ -143,6 +143,8 @@ def test_a_recorded_foreign_refund_that_fails_later_is_given_back_by_charge_refu
         }
     )
     _assert_given_back_once(envelope_id, funding, adjustment)
+    [entry] = JournalEntry.objects.filter(kind="release", adjustment=adjustment)
+    assert entry.note.endswith("(charge.refunded evt_only_charge_refunded)")  # who saw it
 
 
 def test_foreign_refund_release_gives_a_failed_recorded_refund_back_once(
