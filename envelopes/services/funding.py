@@ -247,10 +247,12 @@ def intent_is_the_legs(leg: FundingLeg, intent: dict[str, Any]) -> bool:
     """A PaymentIntent found by a lookup or named by an event is this leg's only if it says so
     (Vouch's metadata) and asks for the leg's amount and currency."""
     metadata = intent.get("metadata") or {}
+    currency = intent.get("currency")
     return (
         metadata.get("vouch_funding") == leg.public_id
         and intent.get("amount") == to_cents(leg.amount_micro)
-        and str(intent.get("currency") or "").lower() == "usd"
+        and isinstance(currency, str)
+        and currency.lower() == "usd"
     )
 
 
