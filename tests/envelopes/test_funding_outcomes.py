@@ -297,3 +297,28 @@ def test_a_leg_charged_twice_records_the_oldest_and_escalates_the_duplicate(
         f"{second.id}, {first.id}" in escalation.reason
     )
     assert "The provider holds 2 succeeded PaymentIntents" in escalation.reason
+
+
+class _Died(Exception):
+    pass
+
+
+@pytest.mark.django_db
+def test_the_crash_point_after_the_payment_call_stands_between_call_and_record(
+    alice: Api, sandbox: SandboxControl, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process (the crash tests of test_crash_retry.py die in a child process): the point
+    `funding_after_provider_call` is reached with the PaymentIntent made and the leg pending."""
+    import core.crash
+
+    def died(status: int) -> None:
+        raise _Died(status)
+
+    monkeypatch.setattr(core.crash.os, "_exit", died)
+    settings.VOUCH_CRASH_AT = "funding_after_provider_call"
+    with pytest.raises(_Died):
+        services.envelope_create(
+            owner=alice.user, amount_micro=2_000_000, payment_method="pm_card_visa"
+        )
+    assert sandbox.state()["counts"]["payment_intents"] == 1
+    assert FundingLeg.objects.get().status == FundingStatus.PENDING

@@ -174,3 +174,25 @@ def test_a_charge_whose_refunds_all_failed_shows_nothing_refunded_elsewhere(
     charge_on_refunded_event(event=_refunded(sdk))
     assert not AuditEvent.objects.filter(action="charge.refunded_elsewhere").exists()
     assert Envelope.objects.get(public_id=envelope_id).unspent_micro == 5_000_000
+
+
+def test_an_event_for_a_leg_already_settled_reads_nothing(
+    alice: Api, sandbox: SandboxControl, sdk: stripe.StripeClient
+) -> None:
+    alice.create(2_000_000)  # settled by its own answer
+    before = _reads(sandbox, "GET /v1/payment_intents/{id}")
+    funding_on_provider_event(event=_succeeded(sdk))
+    assert _reads(sandbox, "GET /v1/payment_intents/{id}") == before
+
+
+def test_an_id_that_is_not_a_string_is_no_id(
+    alice: Api, sandbox: SandboxControl, sdk: stripe.StripeClient
+) -> None:
+    leg = _pending_creation(alice, sandbox)
+    event = json.loads(json.dumps(_succeeded(sdk)))
+    event["data"]["object"]["id"] = 12345
+    before = _reads(sandbox, "GET /v1/payment_intents/{id}")
+    funding_on_provider_event(event=event)
+    assert _reads(sandbox, "GET /v1/payment_intents/{id}") == before
+    leg.refresh_from_db()
+    assert leg.status == FundingStatus.PENDING

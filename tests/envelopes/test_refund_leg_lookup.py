@@ -111,3 +111,55 @@ def test_past_the_keys_life_a_leg_the_provider_never_made_is_escalated_its_money
     envelope = Envelope.objects.get(public_id=envelope_id)
     assert (envelope.reserved_micro, envelope.unspent_micro) == (2_000_000, 3_000_000)
     assert ledger_breaches() == []
+
+
+def test_a_lookup_that_cannot_list_leaves_the_leg_as_it_was(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    leg, _ = _unanswered(alice, sandbox, "apply_then_drop")
+    sandbox.add_fault("/v1/refunds", "server_error", method="GET")
+    with time_machine.travel(timezone.now() + timedelta(hours=25), tick=True):
+        returned = services.refund_leg_send(leg=RefundLeg.objects.get(pk=leg.pk))
+    assert returned.pk == leg.pk
+    assert returned.outcome == LegOutcome.UNKNOWN
+    assert not Escalation.objects.exists()  # unknown is not "not found": nobody is called
+
+
+def test_the_escalation_of_a_leg_never_made_names_it_as_money(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    leg, _ = _unanswered(alice, sandbox, "server_error")
+    with time_machine.travel(timezone.now() + timedelta(hours=25), tick=True):
+        returned = services.refund_leg_send(leg=RefundLeg.objects.get(pk=leg.pk))
+    assert (returned.pk, returned.outcome) == (leg.pk, LegOutcome.UNKNOWN)
+    escalation = Escalation.objects.get()
+    assert (escalation.subject_type, escalation.subject_id, escalation.money) == (
+        "refund_leg",
+        leg.public_id,
+        True,
+    )
+
+
+class _Died(Exception):
+    pass
+
+
+def test_the_crash_point_after_the_refund_call_stands_between_call_and_record(
+    alice: Api, sandbox: SandboxControl, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process (the crash tests of test_crash_retry.py die in a child process): the point
+    `refund_after_provider_call` is reached with the provider's refund made and the leg not yet
+    recorded."""
+    import core.crash
+
+    def died(status: int) -> None:
+        raise _Died(status)
+
+    data = alice.create(5_000_000)
+    monkeypatch.setattr(core.crash.os, "_exit", died)
+    settings.VOUCH_CRASH_AT = "refund_after_provider_call"
+    envelope = Envelope.objects.get(public_id=data["envelope_id"])
+    with pytest.raises(_Died):
+        services.envelope_refund(envelope=envelope, actor=alice.user, amount_micro=1_000_000)
+    assert sandbox.state()["counts"]["refunds"] == 1
+    assert RefundLeg.objects.get().outcome == LegOutcome.RESERVED
