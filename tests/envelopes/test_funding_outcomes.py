@@ -32,7 +32,7 @@ from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 from verification.models import Escalation
 
-CARD_ERROR = {"type": "card_error", "code": "card_declined", "message": "Declined, said Stripe."}
+CARD_ERROR = {"type": "card_error", "code": "expired_card", "message": "Declined, said Stripe."}
 
 
 # --- a PaymentIntent's refusal ------------------------------------------------------------------
@@ -65,7 +65,7 @@ def test_a_declined_payment_intent_is_the_card_error_it_shows() -> None:
     assert refusal is not None
     assert (refusal.kind, refusal.error_code, refusal.error_message, refusal.http_status) == (
         OutcomeKind.REFUSED,
-        "card_declined",
+        "expired_card",  # the card error's own code, not a generic decline
         "Declined, said Stripe.",
         402,
     )
@@ -165,7 +165,7 @@ def test_of_several_payment_intents_the_oldest_succeeded_one_is_chosen() -> None
 
 def test_with_none_succeeded_the_oldest_is_chosen_and_no_created_counts_as_oldest() -> None:
     assert _chosen([{"id": "b", "created": 5}, {"id": "a", "created": 3}])["id"] == "a"
-    assert _chosen([{"id": "b", "created": 5}, {"id": "undated"}])["id"] == "undated"
+    assert _chosen([{"id": "b", "created": 1}, {"id": "undated"}])["id"] == "undated"
 
 
 @pytest.mark.django_db
@@ -217,7 +217,10 @@ def test_an_abandoned_leg_is_refused_naming_it(alice: Api, sandbox: SandboxContr
     with pytest.raises(PaymentRefused) as refused:
         services.funding_send(leg=leg)
     assert refused.value.details == {"funding_id": leg.public_id}
-    assert "as a person confirmed" in refused.value.message
+    assert refused.value.message == (
+        "No payment was made for this funding charge: the provider holds none, as a person "
+        "confirmed."
+    )
 
 
 @pytest.mark.django_db
@@ -262,8 +265,9 @@ def test_a_leg_whose_payment_intent_vanished_is_escalated_as_not_at_the_provider
         leg.public_id,
     )
     assert escalation.money is True
-    assert f"id {intent_id}" in escalation.reason
-    assert "Nothing is counted as funded" in escalation.reason
+    assert f"for it (looked up by id {intent_id}). Nothing is counted as funded." in (
+        escalation.reason
+    )
 
 
 @pytest.mark.django_db
@@ -288,11 +292,12 @@ def test_a_leg_charged_twice_records_the_oldest_and_escalates_the_duplicate(
     leg.refresh_from_db()
     assert (leg.status, leg.payment_intent_id) == (FundingStatus.SUCCEEDED, first.id)
     escalation = Escalation.objects.get()
-    assert (escalation.verdict_class, escalation.subject_id, escalation.money) == (
-        "duplicate side effect",
-        leg.public_id,
-        True,
-    )
+    assert (
+        escalation.verdict_class,
+        escalation.subject_type,
+        escalation.subject_id,
+        escalation.money,
+    ) == ("duplicate side effect", "funding_leg", leg.public_id, True)
     assert f"{first.id}, {second.id}" in escalation.reason or (
         f"{second.id}, {first.id}" in escalation.reason
     )
@@ -322,3 +327,32 @@ def test_the_crash_point_after_the_payment_call_stands_between_call_and_record(
         )
     assert sandbox.state()["counts"]["payment_intents"] == 1
     assert FundingLeg.objects.get().status == FundingStatus.PENDING
+
+
+@pytest.mark.django_db
+def test_a_leg_never_made_is_escalated_naming_the_lookup_by_metadata(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    sandbox.add_fault("/v1/payment_intents", "server_error", method="POST")
+    response = alice.post(
+        "/api/v1/escrow/envelopes", {"amount_micro": 2_000_000, "payment_method": "pm_card_visa"}
+    )
+    assert response.status_code == 202, response.content
+    sandbox.clear_faults()
+    with time_machine.travel(timezone.now() + timedelta(hours=25), tick=True):
+        services.funding_send(leg=FundingLeg.objects.get())
+    escalation = Escalation.objects.get()
+    assert "(looked up by Vouch's metadata). Nothing is counted as funded." in escalation.reason
+
+
+@pytest.mark.django_db
+def test_a_lookup_that_cannot_read_leaves_the_leg_pending_for_the_next_tick(
+    alice: Api, sandbox: SandboxControl
+) -> None:
+    leg = _lost_answer(alice, sandbox)
+    sandbox.add_fault("/v1/payment_intents/search", "server_error", method="GET")
+    with time_machine.travel(timezone.now() + timedelta(hours=25), tick=True):
+        result = services.funding_send(leg=FundingLeg.objects.get(pk=leg.pk))
+    assert (result.leg.pk, result.leg.status) == (leg.pk, FundingStatus.PENDING)
+    assert result.envelope.pk == leg.envelope_id
+    assert not Escalation.objects.exists()
