@@ -32,8 +32,7 @@ def funding_on_provider_event(*, event: dict[str, Any]) -> None:
         if read.refused:
             return  # no such PaymentIntent: the event lied or was forged; the job looks later
         raise RuntimeError(
-            f"PaymentIntent {intent_id} could not be read: {read.error_code} "
-            f"({read.error_message})"
+            f"PaymentIntent {intent_id} could not be read: {read.error_code} ({read.error_message})"
         )
     if not intent_is_the_legs(leg, read.require()):
         return
