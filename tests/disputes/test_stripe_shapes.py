@@ -25,7 +25,7 @@ from disputes.services import checks, dispute_normalize
 from verification.contracts import get_contract, registry
 from verification.explain import explain
 
-FIXTURES = Path("/work/shared/stripe/fixtures3.json")
+FIXTURE = Path(__file__).parent / "fixtures" / "stripe_dispute.json"
 APPEAL_CONTRACT = "stripe.dispute.appeal_filed"
 DIGEST = "a" * 64
 
@@ -33,10 +33,7 @@ DIGEST = "a" * 64
 def stripe_dispute(**changes: Any) -> dict[str, Any]:
     """Stripe's own example Dispute (fixtures3.json: an inquiry, `warning_needs_response`,
     `case_type: inquiry`, `is_charge_refundable: true`), with `changes` at dotted paths."""
-    if FIXTURES.exists():
-        obj = copy.deepcopy(json.loads(FIXTURES.read_text())["resources"]["dispute"])
-    else:  # pragma: no cover - the shared fixtures beside the checkout
-        pytest.skip("Stripe's fixtures3.json is not beside this checkout")
+    obj = copy.deepcopy(json.loads(FIXTURE.read_text())["dispute"])
     for path, value in changes.items():
         node = obj
         *parents, last = path.split(".")
