@@ -40,11 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     fixtures = commands.add_parser("fixtures", help="copy the fixtures' top-level fields")
     fixtures.add_argument("path", type=Path)
     args = parser.parse_args(argv)
-    if args.command == "report":
-        sys.stdout.write(render(json.loads(args.path.read_text())))
-    else:
-        count = write_fixture_fields(args.path)
-        print(f"{count} resources written to {FIXTURE_FIELDS_FILE}")
+    what = "a conformance report (var/conformance/report.json, written by a whole `make test`)"
+    if args.command == "fixtures":
+        what = "Stripe's fixtures3.json"
+    try:
+        data = json.loads(args.path.read_text())
+        if args.command == "report":
+            sys.stdout.write(render(data))
+        else:
+            count = write_fixture_fields(args.path)
+            print(f"{count} resources written to {FIXTURE_FIELDS_FILE}")
+    except OSError as exc:
+        parser.exit(1, f"{parser.prog}: cannot read {args.path}: {exc.strerror}; give {what}\n")
+    except (ValueError, KeyError, TypeError) as exc:
+        parser.exit(1, f"{parser.prog}: {args.path} is not {what} ({type(exc).__name__}: {exc})\n")
     return 0
 
 

@@ -135,3 +135,30 @@ def test_only_a_run_of_the_whole_suite_writes_the_report() -> None:
     stopped = _session([str(ROOT / "tests")])
     stopped.shouldstop = "exiting after the first failure"
     assert not whole_suite(stopped)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "cannot read"),  # no such file
+        ("{", "is not a conformance report"),  # not JSON
+        ("{}", "is not a conformance report"),  # JSON, not a report
+    ],
+)
+def test_the_report_command_refuses_what_is_no_report_in_one_line(
+    tmp_path: Path, content: str | None, said: str
+) -> None:
+    path = tmp_path / "report.json"
+    if content is not None:
+        path.write_text(content)
+    shown = subprocess.run(
+        [sys.executable, "-m", "stripe_contract", "report", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert shown.returncode == 1
+    assert shown.stdout == ""
+    assert said in shown.stderr
+    assert "Traceback" not in shown.stderr
+    assert len(shown.stderr.strip().splitlines()) == 1
