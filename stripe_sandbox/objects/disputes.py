@@ -104,8 +104,7 @@ VISA_NETWORK_REASON_CODES = {
     "general": "13.3",
     "product_unacceptable": "13.3",
     "credit_not_processed": "13.7",
-    "noncompliant": "compliance",
-}
+}  # a Visa `noncompliant` dispute is a compliance case (case_type), with no reason code known
 CE3 = "visa_compelling_evidence_3"
 VISA_COMPLIANCE = "visa_compliance"
 # Changelog 2026-06-24.dahlia: a Mastercard compliance dispute (reason `noncompliant`).

@@ -103,7 +103,7 @@ def _refused(
     ("reason", "code", "eligible"),
     [
         ("fraudulent", "10.4", ["visa_compelling_evidence_3"]),
-        ("noncompliant", "compliance", ["visa_compliance"]),
+        ("noncompliant", None, ["visa_compliance"]),  # no published code: none invented
         ("product_not_received", "13.1", []),
         ("duplicate", "12.6.1", []),
         ("credit_not_processed", "13.7", []),
