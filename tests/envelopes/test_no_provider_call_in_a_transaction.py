@@ -65,8 +65,16 @@ def test_no_flow_calls_the_provider_inside_a_transaction(
     }
     stored, _ = provider_event_store(event=event, raw=json.dumps(event))
     provider_event_process(event_pk=stored.pk, enqueue=lambda *a: None)  # refund_read
+    # Answers Stripe keeps as a 500 under the key (issue 36): looked up at once, outside too.
+    sandbox.add_fault("/v1/refunds", "apply_then_error", method="POST", times=1)
+    alice.post(  # refund_create, replayed 500, then refunds_of_charge
+        f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 500_000}
+    )
+    sandbox.add_fault("/v1/payment_intents", "apply_then_error", method="POST", times=1)
+    alice.top_up(envelope_id, 1_000_000)  # payment_create, replayed 500, then the search
+    sandbox.clear_faults()
 
-    assert len(calls) >= 8
+    assert len(calls) >= 12
     assert not any(calls), (
         f"{calls.count(True)} of {len(calls)} provider calls ran inside a transaction"
     )
