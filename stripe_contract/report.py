@@ -19,6 +19,25 @@ def _outcome(tests: dict[str, str]) -> str:
     return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
 
 
+def unexplained_gaps(report: dict[str, Any]) -> list[str]:
+    """The declared fields a resource never returned in the run with no reason known
+    (`resource.field`): neither included only when expanded, nor a known gap, nor named by the
+    resource's own `type` enum. Each is a defect until explained (SPEC §12.1)."""
+    includable = {(i["resource"], i["field"]) for i in report.get("includable", [])}
+    known = {(g["resource"], g["field"]) for g in report.get("known_gaps", [])}
+    found = []
+    for name, shown in report["objects"]["resources"].items():
+        returned, typed = set(shown["returned"]), set(shown.get("type_specific", []))
+        found += [
+            f"{name}.{field}"
+            for field in shown["declared"]
+            if field not in returned
+            and field not in typed
+            and (name, field) not in includable | known
+        ]
+    return found
+
+
 def render(report: dict[str, Any]) -> str:
     sdk = report["sdk"]
     lines = [

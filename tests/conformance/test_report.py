@@ -14,6 +14,7 @@ import pytest
 
 from stripe_contract import KNOWN_GAPS, Recorder, Violation
 from stripe_contract.examples import example
+from stripe_contract.report import render
 from tests.conformance.plugin import ROOT, whole_suite
 
 
@@ -162,3 +163,24 @@ def test_the_report_command_refuses_what_is_no_report_in_one_line(
     assert said in shown.stderr
     assert "Traceback" not in shown.stderr
     assert len(shown.stderr.strip().splitlines()) == 1
+
+
+def test_a_declared_field_never_returned_without_a_reason_is_a_defect() -> None:
+    """What fails a whole run (tests/conformance/plugin.py): the fields the report shows as "not
+    returned: a defect until explained", and only those."""
+    from stripe_contract.report import unexplained_gaps
+
+    report = _recorded().report()
+    gaps = unexplained_gaps(report)
+    assert "refund.failure_reason" in gaps  # the example refund has no failure: never shown
+    assert "charge.refunds" not in gaps  # includable, and no charge was recorded anyway
+    assert not any(g.startswith("payment_method.sepa_debit") for g in gaps)  # by its type
+    rendered = render(report)
+    shown = [line for line in rendered.splitlines() if "a defect until explained" in line]
+    assert sorted(f"{line.split('`')[1]}.{line.split('`')[3]}" for line in shown) == sorted(gaps)
+    explained = dict(report)
+    explained["known_gaps"] = [
+        *report["known_gaps"],
+        *({"resource": g.split(".")[0], "field": g.split(".")[1], "why": "w"} for g in gaps),
+    ]
+    assert unexplained_gaps(explained) == []
