@@ -30,5 +30,7 @@ class DisputesConfig(AppConfig):
             "charge.dispute.created",
             "charge.dispute.updated",
             "charge.dispute.closed",
+            "charge.dispute.funds_withdrawn",
+            "charge.dispute.funds_reinstated",
         ):
             events.register(event_type, services.dispute_on_provider_event)

@@ -47,12 +47,16 @@ BALANCES = (
     "total_refunded_micro",
     "reserved_micro",
     "unspent_micro",
+    "held_micro",
+    "charged_back_micro",
 )
 
 
 class Envelope(models.Model):
-    """A buyer's escrow budget. Its five balances obey, in the database itself:
-    funded = debited + refunded + reserved + unspent, each non-negative."""
+    """A buyer's escrow budget. Its seven balances obey, in the database itself:
+    funded = debited + refunded + reserved + unspent + held + charged back, each non-negative
+    (SPEC §2, §18): `held_micro` is money a chargeback took that Stripe may still give back,
+    `charged_back_micro` what a lost dispute took for good."""
 
     public_id = models.CharField(max_length=40, unique=True, default=_envelope_id, editable=False)
     owner = models.ForeignKey(
@@ -64,6 +68,8 @@ class Envelope(models.Model):
     total_refunded_micro = models.BigIntegerField(default=0)
     reserved_micro = models.BigIntegerField(default=0)
     unspent_micro = models.BigIntegerField(default=0)
+    held_micro = models.BigIntegerField(default=0)
+    charged_back_micro = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -81,6 +87,8 @@ class Envelope(models.Model):
                     + F("total_refunded_micro")
                     + F("reserved_micro")
                     + F("unspent_micro")
+                    + F("held_micro")
+                    + F("charged_back_micro")
                 ),
                 name="envelope_balances_add_up",
             ),
@@ -113,6 +121,9 @@ class FundingLeg(models.Model):
     amount_micro = models.BigIntegerField()
     refunded_micro = models.BigIntegerField(default=0)
     reserved_micro = models.BigIntegerField(default=0)
+    # Of this charge's money, what a chargeback holds and what a lost dispute took (SPEC §18).
+    held_micro = models.BigIntegerField(default=0)
+    charged_back_micro = models.BigIntegerField(default=0)
     status = models.CharField(
         max_length=10, choices=FundingStatus.choices, default=FundingStatus.PENDING
     )
@@ -135,10 +146,21 @@ class FundingLeg(models.Model):
             ),
             models.CheckConstraint(condition=Q(amount_micro__gt=0), name="funding_amount_gt_0"),
             models.CheckConstraint(
-                condition=Q(refunded_micro__gte=0, reserved_micro__gte=0), name="funding_used_gte_0"
+                condition=Q(
+                    refunded_micro__gte=0,
+                    reserved_micro__gte=0,
+                    held_micro__gte=0,
+                    charged_back_micro__gte=0,
+                ),
+                name="funding_used_gte_0",
             ),
             models.CheckConstraint(
-                condition=Q(amount_micro__gte=F("refunded_micro") + F("reserved_micro")),
+                condition=Q(
+                    amount_micro__gte=F("refunded_micro")
+                    + F("reserved_micro")
+                    + F("held_micro")
+                    + F("charged_back_micro")
+                ),
                 name="funding_capacity_not_exceeded",
             ),
         ]
@@ -156,7 +178,15 @@ class FundingLeg(models.Model):
 
     @property
     def capacity_micro(self) -> int:
-        return self.amount_micro - self.refunded_micro - self.reserved_micro
+        """What may still be refunded on this charge: never what is refunded, reserved, held by a
+        chargeback or charged back."""
+        return (
+            self.amount_micro
+            - self.refunded_micro
+            - self.reserved_micro
+            - self.held_micro
+            - self.charged_back_micro
+        )
 
 
 class Debit(models.Model):
@@ -266,6 +296,9 @@ class JournalEntry(models.Model):
         ACCEPT = "accept"  # reserved -, refunded +
         RELEASE = "release"  # reserved or refunded -, unspent +
         ADJUST = "adjust"  # a person's resolution
+        HOLD = "hold"  # unspent -, held + (a chargeback withdrew the charge's funds: SPEC §18)
+        REINSTATE = "reinstate"  # held or charged back -, unspent + (Stripe gave them back)
+        CHARGEBACK = "chargeback"  # held -, charged back + (the dispute was lost)
 
     envelope = models.ForeignKey(Envelope, on_delete=models.PROTECT, related_name="journal")
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -274,6 +307,8 @@ class JournalEntry(models.Model):
     refunded_delta = models.BigIntegerField(default=0)
     reserved_delta = models.BigIntegerField(default=0)
     unspent_delta = models.BigIntegerField(default=0)
+    held_delta = models.BigIntegerField(default=0)
+    charged_back_delta = models.BigIntegerField(default=0)
     funding_leg = models.ForeignKey(
         FundingLeg, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -290,6 +325,9 @@ class JournalEntry(models.Model):
     # entry, the refund behind the release of a recorded foreign refund.
     provider_read = models.ForeignKey(
         "ProviderRead", null=True, blank=True, on_delete=models.PROTECT, related_name="journal"
+    )
+    dispute_funds = models.ForeignKey(
+        "DisputeFunds", null=True, blank=True, on_delete=models.PROTECT, related_name="journal"
     )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -313,12 +351,20 @@ class JournalEntry(models.Model):
                 condition=Q(kind="release"),
                 name="one_release_per_adjustment",
             ),
+            # A dispute's funds are held once, given back once, charged back once.
+            models.UniqueConstraint(
+                fields=["dispute_funds", "kind"],
+                condition=Q(dispute_funds__isnull=False),
+                name="one_entry_per_dispute_funds_kind",
+            ),
             models.CheckConstraint(
                 condition=Q(
                     funded_delta=F("debited_delta")
                     + F("refunded_delta")
                     + F("reserved_delta")
                     + F("unspent_delta")
+                    + F("held_delta")
+                    + F("charged_back_delta")
                 ),
                 name="journal_entry_balances",
             ),
@@ -468,6 +514,100 @@ _ADJUSTMENT_STATUS_MOVES: dict[str, set[str]] = {
 ADJUSTMENT_STATUS = StateMachine.of(
     "adjustment", field="status", choices=AdjustmentStatus, allowed=_ADJUSTMENT_STATUS_MOVES
 )
+
+
+def _dispute_funds_id() -> str:
+    return public_id("dfu")
+
+
+class DisputeFundsStatus(models.TextChoices):
+    HELD = "held", "Held: Stripe withdrew the funds while the bank reviews the dispute"
+    REINSTATED = "reinstated", "Reinstated: Stripe gave the funds back"
+    CHARGED_BACK = "charged_back", "Charged back: the dispute was lost"
+
+
+class DisputeFunds(models.Model):
+    """What a chargeback moved of one charge's money (SPEC §18), one row per provider dispute, as
+    Stripe's balance transactions for the dispute show it: what Stripe withdrew (`withdrawn_micro`,
+    its fees apart in `fees_micro`) and reinstated, and what Vouch did with it — the part of the
+    withdrawal the charge still had unspent moved into `held_micro` (one `hold` entry), the rest
+    the platform's exposure (`exposure_micro`, escalated to a person, never taken from another
+    charge's money); a won dispute gives the held money back (`reinstate`), a lost one makes it
+    `charged_back_micro` (`chargeback`). Each entry cites the provider read behind it."""
+
+    public_id = models.CharField(
+        max_length=40, unique=True, default=_dispute_funds_id, editable=False
+    )
+    envelope = models.ForeignKey(Envelope, on_delete=models.PROTECT, related_name="dispute_funds")
+    funding_leg = models.ForeignKey(
+        FundingLeg, on_delete=models.PROTECT, related_name="dispute_funds"
+    )
+    provider_dispute_id = models.CharField(max_length=100, unique=True)
+    charge_id = models.CharField(max_length=100, db_index=True)
+    disputed_micro = models.BigIntegerField(help_text="The dispute's amount, as Stripe shows it.")
+    withdrawn_micro = models.BigIntegerField(
+        default=0, help_text="What Stripe withdrew for the dispute (its fees apart)."
+    )
+    reinstated_micro = models.BigIntegerField(
+        default=0, help_text="What Stripe gave back (a won dispute)."
+    )
+    fees_micro = models.BigIntegerField(
+        default=0, help_text="Stripe's fees in the dispute's balance transactions."
+    )
+    held_micro = models.BigIntegerField(
+        default=0, help_text="Of the withdrawal, what the charge still had unspent, now held."
+    )
+    exposure_micro = models.BigIntegerField(
+        default=0,
+        help_text="Of the withdrawal, what the charge no longer had (debited or refunded): the "
+        "platform's loss unless the dispute is won.",
+    )
+    charged_back_micro = models.BigIntegerField(
+        default=0, help_text="Held money the lost dispute took for good."
+    )
+    status = models.CharField(max_length=20, choices=DisputeFundsStatus.choices)
+    provider_status = models.CharField(
+        max_length=40, blank=True, help_text="The dispute's status at Stripe, as last read."
+    )
+    escalation = models.ForeignKey(
+        "verification.Escalation",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The person's case for the exposure, if any.",
+    )
+    last_read = models.ForeignKey(
+        "ProviderRead",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The dispute as Stripe showed it, last.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        verbose_name_plural = "dispute funds"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(
+                    disputed_micro__gte=0,
+                    withdrawn_micro__gte=0,
+                    reinstated_micro__gte=0,
+                    fees_micro__gte=0,
+                    held_micro__gte=0,
+                    exposure_micro__gte=0,
+                    charged_back_micro__gte=0,
+                ),
+                name="dispute_funds_gte_0",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.provider_dispute_id} ({self.status})"
 
 
 def _read_id() -> str:

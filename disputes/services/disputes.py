@@ -23,6 +23,7 @@ from disputes.models import (
     Packet,
 )
 from disputes.services.preparation import _version_draft, _version_save
+from envelopes.services import dispute_funds_follow
 from providers import Outcome, provider_from_settings
 
 if TYPE_CHECKING:
@@ -195,9 +196,10 @@ def _packet_first(*, dispute: Dispute, requested_by: User | None, trigger: str) 
 
 
 def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
-    """`charge.dispute.*`: re-read the dispute (events may be stale or out of order), record it,
-    prepare its first version if it has none, and, while it awaits a response and the provider
-    does not say `manual` yet, set its submission method to manual. A dispute the network allows
+    """`charge.dispute.*`: re-read the dispute (events may be stale or out of order), record it and
+    the money it moved (`dispute_funds_follow`: held, reinstated, charged back), prepare its first
+    version if it has none, and, while it awaits a response and the provider does not say
+    `manual` yet, set its submission method to manual. A dispute the network allows
     no response to (`due_by` 0) is recorded, and nothing else. Raises if the provider cannot
     be read or does not answer the update, so the event stays unprocessed and the retry job comes
     back to it (each step is idempotent)."""
@@ -214,6 +216,8 @@ def dispute_on_provider_event(*, event: dict[str, Any]) -> None:
     dispute, _ = dispute_record(
         fields=dispute_normalize(read.require()), source=DisputeSource.PROVIDER
     )
+    # The money the dispute moved, as its balance transactions show it (SPEC §18).
+    dispute_funds_follow(dispute=read.require(), source=f"{event.get('type')} {event.get('id')}")
     if not dispute.response_allowed:
         # The network allows no response (`due_by` 0): nothing is prepared, and nothing can be
         # submitted, by Vouch or by Smart Disputes.

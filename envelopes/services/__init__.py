@@ -10,12 +10,14 @@ operation resumes and is never repeated).
 - `allocation`: how a refund is shared across the funding legs;
 - `refunds`: reserve, send and record a refund's legs;
 - `releases`: the one release service, and what leads to it (verdicts, provider events);
-- `resume`: the scheduled resumption of legs left without an answer.
+- `resume`: the scheduled resumption of legs left without an answer;
+- `dispute_funds`: the money a chargeback holds, gives back or takes (SPEC §18).
 
 The names callers use are re-exported here: `from envelopes.services import X` keeps working."""
 
 from envelopes.services.allocation import RefundAllocation, allocate_lifo, refund_allocate
 from envelopes.services.debits import debit_add
+from envelopes.services.dispute_funds import dispute_funds_follow, dispute_moved
 from envelopes.services.funding import (
     CHARGE_CONTRACT,
     FUNDING_REFUSALS,
@@ -61,6 +63,8 @@ __all__ = [
     "charge_on_refunded_event",
     "charge_run_start",
     "debit_add",
+    "dispute_funds_follow",
+    "dispute_moved",
     "envelope_create",
     "envelope_refund",
     "envelope_top_up",

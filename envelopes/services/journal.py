@@ -30,14 +30,17 @@ _BALANCE_COLUMNS = {
     "refunded": "total_refunded_micro",
     "reserved": "reserved_micro",
     "unspent": "unspent_micro",
+    "held": "held_micro",
+    "charged_back": "charged_back_micro",
 }
-_LINKS = ("funding_leg", "debit", "refund_leg", "adjustment", "provider_read")
+_LINKS = ("funding_leg", "debit", "refund_leg", "adjustment", "provider_read", "dispute_funds")
 
 
 def _move(envelope: Envelope | int, kind: str, *, note: str = "", **links: Any) -> None:
     """Apply one movement to an envelope and journal it. Deltas are keyword arguments `funded`,
-    `debited`, `refunded`, `reserved`, `unspent`; links are `funding_leg`, `debit`, `refund_leg`,
-    `adjustment`, `provider_read` (what the provider showed, cited by the entry).
+    `debited`, `refunded`, `reserved`, `unspent`, `held`, `charged_back`; links are `funding_leg`,
+    `debit`, `refund_leg`, `adjustment`, `provider_read` (what the provider showed, cited by the
+    entry), `dispute_funds` (the chargeback a hold, reinstatement or charge back is about).
     The database checks that the balances still add up and that none goes negative. `envelope`
     is the locked row (its fields follow the movement) or the id of one this transaction has not
     locked yet: the UPDATE then takes the row lock, as the first statement of the transaction
@@ -107,9 +110,10 @@ def _movement(
     statements.append(
         db.Statement(
             f"INSERT INTO {journal_table} (envelope_id, kind, funded_delta, debited_delta, "  # noqa: S608
-            "refunded_delta, reserved_delta, unspent_delta, note, funding_leg_id, debit_id, "
-            "refund_leg_id, adjustment_id, provider_read_id, created_at) "
-            f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, {', '.join(link_sql)}, %s)",
+            "refunded_delta, reserved_delta, unspent_delta, held_delta, charged_back_delta, note, "
+            "funding_leg_id, debit_id, refund_leg_id, adjustment_id, provider_read_id, "
+            "dispute_funds_id, created_at) "
+            f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {', '.join(link_sql)}, %s)",
             (envelope_id, kind, *deltas.values(), note, *link_params, now),
         )
     )
@@ -120,6 +124,21 @@ def _funding_move(funding_leg_id: int, *, reserved: int = 0, refunded: int = 0) 
     """Move money between a funding leg's reserved and refunded amounts (the database checks they
     stay within the leg's amount), under the envelope's lock taken before."""
     db.execute([_funding_move_statement(funding_leg_id, reserved=reserved, refunded=refunded)])
+
+
+def _funding_hold(funding_leg_id: int, *, held: int = 0, charged_back: int = 0) -> None:
+    """Move a funding leg's held and charged-back amounts (SPEC §18; the database checks they stay
+    within the leg's amount), under the envelope's lock taken before."""
+    table = connection.ops.quote_name(FundingLeg._meta.db_table)
+    db.execute(
+        [
+            db.Statement(
+                f"UPDATE {table} SET held_micro = held_micro + %s, "  # noqa: S608
+                "charged_back_micro = charged_back_micro + %s WHERE id = %s",
+                (int(held), int(charged_back), funding_leg_id),
+            )
+        ]
+    )
 
 
 def _funding_move_statement(
