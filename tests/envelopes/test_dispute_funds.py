@@ -97,7 +97,8 @@ def test_a_chargeback_holds_the_money_and_a_won_dispute_gives_it_back(
     assert funds.fees_micro == 15 * DOLLAR  # Stripe's dispute fee, from its balance transaction
     hold = JournalEntry.objects.get(dispute_funds=funds)
     assert (hold.kind, hold.unspent_delta, hold.held_delta) == ("hold", -30 * DOLLAR, 30 * DOLLAR)
-    assert hold.provider_read is not None and hold.provider_read.subject == opened["id"]
+    assert hold.provider_read is not None
+    assert hold.provider_read.subject == opened["id"]
 
     # Held money is never refunded nor debited: no provider call is even made.
     asked = refund(alice, envelope_id, {})
@@ -187,8 +188,10 @@ def test_a_chargeback_larger_than_what_the_charge_has_left_is_exposure_escalated
         20 * DOLLAR,
     )
     escalation = Escalation.objects.get(pk=funds.escalation_id)
-    assert escalation.money and escalation.status == "open"
-    assert "$20.00" in escalation.reason and opened["id"] in escalation.reason
+    assert escalation.money
+    assert escalation.status == "open"
+    assert "$20.00" in escalation.reason
+    assert opened["id"] in escalation.reason
 
     stripe_at_sandbox.set_dispute_status(opened["id"], "lost")
     events()
