@@ -10,6 +10,7 @@ class ReconciliationConfig(AppConfig):
     def ready(self) -> None:
         from envelopes.signals import adjustment_applied
         from reconciliation import services
+        from verification.services import escalation_holder_register
 
         def on_applied(sender: Any, adjustment: Any, **kwargs: Any) -> None:
             services.discrepancies_on_adjustment_applied(adjustment=adjustment)
@@ -17,3 +18,5 @@ class ReconciliationConfig(AppConfig):
         adjustment_applied.connect(
             on_applied, dispatch_uid="reconciliation.on_adjustment_applied", weak=False
         )
+        # What rests on a shared escalation: its open discrepancies (issue 37, item 5).
+        escalation_holder_register(services.discrepancies_resting_on)

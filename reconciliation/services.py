@@ -33,8 +33,8 @@ from reconciliation.models import (
     Severity,
 )
 from verification import clock
-from verification.models import EscalationStatus
-from verification.services import escalation_clear, escalation_open
+from verification.models import Escalation, EscalationStatus
+from verification.services import escalation_clear, escalation_held_by, escalation_open
 from verification.subjects import Subject
 
 WORK_PERMISSION = "reconciliation.work_discrepancy"
@@ -201,15 +201,11 @@ def _escalation_clear(
 ) -> None:
     """A money discrepancy that clears resolves its escalation, citing the clearing observation
     (SPEC §15.4) — unless another open discrepancy still rests on that escalation (one escalation
-    per subject and class is shared)."""
+    per subject and class is shared): `verification.services.escalation_held_by`, the one rule
+    the adjustment service's approval follows too. The discrepancy is resolved already here."""
     escalation = discrepancy.escalation
-    if escalation is None:
-        return
-    others = (
-        Discrepancy.objects.unresolved().filter(escalation=escalation).exclude(pk=discrepancy.pk)
-    )
-    if others.exists():
-        return
+    if escalation is None or escalation_held_by(escalation):
+        return  # another discrepancy still rests on it (the rule approving an adjustment uses)
     cited = (
         f"observation {observation.pk} (SHA-256 {observation.sha256})"
         if observation is not None
@@ -226,6 +222,19 @@ def _escalation_clear(
             "observation": observation.pk if observation is not None else None,
             "sha256": observation.sha256 if observation is not None else None,
         },
+    )
+
+
+def discrepancies_resting_on(escalation: Escalation) -> list[str]:
+    """The open (or acknowledged) discrepancies an escalation is shared by, by public id: what
+    still rests on it (registered with `verification.services.escalation_holder_register` by
+    `reconciliation.apps`). One whose adjustment is being approved is resolved first, in the
+    approval's transaction (`discrepancies_on_adjustment_applied`), so it is not among them."""
+    return list(
+        Discrepancy.objects.unresolved()
+        .filter(escalation=escalation)
+        .order_by("id")
+        .values_list("public_id", flat=True)
     )
 
 

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.exceptions import InvalidInput, PermissionDenied
+from core.services import audit_record
 from core.transitions import transition
 from envelopes.adjustments.evidence import _Evidence, _mismatch, _provider_evidence
 from envelopes.adjustments.subjects import (
@@ -42,7 +43,7 @@ from envelopes.services.journal import _funding_move, _move
 from envelopes.services.refunds import REFUND_CONTRACT
 from envelopes.signals import adjustment_applied
 from verification.models import EscalationStatus
-from verification.services import escalation_resolve, verification_start
+from verification.services import escalation_held_by, escalation_resolve, verification_start
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -56,7 +57,8 @@ def adjustment_approve(
 ) -> Adjustment:
     """A second person, with `reconciliation.approve_adjustment`, approves the correction after
     confirming its amount; the one `adjust` journal entry is written under the envelope's lock
-    and the escalation it answers is resolved as `adjusted`. The provider is read again first
+    and the escalation it answers is resolved as `adjusted` unless something else still rests on
+    it (`_escalation_answered`). The provider is read again first
     (outside any transaction) and that read is stored and cited on the entry: a refund that has
     failed since it was proposed is no longer a reason, and a refund or payment carrying the leg
     that appeared since stops a release, a reverse or an abandon."""
@@ -114,18 +116,42 @@ def adjustment_approve(
                 "confirmed_amount_micro": confirmed_amount_micro,
             },
         )
-        if locked.escalation is not None and locked.escalation.status == EscalationStatus.OPEN:
-            said = (
-                f"Adjusted by {locked.public_id} ({locked.kind}, {locked.amount_micro:,} micro), "
-                f"proposed by {locked.proposed_by}: {locked.reason}"
-            )
-            if locked.decision_note:
-                said = f"{said} Approved: {locked.decision_note}"
-            escalation_resolve(
-                escalation=locked.escalation, actor=actor, note=said, adjustment=locked.public_id
-            )
+        # Its listeners first (the discrepancies it answers are resolved), then its escalation.
         adjustment_applied.send(sender=Adjustment, adjustment=locked)
+        _escalation_answered(locked, actor=actor)
     return locked
+
+
+def _escalation_answered(adjustment: Adjustment, *, actor: User) -> None:
+    """The escalation the approved adjustment answers is resolved as `adjusted` — only when
+    nothing else still rests on it (`escalation_held_by`, the rule reconciliation's clearing
+    follows too: two Dashboard refunds on one charge are two discrepancies under one escalation,
+    and recording one leaves the other's money in the queue). Kept open, it says why in the audit
+    trail. No other unapplied adjustment can rest on it: an escalation's adjustments are all of
+    its one leg, and a leg has one proposal at a time (a database constraint)."""
+    escalation = adjustment.escalation
+    if escalation is None or escalation.status != EscalationStatus.OPEN:
+        return
+    held = escalation_held_by(escalation)
+    if held:
+        audit_record(
+            actor=actor,
+            action="escalation.kept_open",
+            target_type="escalation",
+            target_id=str(escalation.pk),
+            details={"adjustment": adjustment.public_id, "still_resting_on_it": held},
+        )
+        return
+    said = (
+        f"Adjusted by {adjustment.public_id} ({adjustment.kind}, "
+        f"{adjustment.amount_micro:,} micro), proposed by {adjustment.proposed_by}: "
+        f"{adjustment.reason}"
+    )
+    if adjustment.decision_note:
+        said = f"{said} Approved: {adjustment.decision_note}"
+    escalation_resolve(
+        escalation=escalation, actor=actor, note=said, adjustment=adjustment.public_id
+    )
 
 
 def adjustment_reject(*, adjustment: Adjustment, actor: User, note: str) -> Adjustment:

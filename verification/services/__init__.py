@@ -16,6 +16,8 @@ from verification.services.escalations import (
     OPS_GROUP,
     EscalationNeedsAdjustment,
     escalation_clear,
+    escalation_held_by,
+    escalation_holder_register,
     escalation_open,
     escalation_resolve,
 )
@@ -40,6 +42,8 @@ __all__ = [
     "InvalidProviderEvent",
     "PreparedRun",
     "escalation_clear",
+    "escalation_held_by",
+    "escalation_holder_register",
     "escalation_open",
     "escalation_resolve",
     "observe",

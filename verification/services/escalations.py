@@ -3,6 +3,7 @@ event), resolved by a person's note or an approved adjustment, or cleared by rec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.mail import send_mail
@@ -21,6 +22,27 @@ from verification.models import (
 from verification.subjects import Subject, subject_of
 
 OPS_GROUP = "ops"
+
+# What still rests on an escalation, told by the apps that hang things on one (the engine knows no
+# domain): each holder answers, for an escalation, the names of what of its own is still open
+# under it — e.g. reconciliation's open discrepancies (one escalation per subject and class is
+# shared by every discrepancy of that class on that subject).
+Holder = Callable[[Escalation], list[str]]
+_HOLDERS: list[Holder] = []
+
+
+def escalation_holder_register(holder: Holder) -> None:
+    if holder not in _HOLDERS:
+        _HOLDERS.append(holder)
+
+
+def escalation_held_by(escalation: Escalation) -> list[str]:
+    """The one rule (SPEC §15.4, issue 37 item 5) of whether an escalation may be resolved by what
+    closed one of the things under it — a discrepancy a run cleared, an adjustment a second person
+    approved: only when nothing else still rests on it. Returns what still does (empty: nothing),
+    as every registered holder names it. The caller closes its own thing first, in the same
+    transaction, so that it is not counted."""
+    return [name for holder in _HOLDERS for name in holder(escalation)]
 
 
 class EscalationNeedsAdjustment(ValueError):
