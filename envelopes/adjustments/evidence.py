@@ -167,6 +167,14 @@ def _leg_records_a_refund(leg_id: str) -> bool:
     return RefundLeg.objects.filter(public_id=leg_id).exclude(provider_refund_id="").exists()
 
 
+class ProviderCurrencyMismatch(AdjustmentProviderMismatch):
+    """The PaymentIntent an accept names is in another currency than the leg's: its cents are not
+    the leg's money (a 300-cent EUR payment is not a $3.00 top-up; issue 37, item 6). Kept here,
+    beside the one check that raises it; still an `AdjustmentProviderMismatch`."""
+
+    code = "provider_currency_mismatch"
+
+
 def _check_intent(intent: dict[str, Any], funding: FundingLeg) -> None:
     intent_id = str(intent.get("id"))
     # Its charge too (an id; "None" before it charged, which no leg records).
@@ -186,6 +194,14 @@ def _check_intent(intent: dict[str, Any], funding: FundingLeg) -> None:
         raise _mismatch(
             f"PaymentIntent {intent_id} is {intent.get('status')}, not succeeded.",
             provider_status=intent.get("status"),
+        )
+    currency, ours = intent.get("currency"), funding.envelope.currency.lower()
+    if not isinstance(currency, str) or currency.lower() != ours:
+        raise ProviderCurrencyMismatch(
+            f"PaymentIntent {intent_id} is in {str(currency).upper()}; the leg is in "
+            f"{ours.upper()}: {intent.get('amount')} cents of another currency are not the leg's "
+            "money.",
+            details={"provider_currency": currency, "currency": ours},
         )
     if intent.get("amount") != to_cents(funding.amount_micro):
         raise _mismatch(
