@@ -42,6 +42,9 @@ class DiscrepancyClass(models.TextChoices):
     DISPUTE_UNRECORDED = "dispute_unrecorded"
     DISPUTE_STATUS_DRIFT = "dispute_status_drift"
     FILING_UNCONFIRMED = "filing_unconfirmed"
+    # What Stripe withdrew or reinstated for a dispute differs from what the ledger recorded
+    # (SPEC §18).
+    DISPUTE_FUNDS_MISMATCH = "dispute_funds_mismatch"
     LEG_STUCK = "leg_stuck"
     FUNDING_STUCK = "funding_stuck"
     # A charge carrying Vouch's funding metadata that no funding leg records.
@@ -162,6 +165,13 @@ SPECS = (
     ClassSpec(
         code=DiscrepancyClass.FILING_UNCONFIRMED,
         severity=Severity.EVIDENCE,
+        compares=Compared.DISPUTE,
+        subject_types=("dispute",),
+        look_again=LookAgain.COMPARE,
+    ),
+    ClassSpec(
+        code=DiscrepancyClass.DISPUTE_FUNDS_MISMATCH,
+        severity=Severity.MONEY,
         compares=Compared.DISPUTE,
         subject_types=("dispute",),
         look_again=LookAgain.COMPARE,

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from core.display import dollars
 from core.services import audit_record
 from envelopes.locks import lock_envelope
 from envelopes.models import (
@@ -37,7 +38,7 @@ from envelopes.models import (
     ProviderRead,
 )
 from envelopes.provider_reads import Answer, provider_read_store
-from envelopes.services.journal import _funding_hold, _move
+from envelopes.services.journal import _funding_hold, _move, _provider
 from verification.services import escalation_open
 from verification.subjects import Subject
 
@@ -245,13 +246,30 @@ def _exposure_escalate(funds: DisputeFunds, envelope: Envelope, leg: FundingLeg)
         verdict="EXPOSURE",
         verdict_class=EXPOSURE,
         reason=(
-            f"Stripe withdrew ${funds.withdrawn_micro / 1_000_000:,.2f} for dispute "
+            f"Stripe withdrew {dollars(funds.withdrawn_micro)} for dispute "
             f"{funds.provider_dispute_id} on charge {funds.charge_id} (envelope "
-            f"{envelope.public_id}); the charge had only ${funds.held_micro / 1_000_000:,.2f} "
-            f"unspent, now held. ${funds.exposure_micro / 1_000_000:,.2f} was already debited or "
+            f"{envelope.public_id}); the charge had only {dollars(funds.held_micro)} "
+            f"unspent, now held. {dollars(funds.exposure_micro)} was already debited or "
             "refunded: that is the platform's exposure unless the dispute is won. Decide how to "
             "recover it (contest the dispute, or settle with the buyer); no other charge's money "
             "was taken."
         ),
         subject=Subject("funding_leg", leg.public_id, money=True),
     )
+
+
+def dispute_funds_read_and_follow(*, dispute_id: str, source: str) -> DisputeFunds | None:
+    """Read the dispute from the provider (outside any transaction) and bring the ledger to what
+    it shows: the remedy for a `dispute_funds_mismatch` whose event never came. Raises
+    `DisputeUnreadable` when the provider does not show it."""
+    read = _provider().dispute_read(dispute_id)
+    if not read.accepted:
+        raise DisputeUnreadable(
+            f"Stripe did not show dispute {dispute_id}: {read.error_code or read.kind.value}"
+            f" ({read.error_message or 'no message'}). Check the id (it begins du_ or dp_)."
+        )
+    return dispute_funds_follow(dispute=read.require(), source=source)
+
+
+class DisputeUnreadable(Exception):
+    """The provider did not show the dispute asked for."""

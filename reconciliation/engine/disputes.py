@@ -1,14 +1,18 @@
 """Provider disputes on Vouch charges compared with Vouch's records of them
-(dispute_unrecorded, dispute_status_drift) and with the packets filed for them
-(filing_unconfirmed)."""
+(dispute_unrecorded, dispute_status_drift), with the packets filed for them (filing_unconfirmed)
+and with the money the ledger moved for them (dispute_funds_mismatch, SPEC §18: what Stripe's
+balance transactions for the dispute withdrew and reinstated against what the dispute's funds row
+recorded; a balance transaction younger than the grace period is in flight, its event on its
+way)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from disputes.models import Dispute, FilingStatus, Packet
-from envelopes.models import FundingLeg
+from envelopes.models import DisputeFunds, FundingLeg
 from envelopes.money import to_cents
+from envelopes.services import dispute_moved
 from reconciliation.engine.shared import _Context, _count, _found, _id, _submissions
 from reconciliation.models import DiscrepancyClass, Observation
 from reconciliation.services import Finding
@@ -24,6 +28,9 @@ def _disputes(ctx: _Context, disputes: list[dict[str, Any]], observation: Observ
             dispute__provider_dispute_id__in=ids, filing_status=FilingStatus.FILED
         ).values_list("dispute__provider_dispute_id", flat=True)
     )
+    funds = {
+        f.provider_dispute_id: f for f in DisputeFunds.objects.filter(provider_dispute_id__in=ids)
+    }
     seen = []
     for dispute in disputes:
         dispute_id, charge_id = str(dispute["id"]), _id(dispute.get("charge"))
@@ -39,6 +46,8 @@ def _disputes(ctx: _Context, disputes: list[dict[str, Any]], observation: Observ
             "amount": dispute.get("amount"),
             "submissions": _submissions(dispute),
         }
+        if charge_id in ours:  # the money it moved, recorded or not (SPEC §18)
+            _funds_compare(ctx, dispute, funds.get(dispute_id), observation)
         if row is None:
             if ctx.recent(dispute.get("created")):
                 ctx.run.expected += 1  # its webhook may be on its way
@@ -99,3 +108,56 @@ def _disputes(ctx: _Context, disputes: list[dict[str, Any]], observation: Observ
                 ),
             )
     return seen
+
+
+def _funds_compare(
+    ctx: _Context,
+    dispute: dict[str, Any],
+    funds: DisputeFunds | None,
+    observation: Observation,
+) -> None:
+    """What Stripe withdrew and reinstated for the dispute against what the ledger recorded."""
+    moved = dispute_moved(dispute)
+    provider = {
+        "dispute": str(dispute["id"]),
+        "charge": _id(dispute.get("charge")),
+        "withdrawn": moved.withdrawn,
+        "reinstated": moved.reinstated,
+    }
+    vouch = {
+        "dispute": funds.provider_dispute_id if funds else "",
+        "charge": funds.charge_id if funds else "",
+        "withdrawn": to_cents(funds.withdrawn_micro) if funds else 0,
+        "reinstated": to_cents(funds.reinstated_micro) if funds else 0,
+    }
+    differing = [name for name in ("withdrawn", "reinstated") if vouch[name] != provider[name]]
+    if not differing:
+        return
+    created = [
+        txn.get("created")
+        for txn in dispute.get("balance_transactions") or ()
+        if isinstance(txn, dict) and txn.get("created") is not None
+    ]
+    if created and ctx.recent(max(created)):
+        ctx.run.expected += 1  # the money moved moments ago: its event is on its way
+        return
+    _found(
+        ctx,
+        Finding(
+            code=DiscrepancyClass.DISPUTE_FUNDS_MISMATCH,
+            subject_type="dispute",
+            subject_id=provider["dispute"],
+            summary=f"For dispute {provider['dispute']} Stripe withdrew {moved.withdrawn} and "
+            f"reinstated {moved.reinstated} cents; the ledger recorded {vouch['withdrawn']} "
+            f"and {vouch['reinstated']}.",
+            vouch_side=vouch,
+            provider_side=provider,
+            differing=differing,
+            charge_id=provider["charge"],
+            amount_micro=abs(
+                (moved.withdrawn - moved.reinstated) - (vouch["withdrawn"] - vouch["reinstated"])
+            )
+            * 10_000,
+            observation=observation,
+        ),
+    )

@@ -9,7 +9,8 @@ from envelopes.selectors import ledger_breaches
 
 class Command(BaseCommand):
     help = (
-        "Recompute every envelope's five balances from the journal and from the legs, "
+        "Recompute every envelope's seven balances (held and charged back too) from the journal "
+        "and from the legs, "
         "independently of the stored figures, and report each difference. "
         "Exit status 1 on any breach."
     )
