@@ -230,3 +230,49 @@ class DisputeResponseNotAllowed(VouchError):
         "No response allowed (the card network allows none): the provider shows this dispute's "
         "evidence_details.due_by as 0. Nothing was prepared, approved or sent."
     )
+
+
+class PacketFactsChanged(VouchError):
+    """A fact an approved packet rests on changed since its approval (SPEC §18): the approval is
+    void, the packet is prepared again as a new version, and nothing is sent. A state change (the
+    new version), so the answer is kept under the filing request's idempotency key."""
+
+    code = "packet_facts_changed"
+    status_code = 409
+    stores_idempotent_response = True
+    default_message = (
+        "A fact this packet rests on changed since it was approved: it was prepared again as a "
+        "new version, which needs a new approval. Nothing was sent to the provider."
+    )
+
+
+class DisputeMismatch(VouchError):
+    """A dispute typed by staff disagrees with the provider's (SPEC §18): `details.fields` names
+    each field typed against what the provider shows. Nothing is recorded."""
+
+    code = "dispute_mismatch"
+    status_code = 409
+    default_message = (
+        "What was typed disagrees with the dispute as the provider shows it: nothing was recorded."
+    )
+
+
+class DisputeNotAtProvider(VouchError):
+    code = "dispute_not_at_provider"
+    status_code = 404
+    default_message = (
+        "The provider does not hold a dispute with this id (check the dp_… id): nothing was "
+        "recorded."
+    )
+
+
+class DisputeReadUnavailable(VouchError):
+    """The provider's dispute could not be read (no answer, a server error): nothing is recorded
+    or sent on a guess. Retrying is safe."""
+
+    code = "dispute_read_unavailable"
+    status_code = 503
+    default_message = (
+        "The provider's dispute could not be read just now: nothing was recorded or sent. Try "
+        "again."
+    )

@@ -138,9 +138,13 @@ def is_visa_compliance(dispute: Dispute) -> bool:
 
 
 def fees_paid(dispute: Dispute, contested: bool) -> int:
-    """The fees the dispute has cost, in micro-dollars: the dispute fee always; when it was
-    contested (a response was, or may have been, submitted) and lost, the lost-dispute fee too,
-    and the network's compliance fee when it is a Visa or Mastercard compliance dispute."""
+    """The fees the dispute has cost, in micro-dollars: those Stripe's balance transactions of the
+    dispute show (`Dispute.provider_fees_micro`, SPEC §18) where it shows any; otherwise by the
+    fee table: the dispute fee always; when it was contested (a response was, or may have been,
+    submitted) and lost, the lost-dispute fee too, and the network's compliance fee when it is a
+    Visa or Mastercard compliance dispute."""
+    if dispute.provider_fees_micro is not None:
+        return int(dispute.provider_fees_micro)
     table = fee_table(dispute.currency)
     paid = table.dispute_fee
     if contested and dispute.provider_status == LOST:

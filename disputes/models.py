@@ -58,6 +58,10 @@ class Dispute(models.Model):
     case_type = models.CharField(max_length=20, blank=True)
     is_charge_refundable = models.BooleanField(null=True, blank=True)
     response_allowed = models.BooleanField(default=True)
+    # The fees Stripe's balance transactions of the dispute show (the sum of their `fee`), as last
+    # read; null when the dispute shows none (an inquiry, a dispute never read): the outcome
+    # figures take these where they exist, the fee table otherwise (SPEC §18).
+    provider_fees_micro = models.BigIntegerField(null=True, blank=True)
     # When Vouch first saw the provider's decision (`won` or `lost`; an appeal's decision moves
     # it): the month the outcome figures count it in.
     decided_at = models.DateTimeField(null=True, blank=True)

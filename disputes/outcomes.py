@@ -8,8 +8,9 @@ when (`decided_at`, whose UTC month it is counted in; an appeal's decision moves
   the provider, or may have: `FILING_HOLDS`). An accepted dispute is decided and lost too.
 - the win rate, won ÷ decided with nothing excluded, and its 95% Wilson score interval (none for
   nothing decided);
-- `recovered_micro`, the amounts of the won disputes; `fees_micro`, the fees they paid by the fee
-  table (`disputes.fees.fees_paid`); `net_recovery_micro`, recovered minus fees.
+- `recovered_micro`, the amounts of the won disputes; `fees_micro`, the fees they paid
+  (`disputes.fees.fees_paid`): Stripe's, from the dispute's balance transactions, where it shows
+  them, the fee table's otherwise; `net_recovery_micro`, recovered minus fees.
 
 Totals per reason (every month) and overall; the CSV carries the same rows, money as exact dollars.
 """

@@ -47,6 +47,8 @@ APPEAL_FILES_MAX = 5
 # and a dispute shows it as `evidence.appeal.card` (changelog 2026-10-28.endive).
 APPEAL_METHOD = "card"
 APPEAL_REASON_FIELD = f"appeal.{APPEAL_METHOD}.reason_for_filing"
+# A refund made outside Vouch and recorded by a four-eyes adjustment is cited by its public id.
+ADJUSTMENT_PREFIX = "adj_"
 CE3 = "visa_compelling_evidence_3"
 VISA_COMPLIANCE = "visa_compliance"
 MASTERCARD_COMPLIANCE = "mastercard_compliance"  # Stripe changelog 2026-06-24.dahlia
@@ -193,6 +195,10 @@ def evidence_text(packet: Packet) -> str:
     receipts = [c for c in packet.citations if c.startswith("rcpt_")]
     if receipts:
         lines += ["", "Vouch receipts cited:", *(f"- {r}" for r in receipts)]
+    recorded = [c for c in packet.citations if c.startswith(ADJUSTMENT_PREFIX)]
+    if recorded:
+        lines += ["", "Refunds recorded by Vouch's four-eyes adjustments, as Stripe showed them:"]
+        lines += [f"- {a}" for a in recorded]
     if _ce3_sent(packet) is not None:
         lines += ["", "Visa Compelling Evidence 3.0: qualified by two prior undisputed charges:"]
         lines += [

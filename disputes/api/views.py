@@ -140,6 +140,11 @@ class DisputeListApi(APIView):
     @extend_schema(
         operation_id="disputes_enter",
         summary="Enter a dispute by hand (staff); a packet is prepared at once",
+        description="The dispute is recorded as the provider shows it: Vouch reads it first and "
+        "records its charge, amount, currency and reason from that read. What was typed must "
+        "agree (`dispute_mismatch`, 409, `details.fields` naming each field typed against the "
+        "provider's); a dispute the provider does not hold is `dispute_not_at_provider` (404); a "
+        "read without an answer records nothing (`dispute_read_unavailable`, 503: retry).",
         request=DisputeInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
@@ -148,6 +153,9 @@ class DisputeListApi(APIView):
                 core_errors.InvalidInput,
                 errors.UnsupportedCurrency,
                 errors.DisputeAlreadyRecorded,
+                errors.DisputeMismatch,
+                errors.DisputeNotAtProvider,
+                errors.DisputeReadUnavailable,
                 core_errors.CsrfFailed,
                 *AUTH_ERRORS,
                 *IDEMPOTENCY_ERRORS,
@@ -164,7 +172,8 @@ class DisputeListApi(APIView):
             request,
             operation=operation_name("dispute.enter"),
             action=action,
-            provider_calls=1,  # intended_submission_method=manual, if the provider holds it
+            # The dispute read, then intended_submission_method=manual unless it says so already.
+            provider_calls=2,
         )
 
 

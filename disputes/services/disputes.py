@@ -85,7 +85,19 @@ def dispute_normalize(obj: Mapping[str, Any]) -> dict[str, Any]:
         "enhanced_eligibility_types": sorted(
             str(kind) for kind in obj.get("enhanced_eligibility_types") or [] if kind
         ),
+        "provider_fees_micro": _fees(obj.get("balance_transactions")),
     }
+
+
+def _fees(transactions: Any) -> int | None:
+    """The fees the dispute's balance transactions show (Stripe's `fee`, in cents, of each), in
+    micro-dollars; None when it shows none (an inquiry withdraws nothing, so it has none)."""
+    fees = [
+        int(txn["fee"])
+        for txn in transactions or []
+        if isinstance(txn, Mapping) and isinstance(txn.get("fee"), int)
+    ]
+    return sum(fees) * MICRO_PER_CENT if fees else None
 
 
 def dispute_record(
@@ -143,34 +155,44 @@ def dispute_record(
     return dispute, True
 
 
+# What a person types of a dispute, checked against what the provider's read shows.
+TYPED_FIELDS = ("charge_id", "amount_micro", "currency", "reason")
+
+
 def dispute_enter(
     *, actor: User, data: Mapping[str, Any], idempotency: IdempotencyRecord | None = None
 ) -> Packet:
-    """A dispute entered by staff: recorded (the request's idempotency record naming it), its
-    first version prepared (the person asked for it), then, if the provider holds it, set to be
-    submitted manually (never by Smart Disputes). Three commits, the provider called after the
-    last: a resumed request continues with the dispute its record names, from where it stopped,
-    and never records another. Returns the entry's version."""
+    """A dispute entered by staff, recorded as the provider shows it (SPEC §18): the provider's
+    dispute is read first, outside any transaction, and its charge, amount, currency and reason
+    (and everything else `dispute_normalize` keeps) are recorded from that read, never from what
+    was typed. What was typed must agree with it: a disagreement is refused
+    (`dispute_mismatch`, each field typed against the provider's), a dispute the provider does not
+    hold is refused (`dispute_not_at_provider`), and a read without an answer records nothing
+    (`dispute_read_unavailable`: try again). Then its first version is prepared (the person asked
+    for it) and, unless the provider says `manual` already, it is set to be submitted manually
+    (never by Smart Disputes). Three commits, the provider's update after the last: a resumed
+    request continues with the dispute its record names, from where it stopped, and never records
+    another. Returns the entry's version."""
     if idempotency is not None and idempotency.resource:
         dispute = Dispute.objects.get(public_id=idempotency.resource)
     else:
-        fields = {
-            "provider_dispute_id": data["dispute_id"],
+        typed = {
             "charge_id": data["charge_id"],
             "amount_micro": data["amount_micro"],
-            "currency": data.get("currency") or "usd",
+            "currency": data.get("currency") or None,  # not typed: the provider's is taken
             "reason": data["reason"],
-            "response_deadline": data.get("response_deadline"),
-            "provider_status": "",
-            # Until the provider answers `manual` (below, or the resume job if this dies first).
-            "submission_method_pending": True,
         }
-        if fields["amount_micro"] <= 0 or fields["amount_micro"] % MICRO_PER_CENT:
+        if typed["amount_micro"] <= 0 or typed["amount_micro"] % MICRO_PER_CENT:
             raise InvalidInput("amount_micro must be a positive whole number of cents in micro.")
-        if fields["amount_micro"] > MAX_DISPUTE_MICRO:  # also beyond what a digest can carry
+        if typed["amount_micro"] > MAX_DISPUTE_MICRO:  # also beyond what a digest can carry
             raise InvalidInput(
                 "amount_micro is at most 999,999,990,000 ($999,999.99, Stripe's most)."
             )
+        if typed["currency"] is not None and str(typed["currency"]).lower() != "usd":
+            raise errors.UnsupportedCurrency()
+        fields = _provider_fields(str(data["dispute_id"]), typed)
+        # Until the provider answers `manual` (below, or the resume job if this dies first).
+        fields["submission_method_pending"] = fields["intended_submission_method"] != MANUAL
         dispute, created = dispute_record(
             fields=fields, source=DisputeSource.STAFF, entered_by=actor, idempotency=idempotency
         )
@@ -182,6 +204,42 @@ def dispute_enter(
     dispute_submit_manually(dispute=dispute)  # if the provider holds it; after the commits
     packet.dispute = dispute  # as it is now
     return packet
+
+
+def _provider_fields(dispute_id: str, typed: Mapping[str, Any]) -> dict[str, Any]:
+    """The provider's dispute as the fields Vouch keeps, read now (outside any transaction), after
+    checking that what was typed agrees with it. Refuses a dispute the provider does not hold, a
+    read without an answer, and any field typed otherwise than the provider shows it."""
+    read = provider_from_settings().dispute_read(dispute_id)
+    if read.refused:
+        raise errors.DisputeNotAtProvider(
+            details={
+                "dispute_id": dispute_id,
+                "provider_error": read.error_code or "refused",
+                "http_status": read.http_status,
+            }
+        )
+    if not read.accepted:
+        raise errors.DisputeReadUnavailable(
+            details={"dispute_id": dispute_id, "provider_error": read.error_code or "unknown"}
+        )
+    fields = dispute_normalize(read.require())
+    mismatched = {
+        name: {"typed": typed[name], "provider": fields[name]}
+        for name in TYPED_FIELDS
+        if typed.get(name) is not None and typed[name] != fields[name]
+    }
+    if mismatched:
+        raise errors.DisputeMismatch(
+            "What was typed disagrees with the dispute as the provider shows it: "
+            + ", ".join(
+                f"{name} typed {v['typed']!r}, the provider shows {v['provider']!r}"
+                for name, v in mismatched.items()
+            )
+            + ". Nothing was recorded.",
+            details={"dispute_id": dispute_id, "fields": mismatched},
+        )
+    return fields
 
 
 def _packet_first(*, dispute: Dispute, requested_by: User | None, trigger: str) -> Packet:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core.exceptions import InvalidInput, PermissionDenied
@@ -38,6 +39,7 @@ from disputes.services import checks
 from disputes.services.appeals import appeal_edit
 from disputes.services.round_two import ce3_prior_facts, costs_for, enhanced_for
 from disputes.services.versions import _version_save
+from envelopes.models import Adjustment, AdjustmentKind, AdjustmentStatus
 from receipts.selectors import receipt_tree
 
 if TYPE_CHECKING:
@@ -59,12 +61,59 @@ def _fact(check: Any) -> ReceiptFact:
     )
 
 
+# The kind a refund recorded by adjustment has among the refunds a drafter sees.
+RECORDED_REFUND = "foreign_refund"
+
+
+def recorded_refunds(charge_id: str) -> list[ReceiptFact]:
+    """The refunds of a charge made outside Vouch (in Stripe's Dashboard) and recorded by a
+    four-eyes adjustment (`foreign_refund`, applied, its money not given back since): a refund
+    made, as the provider's read the approval cites showed it (SPEC §18). Each is cited by the
+    adjustment's public id (`adj_…`), admitted like a receipt id."""
+    rows = (
+        Adjustment.objects.select_related("approval_read")
+        .filter(
+            kind=AdjustmentKind.FOREIGN_REFUND,
+            status=AdjustmentStatus.APPLIED,
+            released_at__isnull=True,
+            approval_read__isnull=False,
+        )
+        .filter(
+            Q(funding_leg__charge_id=charge_id) | Q(refund_leg__funding_leg__charge_id=charge_id)
+        )
+        .order_by("decided_at", "id")
+    )
+    facts = []
+    for row in rows:
+        read = row.approval_read
+        if read is None:  # filtered out already; for the type checker
+            continue
+        shown = row.provider_object if isinstance(row.provider_object, dict) else {}
+        facts.append(
+            ReceiptFact(
+                id=row.public_id,
+                kind=RECORDED_REFUND,
+                amount_micro=int(row.amount_micro),
+                provider_object_id=row.provider_object_id,
+                detail={
+                    "id": row.provider_object_id,
+                    "status": str(shown.get("status") or ""),
+                    "provider_read": read.public_id,
+                    "provider_read_sha256": read.sha256,
+                },
+            )
+        )
+    return facts
+
+
 def material_for(dispute: Dispute) -> DraftMaterial:
     """SPEC §9 steps 1-4: the normalized dispute, its charge and refunds resolved by receipt id
-    from Vouch's own receipts (never from the caller), and the admitted evidence."""
+    from Vouch's own receipts (never from the caller) — a refund recorded by four-eyes adjustment
+    counting as a refund made (`recorded_refunds`, SPEC §18) — and the admitted evidence."""
     tree = receipt_tree(charge_id=dispute.charge_id)
     charge = _fact(tree.charge) if tree.charge is not None and tree.charge.ok else None
     refunds = [_fact(c) for c in tree.unreversed_refunds() if c.ok]
+    refunds += recorded_refunds(dispute.charge_id)
     evidence = [
         AdmittedEvidence(
             ref=e.ref, sha256=e.sha256, kind=e.kind, summary=e.summary, file=e.file_facts()
