@@ -17,12 +17,23 @@ changing between the two), and reconciliation runs. After every step it checks:
   discrepancy once a run has looked;
 - every applied adjustment that moves money cites the provider reads made when it was proposed
   and when it was approved, each answer's bytes matching their SHA-256, and its journal entry
-  cites the approval's read."""
+  cites the approval's read;
+- chargebacks (issue 37, SPEC §18) — opened on a funded charge (in full or in part), as an inquiry
+  later escalated, won, lost, lost then won on appeal, each event seen once or twice, with debits
+  and refunds around them: funded = debited + refunded + reserved + unspent + held + charged back;
+  the envelope's, each funding leg's and each dispute's held and charged-back money are what a
+  model of the rule says (the disputed amount Stripe withdrew, bounded by what the charge still
+  had unspent, the rest exposure; back to unspent when won; charged back when lost); the ledger's
+  withdrawn and reinstated amounts are Stripe's; no refund made after a hold takes that charge's
+  money while it is held or charged back, and a debit or refund of more than is unspent (held
+  money) is refused."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections import Counter
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -43,12 +54,15 @@ from hypothesis.stateful import (
 
 from accounts.models import User
 from core.exceptions import VouchError
+from disputes.services import dispute_on_provider_event
 from envelopes import services
 from envelopes.adjustments import adjustment_approve, adjustment_kinds_for, adjustment_propose
+from envelopes.exceptions import AmountExceedsUnspent
 from envelopes.models import (
     Adjustment,
     AdjustmentKind,
     AdjustmentStatus,
+    DisputeFunds,
     Envelope,
     FundingLeg,
     FundingStatus,
@@ -72,6 +86,171 @@ SEEN: Counter[str] = Counter()  # what the machine did, printed at the end (-s)
 DOLLARS = st.integers(min_value=1, max_value=40).map(lambda d: d * 1_000_000)
 
 
+# --- chargebacks: Stripe's disputes, and a model of what the ledger must make of them ----------
+
+EVENT_NUMBERS = itertools.count(1)
+
+
+@dataclass
+class Chargeback:
+    """One dispute opened by the machine, and what the ledger must show of it (micro-dollars)."""
+
+    dispute: str
+    charge: str
+    leg: int  # the funding leg's pk
+    status: str  # Stripe's status, as last moved
+    withdrawn: int = 0
+    reinstated: int = 0
+    held: int = 0
+    charged_back: int = 0
+    exposure: int = 0
+    legs_before_hold: int = 0  # the last refund leg's id when the money was held
+    appealed: bool = False
+
+
+class DisputeBook:
+    """Opens and moves disputes at the sandbox, hands their events to Vouch as delivered webhooks
+    are (once, or twice: a second observer), and keeps the model the invariants compare with."""
+
+    def __init__(self, sandbox: SandboxControl, sdk: stripe.StripeClient) -> None:
+        self.sandbox, self.sdk = sandbox, sdk
+        self.chargebacks: dict[str, Chargeback] = {}
+
+    def deliver(self, dispute_id: str, kinds: list[str], twice: bool) -> None:
+        for kind in kinds:
+            event = {
+                "id": f"evt_stateful_{next(EVENT_NUMBERS)}",
+                "type": kind,
+                "data": {"object": {"id": dispute_id}},
+            }
+            for _ in range(2 if twice else 1):
+                dispute_on_provider_event(event=event)
+
+    def moved_at_stripe(self, dispute_id: str) -> tuple[int, int]:
+        """What Stripe's balance transactions for the dispute withdrew and reinstated, in micro."""
+        dispute = self.sdk.v1.disputes.retrieve(dispute_id)
+        withdrawn = reinstated = 0
+        for txn in dispute.balance_transactions:
+            if txn.reporting_category == "dispute":
+                withdrawn -= txn.amount
+            elif txn.reporting_category == "dispute_reversal":
+                reinstated += txn.amount
+        return withdrawn * 10_000, reinstated * 10_000
+
+    def disputed(self) -> set[str]:
+        return {c.charge for c in self.chargebacks.values()}
+
+    def _ledger_before(self, leg_pk: int) -> tuple[int, int, int]:
+        leg = FundingLeg.objects.get(pk=leg_pk)
+        unspent = Envelope.objects.get(pk=leg.envelope_id).unspent_micro
+        last = RefundLeg.objects.order_by("-id").values_list("id", flat=True).first() or 0
+        return leg.capacity_micro, unspent, last
+
+    def _follow(self, case: Chargeback, before: tuple[int, int, int]) -> None:
+        """The model after Stripe moved money: SPEC §18's rule applied to the ledger as it was."""
+        withdrawn, reinstated = self.moved_at_stripe(case.dispute)
+        capacity, unspent, last_leg = before
+        if withdrawn and not case.withdrawn:  # the hold: what the charge still had unspent
+            case.withdrawn = withdrawn
+            case.held = max(0, min(withdrawn, capacity, unspent))
+            case.exposure = withdrawn - case.held
+            case.legs_before_hold = last_leg
+        if case.status == "lost" and case.held and not case.reinstated:
+            case.charged_back, case.held = case.charged_back + case.held, 0
+        if reinstated and not case.reinstated:
+            case.reinstated = reinstated
+            from_held = min(reinstated, case.held)
+            from_charged_back = min(reinstated - from_held, case.charged_back)
+            case.exposure = max(0, case.exposure - (reinstated - from_held - from_charged_back))
+            case.held -= from_held
+            case.charged_back -= from_charged_back
+
+    def open(self, leg: FundingLeg, cents: int | None, inquiry: bool, twice: bool) -> Chargeback:
+        before = self._ledger_before(leg.pk)
+        options = {"status": "warning_needs_response"} if inquiry else {}
+        opened = self.sandbox.open_dispute(leg.charge_id, "fraudulent", cents, **options)
+        case = Chargeback(str(opened["id"]), leg.charge_id, leg.pk, str(opened["status"]))
+        self.chargebacks[case.dispute] = case
+        kinds = ["charge.dispute.created"]
+        if not inquiry:
+            kinds.append("charge.dispute.funds_withdrawn")
+        self.deliver(case.dispute, kinds, twice)
+        self._follow(case, before)
+        return case
+
+    def move(self, case: Chargeback, status: str, twice: bool) -> None:
+        before = self._ledger_before(case.leg)
+        self.sandbox.set_dispute_status(case.dispute, status)
+        case.status = status
+        kinds = [
+            "charge.dispute.closed" if status in ("won", "lost") else "charge.dispute.updated",
+            "charge.dispute.funds_reinstated" if status == "won" else "charge.dispute.updated",
+        ]
+        self.deliver(case.dispute, kinds, twice)
+        self._follow(case, before)
+
+    def appeal(self, case: Chargeback, twice: bool) -> None:
+        self.sandbox.appeal_dispute(case.dispute)
+        case.status, case.appealed = "appeal_needs_response", True
+        self.deliver(case.dispute, ["charge.dispute.updated"], twice)
+
+    def check(self, envelope: Envelope) -> None:
+        """What must hold of the envelope's disputed money after every step."""
+        envelope.refresh_from_db()
+        assert envelope.total_funded_micro == (
+            envelope.total_debited_micro
+            + envelope.total_refunded_micro
+            + envelope.reserved_micro
+            + envelope.unspent_micro
+            + envelope.held_micro
+            + envelope.charged_back_micro
+        )
+        mine = [
+            c
+            for c in self.chargebacks.values()
+            if FundingLeg.objects.filter(pk=c.leg, envelope=envelope).exists()
+        ]
+        assert (envelope.held_micro, envelope.charged_back_micro) == (
+            sum(c.held for c in mine),
+            sum(c.charged_back for c in mine),
+        ), [vars(c) for c in mine]
+        for case in mine:
+            leg = FundingLeg.objects.get(pk=case.leg)
+            assert (leg.held_micro, leg.charged_back_micro) == (case.held, case.charged_back), vars(
+                case
+            )
+            funds = DisputeFunds.objects.filter(provider_dispute_id=case.dispute).first()
+            if not case.withdrawn:  # an inquiry (or nothing left to withdraw): nothing held
+                assert funds is None, vars(case)
+                continue
+            assert funds is not None, vars(case)
+            assert (
+                funds.withdrawn_micro,
+                funds.reinstated_micro,
+                funds.held_micro,
+                funds.charged_back_micro,
+                funds.exposure_micro,
+            ) == (
+                case.withdrawn,
+                case.reinstated,
+                case.held,
+                case.charged_back,
+                case.exposure,
+            ), vars(case)
+            # The ledger follows Stripe's balance transactions.
+            assert self.moved_at_stripe(case.dispute) == (case.withdrawn, case.reinstated)
+            if case.exposure:
+                assert funds.escalation_id is not None, vars(case)
+            if not case.reinstated:
+                # Held or charged back: no refund made since took any of this charge's money.
+                taken = RefundLeg.objects.filter(
+                    funding_leg_id=case.leg,
+                    id__gt=case.legs_before_hold,
+                    outcome=LegOutcome.ACCEPTED,
+                )
+                assert not taken.exists(), (vars(case), list(taken.values("public_id")))
+
+
 def build_machine(
     sandbox: SandboxControl, sdk: stripe.StripeClient, buyer: User, people: tuple[User, User]
 ) -> type[RuleBasedStateMachine]:
@@ -88,6 +267,7 @@ def build_machine(
             self.dirty = True  # something changed since the last run
             # Dashboard refunds made since the last completed run.
             self.unseen_foreign: set[str] = set()
+            self.book = DisputeBook(sandbox, sdk)  # the chargebacks opened, and their model
 
         def teardown(self) -> None:
             sandbox.clear_faults()
@@ -158,7 +338,16 @@ def build_machine(
             if left < 100:
                 return
             cents = data.draw(st.integers(min_value=100, max_value=min(left, 1_000)))
-            refund = sdk.v1.refunds.create(params={"charge": funding.charge_id, "amount": cents})
+            try:
+                refund = sdk.v1.refunds.create(
+                    params={"charge": funding.charge_id, "amount": cents}
+                )
+            except stripe.InvalidRequestError as exc:
+                # Stripe refuses a refund of a chargeback's charge, the Dashboard's too.
+                if exc.code != "charge_disputed" or funding.charge_id not in self.book.disputed():
+                    raise
+                SEEN["dashboard refund refused: charge_disputed"] += 1
+                return
             SEEN["dashboard refund"] += 1
             self.dirty = True
             self.unseen_foreign.add(str(refund.id))
@@ -183,6 +372,104 @@ def build_machine(
                 services.refund_leg_on_provider_event(event=event)
             else:
                 self.stale.add(str(refund["id"]))
+
+        @rule(percent=st.integers(min_value=1, max_value=130))
+        def debit(self, percent: int) -> None:
+            """Work paid for from the envelope: never with held or charged-back money."""
+            envelope = self._fresh()
+            amount = (envelope.unspent_micro + envelope.held_micro) * percent // 100
+            if amount <= 0:
+                return
+            self.dirty = True
+            try:
+                services.debit_add(
+                    envelope=envelope, amount_micro=amount, reference="stateful", actor=proposer
+                )
+            except AmountExceedsUnspent:
+                assert amount > envelope.unspent_micro, (amount, envelope.unspent_micro)
+                SEEN["debit refused: more than unspent"] += 1
+            else:
+                assert amount <= envelope.unspent_micro, (amount, envelope.unspent_micro)
+                SEEN["debit"] += 1
+
+        @precondition(lambda self: bool(self.book.chargebacks))
+        @rule(data=st.data())
+        def refund_of_held_money(self, data: Any) -> None:
+            """A buyer asks for more than is unspent while a chargeback holds money: refused,
+            and nothing reaches the provider."""
+            envelope = self._fresh()
+            if not envelope.held_micro:
+                return
+            extra = data.draw(st.integers(min_value=1, max_value=envelope.held_micro // 10_000))
+            refunds = len(self._provider_refunds())
+            try:
+                services.envelope_refund(
+                    envelope=envelope,
+                    actor=buyer,
+                    amount_micro=envelope.unspent_micro + extra * 10_000,
+                )
+            except AmountExceedsUnspent:
+                SEEN["refund of held money refused"] += 1
+            else:  # pragma: no cover - the failure this rule looks for
+                raise AssertionError("a refund took money a chargeback holds")
+            assert len(self._provider_refunds()) == refunds
+
+        # --- chargebacks (issue 37, SPEC §18) -------------------------------------------------
+
+        @rule(data=st.data(), inquiry=st.booleans(), part=st.booleans(), twice=st.booleans())
+        def chargeback_opens(self, data: Any, inquiry: bool, part: bool, twice: bool) -> None:
+            """The buyer's bank disputes a charge (a charge has at most one dispute): in full or
+            in part, as a chargeback (Stripe withdraws the money) or an inquiry (nothing)."""
+            free = [f for f in self._charges() if f.charge_id not in self.book.disputed()]
+            if not free:
+                return
+            funding = data.draw(st.sampled_from(free))
+            cents = None
+            if part:
+                top = funding.amount_micro // 10_000
+                cents = data.draw(st.integers(min_value=1, max_value=top), label="disputed cents")
+            case = self.book.open(funding, cents, inquiry, twice)
+            self.dirty = True
+            SEEN[
+                "inquiry opened"
+                if inquiry
+                else f"chargeback opened (exposure: {bool(case.exposure)})"
+            ] += 1
+
+        def _disputes(self, *statuses: str) -> list[Chargeback]:
+            return [c for c in self.book.chargebacks.values() if c.status in statuses]
+
+        @precondition(lambda self: bool(self._disputes("warning_needs_response")))
+        @rule(data=st.data(), twice=st.booleans())
+        def inquiry_becomes_a_chargeback(self, data: Any, twice: bool) -> None:
+            case = data.draw(st.sampled_from(self._disputes("warning_needs_response")))
+            self.book.move(case, "needs_response", twice)
+            self.dirty = True
+            SEEN[f"inquiry escalated (withdrawn: {bool(case.withdrawn)})"] += 1
+
+        @precondition(
+            lambda self: bool(
+                self._disputes("needs_response", "warning_needs_response", "appeal_needs_response")
+            )
+        )
+        @rule(data=st.data(), outcome=st.sampled_from(["won", "lost"]), twice=st.booleans())
+        def dispute_decided(self, data: Any, outcome: str, twice: bool) -> None:
+            cases = self._disputes(
+                "needs_response", "warning_needs_response", "appeal_needs_response"
+            )
+            case = data.draw(st.sampled_from(cases))
+            was = case.status
+            self.book.move(case, outcome, twice)
+            self.dirty = True
+            SEEN[f"dispute {was} -> {outcome}"] += 1
+
+        @precondition(lambda self: any(not c.appealed for c in self._disputes("lost")))
+        @rule(data=st.data(), twice=st.booleans())
+        def lost_dispute_appealed(self, data: Any, twice: bool) -> None:
+            case = data.draw(st.sampled_from([c for c in self._disputes("lost") if not c.appealed]))
+            self.book.appeal(case, twice)
+            self.dirty = True
+            SEEN["lost dispute appealed"] += 1
 
         # --- time and jobs --------------------------------------------------------------------
 
@@ -298,6 +585,12 @@ def build_machine(
             if self.envelope is None:
                 return
             assert ledger_breaches() == []
+
+        @invariant()
+        def chargebacks_follow_the_model(self) -> None:
+            if self.envelope is None:
+                return
+            self.book.check(self.envelope)
 
         @invariant()
         def provider_and_ledger_agree_per_charge(self) -> None:
