@@ -1,12 +1,15 @@
 """A hypothesis state machine drives random sequences of funding, top-ups, debits, refunds and
-provider-side refund failures, and checks the money invariant after every step: the stored
-balances add up, equal what the journal and the legs say, and the ledger's refunded amount per
-charge equals the sandbox's."""
+provider-side refund failures, and chargebacks (issue 37: opened in full or in part, as inquiries,
+won, lost, appealed; their events seen once or twice), and checks the money invariant after every
+step: the stored balances add up (funded = debited + refunded + reserved + unspent + held +
+charged back), equal what the journal and the legs say, the ledger's refunded amount per charge
+equals the sandbox's, and the held and charged-back money is what the model of SPEC §18 says."""
 
 import contextlib
 from typing import Any
 
 import pytest
+import stripe
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -17,15 +20,19 @@ from envelopes.exceptions import AmountExceedsUnspent, InvalidAmount, NothingToR
 from envelopes.models import MICRO_PER_CENT, Envelope, FundingLeg, LegOutcome, RefundLeg
 from envelopes.selectors import ledger_breaches
 from stripe_sandbox.client import SandboxControl
+from tests.reconciliation.test_corrections_stateful import Chargeback, DisputeBook
 
 CENTS = st.integers(min_value=100, max_value=50_000).map(lambda cents: cents * 10_000)
 
 
-def build_machine(sandbox: SandboxControl, buyer: User, staff: User) -> type[RuleBasedStateMachine]:
+def build_machine(
+    sandbox: SandboxControl, sdk: stripe.StripeClient, buyer: User, staff: User
+) -> type[RuleBasedStateMachine]:
     class Money(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
             self.envelope: Envelope | None = None
+            self.book = DisputeBook(sandbox, sdk)
 
         @rule(amount=CENTS)
         def fund(self, amount: int) -> None:
@@ -85,6 +92,53 @@ def build_machine(sandbox: SandboxControl, buyer: User, staff: User) -> type[Rul
             services.refund_leg_on_provider_event(event=event)
             services.refund_leg_on_provider_event(event=event)  # a second observer releases nothing
 
+        @precondition(lambda self: self.envelope is not None)
+        @rule(data=st.data(), inquiry=st.booleans(), part=st.booleans(), twice=st.booleans())
+        def chargeback_opens(self, data: Any, inquiry: bool, part: bool, twice: bool) -> None:
+            free = [
+                f
+                for f in FundingLeg.objects.filter(envelope=self.envelope, status="succeeded")
+                if f.charge_id not in self.book.disputed()
+            ]
+            if not free:
+                return
+            funding = data.draw(st.sampled_from(free))
+            cents = None
+            if part:
+                top = funding.amount_micro // 10_000
+                cents = data.draw(st.integers(min_value=1, max_value=top), label="disputed cents")
+            self.book.open(funding, cents, inquiry, twice)
+
+        def cases(self, *statuses: str) -> list[Chargeback]:
+            return [c for c in self.book.chargebacks.values() if c.status in statuses]
+
+        @precondition(lambda self: bool(self.cases("warning_needs_response")))
+        @rule(data=st.data(), twice=st.booleans())
+        def inquiry_becomes_a_chargeback(self, data: Any, twice: bool) -> None:
+            case = data.draw(st.sampled_from(self.cases("warning_needs_response")))
+            self.book.move(case, "needs_response", twice)
+
+        @precondition(
+            lambda self: bool(
+                self.cases("needs_response", "warning_needs_response", "appeal_needs_response")
+            )
+        )
+        @rule(data=st.data(), outcome=st.sampled_from(["won", "lost"]), twice=st.booleans())
+        def dispute_decided(self, data: Any, outcome: str, twice: bool) -> None:
+            cases = self.cases("needs_response", "warning_needs_response", "appeal_needs_response")
+            self.book.move(data.draw(st.sampled_from(cases)), outcome, twice)
+
+        @precondition(lambda self: any(not c.appealed for c in self.cases("lost")))
+        @rule(data=st.data(), twice=st.booleans())
+        def lost_dispute_appealed(self, data: Any, twice: bool) -> None:
+            case = data.draw(st.sampled_from([c for c in self.cases("lost") if not c.appealed]))
+            self.book.appeal(case, twice)
+
+        @invariant()
+        def chargebacks_follow_the_model(self) -> None:
+            if self.envelope is not None:
+                self.book.check(self.envelope)
+
         @invariant()
         def money_adds_up(self) -> None:
             assert ledger_breaches() == []
@@ -98,13 +152,15 @@ def build_machine(sandbox: SandboxControl, buyer: User, staff: User) -> type[Rul
 
 
 @pytest.mark.django_db
-def test_random_sequences_keep_the_money_invariant(sandbox: SandboxControl) -> None:
+def test_random_sequences_keep_the_money_invariant(
+    sandbox: SandboxControl, sdk: stripe.StripeClient
+) -> None:
     from django.conf import settings as django_settings
 
     django_settings.STRIPE_API_BASE = sandbox.url
     buyer = User.objects.create_user("hypo", "h@example.com", "pw-hypo-123")
     staff = User.objects.create_user("ops", "o@example.com", "pw-ops-123", is_staff=True)
-    machine = build_machine(sandbox, buyer, staff)
+    machine = build_machine(sandbox, sdk, buyer, staff)
     from hypothesis.stateful import run_state_machine_as_test
 
     run_state_machine_as_test(
