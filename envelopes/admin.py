@@ -1,5 +1,6 @@
 """The ops staff's view of envelopes (SPEC §10): balances, funding legs, debits, the journal,
-refund operations with each leg's outcome and verification verdict, and the ledger check.
+refund operations with each leg's outcome and verification verdict, the ledger check, and the
+money each provider dispute moved (SPEC §18: held, exposure, charged back).
 
 Everything is read-only: money moves only through `envelopes.services`, never by hand in the
 admin. What this module adds is presentation: amounts in micro-dollars and in dollars, and the
@@ -24,6 +25,8 @@ from core.display import dollars
 from core.links import id_link, register_id, register_referrer
 from envelopes.models import (
     Debit,
+    DisputeFunds,
+    DisputeFundsStatus,
     Envelope,
     FundingLeg,
     JournalEntry,
@@ -51,8 +54,23 @@ BALANCE_LABELS = (
     ("total_refunded_micro", "Refunded"),
     ("reserved_micro", "Reserved"),
     ("unspent_micro", "Unspent"),
+    ("held_micro", "Held by dispute"),
+    ("charged_back_micro", "Charged back"),
 )
-DELTAS = ("funded_delta", "debited_delta", "refunded_delta", "reserved_delta", "unspent_delta")
+DELTAS = (
+    "funded_delta",
+    "debited_delta",
+    "refunded_delta",
+    "reserved_delta",
+    "unspent_delta",
+    "held_delta",
+    "charged_back_delta",
+)
+FUNDS_TONES = {
+    DisputeFundsStatus.HELD: "warn",
+    DisputeFundsStatus.REINSTATED: "good",
+    DisputeFundsStatus.CHARGED_BACK: "bad",
+}
 OUTCOME_TONES = {
     "accepted": "good",
     "refused": "bad",
@@ -150,6 +168,8 @@ def _journal_link(entry: JournalEntry) -> str:
     link = _journal_subject(entry)
     if entry.adjustment is not None:
         link = f"{link} · adjustment {entry.adjustment.public_id}".lstrip(" ·")
+    if entry.dispute_funds is not None:
+        link = f"{link} · dispute funds {entry.dispute_funds.public_id}".lstrip(" ·")
     if entry.provider_read is not None:  # the provider's word the entry rests on
         read = entry.provider_read
         link = f"{link} · provider read {read.public_id} (sha256 {read.sha256[:12]}…)"
@@ -169,7 +189,7 @@ def _journal_subject(entry: JournalEntry) -> str:
 def envelope_page_context(envelope: Envelope) -> dict[str, Any]:
     entries = list(
         envelope.journal.select_related(
-            "funding_leg", "debit", "refund_leg", "adjustment", "provider_read"
+            "funding_leg", "debit", "refund_leg", "adjustment", "provider_read", "dispute_funds"
         ).order_by("id")
     )
     breaches: list[Breach] = ledger_breaches(Envelope.objects.filter(pk=envelope.pk))
@@ -184,8 +204,14 @@ def envelope_page_context(envelope: Envelope) -> dict[str, Any]:
                 Amount(leg.refunded_micro),
                 Amount(leg.reserved_micro),
                 Amount(leg.capacity_micro),
+                Amount(leg.held_micro),
+                Amount(leg.charged_back_micro),
             )
             for leg in funding
+        ],
+        "dispute_funds": [
+            (funds, reverse("admin:envelopes_disputefunds_change", args=[funds.pk]))
+            for funds in envelope.dispute_funds.order_by("created_at", "id")
         ],
         "debits": [
             (debit, Amount(debit.amount_micro))
@@ -252,6 +278,8 @@ class EnvelopeAdmin(AmountSearchAdmin, ReadOnlyAdmin):
         "unspent",
         "reserved",
         "total_refunded",
+        "held",
+        "charged_back",
         "created",
     )
     list_display_links = ("envelope",)
@@ -280,6 +308,8 @@ class EnvelopeAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     total_refunded = _balance_column("total_refunded_micro", "Refunded")
     reserved = _balance_column("reserved_micro", "Reserved")
     unspent = _balance_column("unspent_micro", "Unspent")
+    held = _balance_column("held_micro", "Held by dispute")
+    charged_back = _balance_column("charged_back_micro", "Charged back")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Envelope]:
         return envelopes_with_pending_funding(super().get_queryset(request))
@@ -448,6 +478,170 @@ class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
         return {"refund": refund_row(obj)} if obj is not None else {}
 
 
+# --- the money a provider dispute moved (SPEC §18) ----------------------------------------------
+
+
+def _money_column(name: str, label: str) -> Any:
+    @admin.display(description=label, ordering=name)
+    def column(self: Any, obj: DisputeFunds) -> SafeString:
+        value = getattr(obj, name)
+        return format_html('<span title="{} micro">{}</span>', micro(value), dollars(value))
+
+    return column
+
+
+@admin.register(DisputeFunds)
+class DisputeFundsAdmin(ReadOnlyAdmin):
+    """One row per provider dispute whose funds Stripe withdrew: what it withdrew and reinstated,
+    what Vouch holds of the charge's unspent money, the platform's exposure (money the charge no
+    longer had, escalated to a person) and what a lost dispute charged back; the journal entries
+    it wrote and the provider read each cites. Read only: only the dispute-funds service writes."""
+
+    list_display = (
+        "dispute",
+        "charge",
+        "envelope_link",
+        "status_badge",
+        "withdrawn",
+        "held",
+        "exposure",
+        "charged_back",
+        "updated",
+    )
+    list_display_links = ("dispute",)
+    list_select_related = ("envelope", "envelope__owner")
+    list_filter = ("status",)
+    search_fields = ("public_id", "=provider_dispute_id", "=charge_id", "envelope__public_id")
+    search_help_text = "Dispute (dp_…), charge (ch_…), envelope or dispute-funds id."
+    date_hierarchy = "created_at"
+    fields = (
+        "public_id",
+        "provider_dispute_id",
+        "charge_id",
+        "envelope_id_link",
+        "funding_leg_id_link",
+        "status",
+        "provider_status",
+        "disputed_amount",
+        "withdrawn",
+        "reinstated",
+        "fees",
+        "held",
+        "exposure",
+        "charged_back",
+        "escalation_link",
+        "provider_read",
+        "journal_entries",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+
+    withdrawn = _money_column("withdrawn_micro", "withdrawn")
+    reinstated = _money_column("reinstated_micro", "reinstated")
+    fees = _money_column("fees_micro", "Stripe's fees")
+    held = _money_column("held_micro", "held")
+    exposure = _money_column("exposure_micro", "exposure")
+    charged_back = _money_column("charged_back_micro", "charged back")
+    disputed_amount = _money_column("disputed_micro", "disputed (as Stripe shows it)")
+
+    @admin.display(description="dispute", ordering="provider_dispute_id")
+    def dispute(self, obj: DisputeFunds) -> str:
+        return obj.provider_dispute_id
+
+    @admin.display(description="charge", ordering="charge_id")
+    def charge(self, obj: DisputeFunds) -> SafeString | str:
+        return stripe_link(obj.charge_id)
+
+    @admin.display(description="envelope", ordering="envelope__public_id")
+    def envelope_link(self, obj: DisputeFunds) -> SafeString:
+        url = reverse("admin:envelopes_envelope_change", args=[obj.envelope_id])
+        return format_html(
+            '<a href="{}">{}</a><span class="vouch-sub">{}</span>',
+            url,
+            obj.envelope.public_id,
+            obj.envelope.owner.email or obj.envelope.owner.get_username(),
+        )
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: DisputeFunds) -> SafeString:
+        return format_html(
+            '<span class="vouch-badge vouch-{}" title="{}">{}</span>'
+            '<span class="vouch-sub">at Stripe: {}</span>',
+            FUNDS_TONES.get(obj.status, "neutral"),
+            obj.get_status_display(),
+            obj.status,
+            obj.provider_status or "—",
+        )
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, obj: DisputeFunds) -> SafeString:
+        return two_lines(obj.updated_at)
+
+    @admin.display(description="envelope")
+    def envelope_id_link(self, obj: DisputeFunds) -> SafeString | str:
+        return id_link(obj.envelope.public_id)
+
+    @admin.display(description="funding charge")
+    def funding_leg_id_link(self, obj: DisputeFunds) -> SafeString | str:
+        return id_link(obj.funding_leg.public_id)
+
+    @admin.display(description="escalation (the exposure's case)")
+    def escalation_link(self, obj: DisputeFunds) -> SafeString | str:
+        if obj.escalation_id is None:
+            return "— (no exposure)" if not obj.exposure_micro else "—"
+        url = reverse("admin:verification_escalation_change", args=[obj.escalation_id])
+        return format_html(
+            '<a href="{}">escalation #{}</a> ({})', url, obj.escalation_id, obj.escalation.status
+        )
+
+    @admin.display(description="provider read (last)")
+    def provider_read(self, obj: DisputeFunds) -> SafeString | str:
+        read = obj.last_read
+        if read is None:
+            return "—"
+        return format_html(
+            '<span class="vouch-mono">{}</span> · {} · sha256 {} · observed {}<br>'
+            '<code style="overflow-wrap: anywhere">{}</code>',
+            read.public_id,
+            read.purpose,
+            read.sha256,
+            read.observed_at.isoformat(),
+            read.shows_json(),
+        )
+
+    @admin.display(description="journal entries")
+    def journal_entries(self, obj: DisputeFunds) -> SafeString | str:
+        entries = list(obj.journal.select_related("provider_read", "funding_leg").order_by("id"))
+        if not entries:
+            return "—"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class='vouch-num'>{}</td>"
+            "<td class='vouch-num'>{}</td><td class='vouch-num'>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    entry.pk,
+                    entry.created_at.isoformat(),
+                    entry.kind,
+                    dollars(entry.unspent_delta),
+                    dollars(entry.held_delta),
+                    dollars(entry.charged_back_delta),
+                    entry.provider_read.public_id if entry.provider_read else "—",
+                    entry.note,
+                )
+                for entry in entries
+            ),
+        )
+        return format_html(
+            '<table class="vouch-full"><thead><tr><th>#</th><th>When</th><th>Kind</th>'
+            '<th class="vouch-num">Unspent Δ</th><th class="vouch-num">Held Δ</th>'
+            '<th class="vouch-num">Charged back Δ</th><th>Provider read cited</th><th>Note</th>'
+            "</tr></thead><tbody>{}</tbody></table>",
+            rows,
+        )
+
+
 # --- where each envelope id leads (core.links): legs and debits are rows of their parent's page --
 
 
@@ -489,4 +683,5 @@ register_id("erf_", "envelopes.RefundOperation")
 register_id("rfl_", "envelopes.RefundLeg", page=_refund_leg_page)
 register_id("fnd_", "envelopes.FundingLeg", page=_funding_leg_page)
 register_id("dbt_", "envelopes.Debit", page=_debit_page)
+register_id("dfu_", "envelopes.DisputeFunds")
 register_referrer("verification.Escalation", _envelope_of_escalation)

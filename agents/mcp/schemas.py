@@ -176,6 +176,13 @@ class DiscrepanciesListInput(ToolInput):
 
 # --- outputs ------------------------------------------------------------------------------------
 
+HELD = (
+    "Held by a dispute: money Stripe withdrew when the buyer's bank opened a chargeback, while "
+    "the bank reviews it. Never debited, refunded or allocated; back to unspent if the dispute "
+    "is won."
+)
+CHARGED_BACK = "Charged back: held money a lost dispute took for good (final)."
+
 Micro = Annotated[StrictInt, Field(description=MICRO)]
 Usd = Annotated[float, Field(description=USD)]
 
@@ -197,6 +204,10 @@ class Balances(Out):
     reserved_usd: Usd
     unspent_micro: Micro = Field(description=MICRO + " What may still be refunded or debited.")
     unspent_usd: Usd
+    held_micro: Micro = Field(description=MICRO + " " + HELD)
+    held_usd: Usd
+    charged_back_micro: Micro = Field(description=MICRO + " " + CHARGED_BACK)
+    charged_back_usd: Usd
 
 
 class EnvelopeListItem(Balances):
@@ -219,6 +230,10 @@ class FundingLeg(Out):
     refunded_usd: Usd
     reserved_micro: Micro
     reserved_usd: Usd
+    held_micro: Micro = Field(description=MICRO + " Of this charge: " + HELD)
+    held_usd: Usd
+    charged_back_micro: Micro = Field(description=MICRO + " Of this charge: " + CHARGED_BACK)
+    charged_back_usd: Usd
     charge: str | None
     payment_intent: str | None
     created_at: str
@@ -239,10 +254,31 @@ class RefundSummary(Out):
     requested_usd: Usd
 
 
+class DisputeFunds(Out):
+    """What one dispute on the envelope's charges holds or took: why money is held."""
+
+    dispute: str = Field(description="The provider's dispute id (dp_…).")
+    charge: str = Field(description="The disputed charge (ch_…).")
+    status: Literal["held", "reinstated", "charged_back"] = Field(
+        description="held: Stripe withdrew the disputed money while the bank reviews the "
+        "dispute; reinstated: the dispute was won, the money is back in the envelope; "
+        "charged_back: the dispute was lost, the money went back to the buyer's bank."
+    )
+    held_micro: Micro = Field(description=MICRO + " " + HELD)
+    held_usd: Usd
+    charged_back_micro: Micro = Field(description=MICRO + " " + CHARGED_BACK)
+    charged_back_usd: Usd
+    updated_at: str
+
+
 class Envelope(EnvelopeListItem):
     funding_legs: list[FundingLeg]
     debits: list[Debit]
     refunds: list[RefundSummary]
+    disputes: list[DisputeFunds] = Field(
+        description="The money each dispute on its charges holds or took (only disputes whose "
+        "funds Stripe withdrew; an inquiry holds nothing)."
+    )
 
 
 class RefundLeg(Out):
@@ -268,7 +304,9 @@ class Refund(Out):
     refund_id: str
     envelope_id: str
     status: Literal["refunded", "partially_refunded", "failed", "pending"] = Field(
-        description="The provider's answers, not proof."
+        description="What the provider last said of every leg, not proof. A leg Stripe accepted "
+        "and later reported failed or canceled counts as failed (`released`, in failed_micro): "
+        "its money is back in the envelope."
     )
     requested_micro: Micro
     requested_usd: Usd
@@ -282,7 +320,8 @@ class Refund(Out):
     remainder_usd: Usd
     legs: list[RefundLeg]
     verification_status: Literal["pending", "verified", "attention", "not_applicable"] = Field(
-        description="pending until every accepted leg is decided; then verified or attention."
+        description="pending until every accepted leg is decided; then verified or attention "
+        "(a leg not proven, or one Stripe later reported failed: never verified)."
     )
     balances: Balances
     created_at: str
@@ -333,6 +372,14 @@ class Preview(Out):
     remainder_usd: Usd
     unspent_micro: Micro = Field(description=MICRO + " The unspent balance when requested.")
     unspent_usd: Usd
+    # Defaults: a request stored before these fields existed still answers (SPEC §18).
+    held_micro: Micro = Field(
+        0, description=MICRO + " Held by a dispute when requested: not unspent, never refunded."
+    )
+    held_usd: Usd = 0.0
+    held_note: str | None = Field(
+        None, description="Why held money cannot be refunded, in words (null when nothing is held)."
+    )
 
 
 class RefundRequest(Out):

@@ -297,7 +297,11 @@ SPECS = (
         "envelopes_list",
         "My envelopes",
         "Your envelopes (escrow balances), newest first: balances total_funded, total_debited, "
-        "total_refunded, reserved and unspent." + _MONEY + _LIST + _ERRORS,
+        "total_refunded, reserved, unspent, held (a dispute's money Stripe withdrew while the "
+        "bank reviews it: never refunded) and charged_back (what a lost dispute took)."
+        + _MONEY
+        + _LIST
+        + _ERRORS,
         (ESCROW_READ,),
         s.EnvelopesListInput,
         s.EnvelopesPage,
@@ -306,7 +310,8 @@ SPECS = (
     ToolSpec(
         "envelope_get",
         "An envelope",
-        "One of your envelopes with its balances, funding charges (legs), debits and refunds. "
+        "One of your envelopes with its balances, funding charges (legs), debits, refunds and "
+        "disputes (why money is held or charged back). "
         "Another person's envelope answers not_found, as a missing one." + _MONEY + _ERRORS,
         (ESCROW_READ,),
         s.EnvelopeGetInput,
@@ -326,8 +331,10 @@ SPECS = (
     ToolSpec(
         "refund_get",
         "A refund",
-        "One of your refunds: status (the provider's answers) and verification_status (verified "
-        "once an independent readback proves every leg)." + _MONEY + _ERRORS,
+        "One of your refunds: status (what the provider last said of every leg: a leg accepted "
+        "then failed later counts as failed, its money back in the envelope) and "
+        "verification_status (verified once an independent readback proves every leg; attention "
+        "when one is not proven or failed later)." + _MONEY + _ERRORS,
         (ESCROW_READ,),
         s.RefundGetInput,
         s.Refund,
@@ -339,7 +346,8 @@ SPECS = (
         "Propose returning unspent money of one of your envelopes to the cards that funded it. "
         "Moves NO money: it validates as the refund itself would (invalid_amount, "
         "amount_exceeds_unspent, nothing_to_refund, not_found), previews the refund (last in, "
-        "first out; each leg rounded down to a cent) and answers a confirm_url. The envelope's "
+        "first out; each leg rounded down to a cent; money a dispute holds is not refunded, and "
+        "preview.held_note says why) and answers a confirm_url. The envelope's "
         "owner opens it in the browser, logged in, and confirms within 15 minutes (expires_at); "
         "only then is the refund made. amount_micro: micro-dollars (1 USD = 1,000,000; $12.34 = "
         "12340000), omit for the whole unspent balance. idempotency_key: required; re-sending a "

@@ -15,19 +15,38 @@ USD_HELP = "The same amount in US dollars, for reading only."
 
 
 def money_serializer(
-    name: str, fields: dict[str, Any], micro: list[str]
+    name: str, fields: dict[str, Any], micro: list[str], helps: dict[str, str] | None = None
 ) -> type[serializers.Serializer]:
-    """A serializer class with `fields`, plus `<base>_micro` and `<base>_usd` for each base."""
+    """A serializer class with `fields`, plus `<base>_micro` and `<base>_usd` for each base;
+    `helps`: what some bases mean, after the unit."""
     attrs: dict[str, Any] = dict(fields)
     for base in micro:
-        attrs[f"{base}_micro"] = serializers.IntegerField(help_text=MICRO_HELP)
+        meaning = (helps or {}).get(base)
+        attrs[f"{base}_micro"] = serializers.IntegerField(
+            help_text=f"{MICRO_HELP} {meaning}" if meaning else MICRO_HELP
+        )
         attrs[f"{base}_usd"] = serializers.FloatField(help_text=USD_HELP)
     return type(name, (serializers.Serializer,), attrs)
 
 
-BALANCES = ["total_funded", "total_debited", "total_refunded", "reserved", "unspent"]
+# envelopes.models.BALANCES, without the `_micro`: funded = debited + refunded + reserved +
+# unspent + held + charged back (SPEC §2, §18).
+BALANCES = [
+    "total_funded",
+    "total_debited",
+    "total_refunded",
+    "reserved",
+    "unspent",
+    "held",
+    "charged_back",
+]
+_HELD = {
+    "held": "Held by a dispute: Stripe withdrew it while the buyer's bank reviews the dispute; "
+    "never debited, refunded or allocated; back to unspent if the dispute is won.",
+    "charged_back": "Charged back: held money a lost dispute took for good (final).",
+}
 
-BalancesOut = money_serializer("BalancesOut", {}, BALANCES)
+BalancesOut = money_serializer("BalancesOut", {}, BALANCES, _HELD)
 
 FundingLegOut = money_serializer(
     "FundingLegOut",
@@ -44,7 +63,25 @@ FundingLegOut = money_serializer(
         "payment_intent": serializers.CharField(allow_null=True),
         "created_at": serializers.DateTimeField(),
     },
-    ["amount", "refunded", "reserved"],
+    ["amount", "refunded", "reserved", "held", "charged_back"],
+    _HELD,
+)
+
+EnvelopeDisputeFundsOut = money_serializer(
+    "EnvelopeDisputeFundsOut",
+    {
+        "dispute": serializers.CharField(help_text="The provider's dispute id (dp_…)."),
+        "charge": serializers.CharField(help_text="The disputed charge (ch_…)."),
+        "status": serializers.ChoiceField(
+            choices=["held", "reinstated", "charged_back"],
+            help_text="held: Stripe withdrew the disputed money while the bank reviews the "
+            "dispute; reinstated: the dispute was won and the money is back in the envelope; "
+            "charged_back: the dispute was lost, the money went back to the buyer's bank.",
+        ),
+        "updated_at": serializers.DateTimeField(),
+    },
+    ["held", "charged_back"],
+    _HELD,
 )
 
 DebitOut = money_serializer(
@@ -72,8 +109,15 @@ EnvelopeOut = money_serializer(
         "funding_legs": FundingLegOut(many=True),
         "debits": DebitOut(many=True),
         "refunds": RefundSummaryOut(many=True),
+        "disputes": EnvelopeDisputeFundsOut(
+            many=True,
+            help_text="The money each dispute on the envelope's charges holds or took, oldest "
+            "first: why money is held (only disputes whose funds Stripe withdrew; an inquiry "
+            "holds nothing).",
+        ),
     },
     BALANCES,
+    _HELD,
 )
 
 EnvelopeListItemOut = money_serializer(
@@ -84,6 +128,7 @@ EnvelopeListItemOut = money_serializer(
         "created_at": serializers.DateTimeField(),
     },
     BALANCES,
+    _HELD,
 )
 
 
@@ -128,12 +173,17 @@ RefundOut = money_serializer(
         "envelope_id": serializers.CharField(),
         "status": serializers.ChoiceField(
             choices=["refunded", "partially_refunded", "failed", "pending"],
-            help_text="The provider's answers, not proof.",
+            help_text="What the provider last said of every leg, not proof: refunded (every leg "
+            "accepted), partially_refunded (some legs refused or failed later: that money is back "
+            "in the envelope), failed (every leg refused or failed later), pending (some leg "
+            "unknown). A leg Stripe accepted and later reported failed or canceled counts as "
+            "failed (`released`, in `failed_micro`).",
         ),
         "legs": RefundLegOut(many=True),
         "verification_status": serializers.ChoiceField(
             choices=["pending", "verified", "attention", "not_applicable"],
-            help_text="pending until every accepted leg is decided; then verified or attention. "
+            help_text="pending until every accepted leg is decided; then verified or attention "
+            "(a leg not proven, or one Stripe later reported failed or canceled: never verified). "
             "not_applicable: no leg was accepted, so nothing is there to verify.",
         ),
         "balances": BalancesOut(),

@@ -172,7 +172,12 @@ class EnvelopeListCreateApi(APIView):
 class EnvelopeDetailApi(APIView):
     @extend_schema(
         operation_id="envelopes_retrieve",
-        summary="An envelope: balances, legs, debits, refunds",
+        summary="An envelope: balances, legs, debits, refunds, disputes",
+        description="Balances add up: funded = debited + refunded + reserved + unspent + held + "
+        "charged back. `held_micro` is money a chargeback took (Stripe withdrew it while the "
+        "buyer's bank reviews the dispute): never debited or refunded, back to unspent if the "
+        "dispute is won; `charged_back_micro` is what a lost dispute took for good. `disputes` "
+        "lists each dispute's money, so a client can tell why money is held.",
         responses={
             200: success_envelope(schemas.EnvelopeOut, name="EnvelopeEnvelope"),
             **error_responses(core_errors.NotFound, *AUTH_ERRORS),
@@ -286,6 +291,7 @@ class RefundApi(APIView):
         description="Body `{}` (or none) refunds the whole unspent balance; "
         '`{"amount_micro": N}` '
         "refunds N. Last in, first out across funding charges; each leg rounds down to a cent. "
+        "Money a dispute holds (`held_micro`) is not unspent and is never refunded. "
         "200 with status refunded, partially_refunded or failed; 202 with status pending when "
         "some leg's outcome is unknown.",
         request=RefundInput,

@@ -12,6 +12,8 @@ from envelopes.selectors.data import (
     envelope_data,
     envelope_get_owned,
     envelopes_of,
+    failed_later,
+    held_note,
     refund_data,
     refund_get_owned,
     refund_preview,
@@ -21,6 +23,7 @@ from envelopes.selectors.data import (
 )
 from envelopes.selectors.ledger import Breach, ledger_breaches
 from envelopes.selectors.lists import (
+    dispute_funds_of,
     envelopes_with_amount,
     envelopes_with_pending_funding,
     funding_legs_stuck,
@@ -38,13 +41,16 @@ __all__ = [
     "buyer_envelope_page",
     "buyer_envelopes_page",
     "buyer_refund_preview",
+    "dispute_funds_of",
     "envelope_data",
     "envelope_get_owned",
     "envelope_timeline",
     "envelopes_of",
     "envelopes_with_amount",
     "envelopes_with_pending_funding",
+    "failed_later",
     "funding_legs_stuck",
+    "held_note",
     "ledger_breaches",
     "refund_data",
     "refund_get_owned",

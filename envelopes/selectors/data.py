@@ -1,5 +1,5 @@
 """What the API (and the MCP tools) show of envelopes and refunds: the caller's own rows, their
-figures, and a refund's preview."""
+figures (with the money a dispute holds or took, SPEC §18), and a refund's preview."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import QuerySet
 
 from core import db
+from core.display import dollars
 from core.exceptions import NotFound
+from envelopes.exceptions import AmountExceedsUnspent, NothingToRefund
 from envelopes.models import (
     BALANCES,
     Debit,
+    DisputeFunds,
     Envelope,
     FundingLeg,
     LegOutcome,
@@ -56,6 +59,49 @@ def balances(envelope: Envelope) -> dict[str, Any]:
     return {name: getattr(envelope, name) for name in BALANCES}
 
 
+# --- the money a dispute holds or took, in words (SPEC §18) ---------------------------------------
+
+
+def held_words(held_micro: int) -> str:
+    """Why money is held, for the buyer: "$20.00 held: your bank is reviewing a dispute on this
+    payment"."""
+    return f"{dollars(held_micro)} held: your bank is reviewing a dispute on this payment"
+
+
+def charged_back_words(charged_back_micro: int) -> str:
+    """Where charged-back money went, for the buyer (final)."""
+    return (
+        f"{dollars(charged_back_micro)} charged back: your bank returned it to you after a dispute"
+    )
+
+
+HELD_NOT_REFUNDABLE = (
+    "Held money cannot be refunded: Stripe took it from the envelope when the dispute opened. If "
+    "the dispute is decided for the seller it comes back to the envelope; if not, your bank has "
+    "returned it to you."
+)
+
+
+def held_note(envelope: Envelope) -> str | None:
+    """Why part of the envelope cannot be refunded now (None when nothing is held)."""
+    if envelope.held_micro <= 0:
+        return None
+    return f"{held_words(envelope.held_micro)}. {HELD_NOT_REFUNDABLE}"
+
+
+def _dispute_funds(funds: DisputeFunds) -> dict[str, Any]:
+    """One dispute's money, as its buyer may see it: what is held or charged back and why. The
+    exposure (what the charge no longer had) is the platform's, for staff only."""
+    return {
+        "dispute": funds.provider_dispute_id,
+        "charge": funds.charge_id,
+        "status": funds.status,
+        "held_micro": funds.held_micro,
+        "charged_back_micro": funds.charged_back_micro,
+        "updated_at": funds.updated_at.isoformat(),
+    }
+
+
 def _funding(leg: FundingLeg) -> dict[str, Any]:
     return {
         "funding_id": leg.public_id,
@@ -65,6 +111,8 @@ def _funding(leg: FundingLeg) -> dict[str, Any]:
         "amount_micro": leg.amount_micro,
         "refunded_micro": leg.refunded_micro,
         "reserved_micro": leg.reserved_micro,
+        "held_micro": leg.held_micro,
+        "charged_back_micro": leg.charged_back_micro,
         "charge": leg.charge_id or None,
         "payment_intent": leg.payment_intent_id or None,
         "created_at": leg.created_at.isoformat(),
@@ -94,6 +142,9 @@ def envelope_data(envelope: Envelope, *, detail: bool = True) -> dict[str, Any]:
             refund_summary(op)
             for op in envelope.refunds.order_by("-created_at", "-id").prefetch_related("legs")
         ]
+        data["disputes"] = [
+            _dispute_funds(funds) for funds in envelope.dispute_funds.order_by("created_at", "id")
+        ]
     return with_usd(data)
 
 
@@ -112,11 +163,19 @@ def _leg(leg: RefundLeg) -> dict[str, Any]:
     }
 
 
+def failed_later(leg: RefundLeg) -> bool:
+    """Stripe accepted the leg, then reported it failed or canceled: its money is back in the
+    envelope (SPEC §3, "Later failure")."""
+    return leg.outcome == LegOutcome.ACCEPTED and leg.released
+
+
 def refund_status(legs: list[RefundLeg]) -> str:
-    """The provider's answers: a void leg (never made, released by an approved correction) counts
-    as refused — its money is back."""
+    """What the provider last said of every leg: a void leg (never made, released by an approved
+    correction) and a leg accepted then failed later (released) count as refused — their money is
+    back."""
     outcomes = {
-        LegOutcome.REFUSED if leg.outcome == LegOutcome.VOID else leg.outcome for leg in legs
+        LegOutcome.REFUSED if leg.outcome == LegOutcome.VOID or failed_later(leg) else leg.outcome
+        for leg in legs
     }
     if outcomes & {LegOutcome.RESERVED, LegOutcome.UNKNOWN}:
         return "pending"
@@ -129,7 +188,9 @@ def refund_status(legs: list[RefundLeg]) -> str:
 
 def verification_status(legs: list[RefundLeg]) -> str:
     """pending until every accepted leg is decided; then verified, or attention; not_applicable
-    when no leg was accepted (nothing reached the provider to be proven)."""
+    when no leg was accepted (nothing reached the provider to be proven). A leg Stripe accepted
+    and later failed is never verified, whatever its readback said before: attention (its verdict
+    stays as recorded; `released` shows the money is back)."""
     accepted = [leg for leg in legs if leg.outcome == LegOutcome.ACCEPTED]
     verdicts = [
         leg.verification_run.verdict if leg.verification_run else Verdict.PENDING
@@ -142,6 +203,8 @@ def verification_status(legs: list[RefundLeg]) -> str:
         return "pending"
     if not accepted:
         return "not_applicable"
+    if any(failed_later(leg) for leg in accepted):
+        return "attention"
     return "verified" if all(v == Verdict.VERIFIED for v in verdicts) else "attention"
 
 
@@ -213,9 +276,19 @@ def refund_preview(*, envelope: Envelope, amount_micro: int | None) -> dict[str,
     """The refund `envelope_refund` would make now (SPEC §3): the same last-in-first-out
     allocation, each leg rounded down to a cent, read without locks and reserving nothing: what a
     person is shown before confirming (SPEC §16). `amount_micro` None: the whole unspent balance.
-    Refuses as the refund would: `amount_exceeds_unspent`, `nothing_to_refund`. Pass an envelope
-    read just now: the preview is of the figures it holds."""
-    allocation = refund_allocate(envelope, amount_micro)
+    Refuses as the refund would: `amount_exceeds_unspent`, `nothing_to_refund` — when a dispute
+    holds money, the refusal says so (`held_micro` in its details). Pass an envelope read just
+    now: the preview is of the figures it holds. `held_note` says why held money is not part of
+    it (SPEC §18)."""
+    try:
+        allocation = refund_allocate(envelope, amount_micro)
+    except (AmountExceedsUnspent, NothingToRefund) as exc:
+        note = held_note(envelope)
+        if note is None:
+            raise
+        raise type(exc)(
+            f"{exc.message} {note}", details={**exc.details, "held_micro": envelope.held_micro}
+        ) from exc
     return with_usd(
         {
             "requested_micro": allocation.requested,
@@ -232,5 +305,7 @@ def refund_preview(*, envelope: Envelope, amount_micro: int | None) -> dict[str,
             "total_micro": allocation.total,
             "remainder_micro": allocation.requested - allocation.total,
             "unspent_micro": envelope.unspent_micro,
+            "held_micro": envelope.held_micro,
+            "held_note": held_note(envelope),
         }
     )

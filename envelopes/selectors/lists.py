@@ -1,5 +1,6 @@
 """What a verification run is about, what is stuck (SPEC §15.1: the console and the admin lists
-use the reconciliation's rule), and the admin's lists: pending funding and searching by amount."""
+use the reconciliation's rule), the admin's lists (pending funding, searching by amount) and the
+money a provider dispute moved (SPEC §18), for the disputes' pages."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.db.models.functions import Coalesce
 from envelopes.models import (
     BALANCES,
     Debit,
+    DisputeFunds,
     Envelope,
     FundingLeg,
     FundingStatus,
@@ -98,4 +100,20 @@ def refunds_with_amount(amount_micro: int) -> QuerySet[RefundOperation]:
     return RefundOperation.objects.filter(
         Q(requested_micro=amount_micro)
         | Q(pk__in=RefundLeg.objects.filter(amount_micro=amount_micro).values("operation"))
+    )
+
+
+# --- the money a provider dispute moved (SPEC §18) -----------------------------------------------
+
+
+def dispute_funds_of(provider_dispute_id: str) -> DisputeFunds | None:
+    """What a chargeback moved of its charge's money (held, exposure, charged back, with the
+    escalation and the provider read last cited), by the provider's dispute id; None when Stripe
+    withdrew nothing for it (an inquiry) or it is on no charge of Vouch's."""
+    if not provider_dispute_id:
+        return None
+    return (
+        DisputeFunds.objects.select_related("envelope", "funding_leg", "escalation", "last_read")
+        .filter(provider_dispute_id=provider_dispute_id)
+        .first()
     )

@@ -103,6 +103,8 @@ def test_the_envelope_page_shows_every_journal_entry_with_its_deltas(
         envelope.total_refunded_micro,
         envelope.reserved_micro,
         envelope.unspent_micro,
+        envelope.held_micro,
+        envelope.charged_back_micro,
     ]
 
 

@@ -68,6 +68,10 @@ def test_the_worked_example(
         "reserved_usd": 0.0,
         "unspent_micro": 5_433,
         "unspent_usd": 0.005433,
+        "held_micro": 0,  # no dispute holds money (SPEC §18)
+        "held_usd": 0.0,
+        "charged_back_micro": 0,
+        "charged_back_usd": 0.0,
     }
     # The sandbox holds exactly those refunds, with our metadata.
     for leg in data["legs"]:
