@@ -15,24 +15,31 @@ from disputes.models import Dispute, Evidence, Packet
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 from tests.drivers.disputes import Ops, World, evidence, staff_user
+from tests.drivers.disputes37 import StripeDisputes
 
 SHA = hashlib.sha256(b"doc").hexdigest()
 
 
 @pytest.fixture
 def clerk(db: None, stripe_at_sandbox: SandboxControl) -> Api:
-    """Staff, with the provider at the sandbox (entering a dispute tells the provider, if it
-    holds the dispute, to take its evidence manually)."""
-    return Api(staff_user("clerk"))
+    """Staff, with the provider at the sandbox (a dispute entered is read from the provider first,
+    and the provider is told, if it holds the dispute, to take its evidence manually). The
+    disputes it enters are opened at the sandbox first, each known by a name (`clerk.stripe`)."""
+    api = Api(staff_user("clerk"))
+    api.stripe = StripeDisputes(stripe_at_sandbox)  # type: ignore[attr-defined]
+    return api
 
 
 def enter(api: Api, dispute_id: str = "dp_manual_1", **changes: Any) -> Any:
+    """Enter the dispute named `dispute_id`, opened at the provider for $5.00 on a charge of its
+    own, as Stripe shows it (what is typed agrees, unless `changes` say otherwise)."""
+    options = {"response_allowed": False} if changes.get("response_deadline", "") is None else {}
+    real, charge = api.stripe.open(dispute_id, **options)  # type: ignore[attr-defined]
     body = {
-        "dispute_id": dispute_id,
-        "charge_id": "ch_unknown_to_vouch",
+        "dispute_id": real,
+        "charge_id": charge,
         "amount_micro": 5_000_000,
         "reason": "product_not_received",
-        "response_deadline": "2026-12-24T12:00:00Z",
         **changes,
     }
     return api.post("/api/v1/disputes", body)
@@ -42,7 +49,7 @@ def test_staff_enter_a_dispute_and_get_a_prepared_packet(clerk: Api) -> None:
     response = enter(clerk)
     assert response.status_code == 201, response.content
     data = response.json()["data"]
-    assert data["provider_dispute_id"] == "dp_manual_1"
+    assert data["provider_dispute_id"] == clerk.stripe.id("dp_manual_1")  # type: ignore[attr-defined]
     assert (data["amount_micro"], data["amount_usd"]) == (5_000_000, 5.0)
     packet = data["packet"]
     # No receipt of this charge in Vouch's history: nothing can be proven.
@@ -87,23 +94,29 @@ def test_entering_an_empty_or_non_object_body_changes_nothing(clerk: Api) -> Non
     assert not Dispute.objects.exists()
 
 
-def test_list_filters_and_deadline_order(clerk: Api) -> None:
-    enter(clerk, "dp_late", response_deadline="2027-01-10T00:00:00Z")
-    enter(clerk, "dp_soon", response_deadline="2026-12-01T00:00:00Z", charge_id="ch_b")
+def test_list_filters_and_deadline_order(clerk: Api, stripe_at_sandbox: SandboxControl) -> None:
+    """Deadlines as Stripe shows them (`evidence_details.due_by`): the one opened a day later is
+    due a day later, and one the network allows no response to has none."""
+    enter(clerk, "dp_soon")
+    stripe_at_sandbox.advance_clock(86_400)
+    enter(clerk, "dp_late")
     enter(clerk, "dp_none", response_deadline=None)
+    names = {clerk.stripe.id(n): n for n in ("dp_soon", "dp_late", "dp_none")}  # type: ignore[attr-defined]
     listed = clerk.get("/api/v1/disputes").json()["data"]
-    assert [d["provider_dispute_id"] for d in listed["results"]] == [
+    assert [names[d["provider_dispute_id"]] for d in listed["results"]] == [
         "dp_soon",
         "dp_late",
         "dp_none",
     ]
     assert listed["count"] == 3
-    by_id = clerk.get("/api/v1/disputes?dispute_id=dp_late").json()["data"]["results"]
-    assert [d["provider_dispute_id"] for d in by_id] == ["dp_late"]
-    by_charge = clerk.get("/api/v1/disputes?charge=ch_b").json()["data"]["results"]
-    assert [d["provider_dispute_id"] for d in by_charge] == ["dp_soon"]
+    late = clerk.stripe.id("dp_late")  # type: ignore[attr-defined]
+    by_id = clerk.get(f"/api/v1/disputes?dispute_id={late}").json()["data"]["results"]
+    assert [d["provider_dispute_id"] for d in by_id] == [late]
+    charge = clerk.stripe.opened["dp_soon"][1]  # type: ignore[attr-defined]
+    by_charge = clerk.get(f"/api/v1/disputes?charge={charge}").json()["data"]["results"]
+    assert [names[d["provider_dispute_id"]] for d in by_charge] == ["dp_soon"]
     public = listed["results"][0]["dispute_id"]
-    for ref in (public, "dp_soon"):
+    for ref in (public, clerk.stripe.id("dp_soon")):  # type: ignore[attr-defined]
         assert clerk.get(f"/api/v1/disputes/{ref}").json()["data"]["dispute_id"] == public
 
 
@@ -285,7 +298,7 @@ def test_one_key_runs_an_operation_once_whichever_id_names_the_dispute(clerk: Ap
     """Issue 10 item 13: `dsp_…` and `dp_…` name one dispute, so one operation: the second
     request with the same key and body replays the first, under either name."""
     public = enter(clerk).json()["data"]["dispute_id"]
-    names = (public, "dp_manual_1")
+    names = (public, clerk.stripe.id("dp_manual_1"))  # type: ignore[attr-defined]
     first = clerk.post(f"/api/v1/disputes/{names[0]}/packet", {}, key="prep-1")
     assert first.status_code == 201, first.content
     again = clerk.post(f"/api/v1/disputes/{names[1]}/packet", {}, key="prep-1")

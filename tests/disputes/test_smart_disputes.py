@@ -67,7 +67,8 @@ def test_a_dispute_entered_by_staff_is_set_to_manual_when_the_provider_holds_it(
     assert entered.status_code == 201, entered.content
     assert at_provider(stripe_at_sandbox, opened["id"])["intended_submission_method"] == "manual"
     assert entered.json()["data"]["intended_submission_method"] == "manual"
-    # A dispute the provider does not hold is entered all the same (there is nothing to set).
+    # A dispute the provider does not hold is not entered at all (issue 37: recorded as Stripe
+    # shows it, and Stripe shows none).
     unknown = clerk.post(
         "/api/v1/disputes",
         {
@@ -77,8 +78,9 @@ def test_a_dispute_entered_by_staff_is_set_to_manual_when_the_provider_holds_it(
             "reason": "general",
         },
     )
-    assert unknown.status_code == 201, unknown.content
-    assert unknown.json()["data"]["intended_submission_method"] is None
+    assert unknown.status_code == 404, unknown.content
+    assert unknown.json()["error"]["code"] == "dispute_not_at_provider"
+    assert not Dispute.objects.filter(provider_dispute_id="dp_not_at_the_provider").exists()
 
 
 def test_a_smart_disputes_submission_makes_the_readback_contradicted(

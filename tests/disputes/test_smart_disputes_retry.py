@@ -107,10 +107,20 @@ def test_a_staff_entry_that_died_before_asking_for_manual_is_set_to_manual_by_th
 def test_a_dispute_the_provider_refuses_to_set_is_not_asked_again(
     world: World, stripe_at_sandbox: SandboxControl
 ) -> None:
-    """A refusal is an answer (the provider does not hold the dispute): nothing to retry."""
+    """A refusal is an answer (the provider holds the dispute, and refuses the update): nothing
+    to retry."""
+    world.fund()
+    opened = stripe_at_sandbox.open_dispute(world.charge_id, reason="fraudulent")
+    dispute_id = opened["id"]
+    stripe_at_sandbox.add_fault(
+        f"/v1/disputes/{dispute_id}", "refuse", method="POST", error_code="invalid_request"
+    )
     clerk = Api(staff_user("clerk"))
-    entered = clerk.post("/api/v1/disputes", entry("dp_not_at_the_provider", "ch_unknown"))
+    entered = clerk.post("/api/v1/disputes", entry(dispute_id, world.charge_id))
     assert entered.status_code == 201, entered.content
-    count = calls_to(stripe_at_sandbox, "dp_not_at_the_provider")
+    recorded = Dispute.objects.get(provider_dispute_id=dispute_id)
+    assert (recorded.intended_submission_method, recorded.submission_method_pending) == ("", False)
+    stripe_at_sandbox.clear_faults()
+    count = calls_to(stripe_at_sandbox, dispute_id)
     tasks.resume_filings()
     assert count() == 0

@@ -142,9 +142,7 @@ def test_a_ready_packet_is_neither_approved_nor_filed_once_stripe_shows_no_respo
     """Staff entered the dispute before Stripe's event came, and a packet was prepared, admitted
     to and approved; Stripe's read then says the bank allows no response (`due_by: 0`)."""
     world.fund()
-    opened = stripe_at_sandbox.open_dispute(
-        world.charge_id, reason="product_not_received", response_allowed=False
-    )
+    opened = stripe_at_sandbox.open_dispute(world.charge_id, reason="product_not_received")
     dispute_id = opened["id"]
     services.dispute_enter(
         actor=staff_user("clerk"),
@@ -160,6 +158,10 @@ def test_a_ready_packet_is_neither_approved_nor_filed_once_stripe_shows_no_respo
     packet = current(dispute)
     assert (packet.posture, packet.status) == ("contest", "ready_for_review"), packet.validation
     approved = approve(packet, ops)
+    # The bank now allows no response (an entry reads Stripe first, so this is the order it can
+    # happen in: Stripe changes what it shows after the entry).
+    details = read_dispute(stripe_at_sandbox, dispute_id)["evidence_details"].to_dict()
+    stripe_at_sandbox.tamper(dispute_id, evidence_details={**details, "due_by": 0})
     event(dispute_id)
     dispute = Dispute.objects.get(pk=packet.dispute_id)
     assert (dispute.response_allowed, dispute.response_deadline) == (False, None)

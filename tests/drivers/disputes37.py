@@ -4,6 +4,8 @@ another approves (four eyes)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import stripe
 from django.contrib.auth.models import Permission
 
@@ -13,6 +15,7 @@ from envelopes.models import Adjustment
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy
 from reconciliation.services import discrepancy_adjustment_propose
+from stripe_sandbox.client import SandboxControl
 from tests.drivers.disputes import World
 
 
@@ -53,3 +56,43 @@ def record_dashboard_refund(
     adjustment.refresh_from_db()
     assert adjustment.status == "applied"
     return adjustment
+
+
+class StripeDisputes:
+    """Disputes the provider holds, opened at the sandbox on charges of their own (a
+    PaymentIntent confirmed through the SDK), each known to a test by a name: a dispute entered
+    by staff must be one Stripe shows (SPEC §18)."""
+
+    def __init__(self, sandbox: SandboxControl) -> None:
+        self.sandbox = sandbox
+        self.sdk = stripe.StripeClient(
+            "sk_test_vouch_tests", base_addresses={"api": sandbox.url}, max_network_retries=0
+        )
+        self.opened: dict[str, tuple[str, str]] = {}  # name -> (dispute id, charge id)
+
+    def open(
+        self,
+        name: str,
+        *,
+        amount_cents: int = 500,
+        reason: str = "product_not_received",
+        **options: Any,
+    ) -> tuple[str, str]:
+        """The (dispute id, charge id) named `name`, opened at the provider the first time."""
+        if name not in self.opened:
+            intent = self.sdk.v1.payment_intents.create(
+                params={
+                    "amount": amount_cents,
+                    "currency": "usd",
+                    "payment_method": "pm_card_visa",
+                    "confirm": True,
+                    "automatic_payment_methods": {"enabled": True, "allow_redirects": "never"},
+                }
+            )
+            charge = str(intent.latest_charge)
+            opened = self.sandbox.open_dispute(charge, reason=reason, **options)
+            self.opened[name] = (opened["id"], charge)
+        return self.opened[name]
+
+    def id(self, name: str) -> str:
+        return self.opened[name][0]
