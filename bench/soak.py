@@ -13,7 +13,10 @@ concurrent runs never take each other's tasks. Processes, each in its own sessio
   `envelopes.resume_stranded` every 10 s instead of 2 s and 30 s, as an operator may tune them).
 
 1. Plan (from `--seed` alone): N operations, operation i for client i mod C, each a fund, top-up,
-   debit (staff, bearer token) or refund (partial, sub-cent amounts included, or whole), some with
+   debit (staff, bearer token), refund (partial, sub-cent amounts included, or whole) or a
+   chargeback move by the buyer's bank (SPEC §18: a chargeback opened on one of the buyer's charges,
+   in full or in part, an inquiry, or one of its open disputes won or lost, through the sandbox's
+   control API; Vouch learns of it by the event path alone, webhooks and the catch-up), some with
    a declining card, some sent first with a client timeout far too short (then retried with the
    same Idempotency-Key), some abandoned after such a timeout (the request goes on in the server
    beside the client's next operations), some sent once more after their answer (the replay must
@@ -42,8 +45,11 @@ concurrent runs never take each other's tasks. Processes, each in its own sessio
    does not hold); no two provider refunds with one `metadata[vouch_leg]` and none without it;
    every accepted leg's refund at the provider; no leg left open; every accepted leg's run
    decided, and VERIFIED (or FAILED, released); every refund failed later released; no answer
-   500; every replay identical; no open escalation. Then the longest time a leg took
-   to settle (its answer recorded; its run's verdict).
+   500; every replay identical; no open escalation but the exposure of a chargeback; conservation
+   (funded = debited + refunded + reserved + unspent + held + charged back, per envelope); every
+   dispute's money as Stripe's balance transactions show it (withdrawn, reinstated; held + charged
+   back + exposure = withdrawn - reinstated). Then the longest time a leg took to settle (its
+   answer recorded; its run's verdict).
 
 Run from the repo root:
     .venv/bin/python bench/soak.py [--operations 1000] [--kills 4] [--clients 4]
@@ -114,6 +120,8 @@ DECLINING_CARDS = (
     "pm_card_chargeDeclinedLostCard",
 )
 KILL_TARGETS = ("web", "worker", "web-worker", "worker-child")
+DISPUTE_MOVES = ("chargeback", "inquiry", "won", "lost")
+DISPUTE_OPEN = ("needs_response", "warning_needs_response")
 # The adapter's read timeout under the test settings is 0.5 s: these outlast it.
 PROVIDER_TIMEOUT_MS = 700
 PROVIDER_SLOW_MS = 800
@@ -131,7 +139,7 @@ def say(message: str) -> None:
 class Op:
     index: int
     client: int
-    kind: str  # fund, top_up, debit, refund
+    kind: str  # fund, top_up, debit, refund, dispute
     amount_micro: int | None  # None: refund the whole unspent balance
     payment_method: str
     slot: int  # which of the client's envelopes (modulo how many it has then)
@@ -139,6 +147,10 @@ class Op:
     replay: bool  # send it once more after the answer: it must be replayed as it was
     fail_later: bool  # an accepted refund's first leg is then failed by the provider
     abandon: bool  # the client gives up after its short first timeout and goes on
+    # A dispute: "chargeback" or "inquiry" opened (`share` % of the charge, 100: in full), or
+    # "won" / "lost" for one of the buyer's open disputes (a chargeback opened when it has none).
+    dispute: str = ""
+    share: int = 100
 
 
 @dataclass(frozen=True)
@@ -164,6 +176,8 @@ def plan(
             if draw < 0.24
             else "debit"
             if draw < 0.36
+            else "dispute"
+            if draw < 0.46
             else "refund"
         )
         payment_method = "pm_card_visa"
@@ -174,10 +188,16 @@ def plan(
             amount = rng.randint(1, 100) * 1_000_000 + rng.randint(0, 99) * 10_000
         elif kind == "debit":
             amount = rng.randint(1, 2_000) * 10_000 + rng.choice([0, 0, rng.randint(1, 9_999)])
+        elif kind == "dispute":
+            amount = None
+            dispute = rng.choices(DISPUTE_MOVES, weights=(40, 15, 25, 20))[0]
+            share = 100 if rng.random() < 0.7 else rng.randint(1, 99)
         elif rng.random() < 0.15:
             amount = None  # the whole unspent balance
         else:
             amount = rng.randint(1, 6_000) * 10_000 + rng.choice([0, 0, rng.randint(1, 9_999)])
+        if kind != "dispute":
+            dispute, share = "", 100
         if kind in ("fund", "top_up") and rng.random() < fault_rate:
             payment_method = rng.choice(DECLINING_CARDS)
         ops.append(
@@ -192,6 +212,8 @@ def plan(
                 replay=rng.random() < 0.05,
                 fail_later=rng.random() < fault_rate,
                 abandon=rng.random() < 0.03,
+                dispute=dispute,
+                share=share,
             )
         )
     krng = random.Random(f"{seed}:kills")  # noqa: S311
@@ -429,6 +451,8 @@ class Buyer:
     http: requests.Session = field(default_factory=requests.Session)
     staff: requests.Session = field(default_factory=requests.Session)
     envelopes: list[list[Any]] = field(default_factory=list)  # [public id, committed micro]
+    disputes: dict[str, str] = field(default_factory=dict)  # this buyer's disputes: id -> status
+    disputed_charges: set[str] = field(default_factory=set)
 
     def login(self) -> None:
         response = requests.get(
@@ -467,6 +491,8 @@ class Buyer:
         return kind, self.http, f"{path}/refund", body
 
     def run(self, op: Op) -> Answer:
+        if op.kind == "dispute" and self.envelopes:
+            return self.dispute(op)
         kind, session, path, body = self.request_of(op)
         key = f"soak-{self.seed}-{op.index}"
         if op.abandon:  # it goes on in the server, beside this client's next operations
@@ -489,6 +515,71 @@ class Buyer:
             answer.again = again = self.send(op, session, path, body, key, None)
             answer.replay = replay_verdict(answer, again)
         return answer
+
+    def dispute(self, op: Op) -> Answer:
+        """The buyer's bank moves (SPEC §18), at the sandbox: a chargeback or an inquiry opened on
+        one of this buyer's charges, or one of its open disputes won or lost. Vouch hears of it
+        only as Stripe tells it: the events (webhooks, duplicated or dropped, and the catch-up)."""
+        started = time.monotonic()
+        move = op.dispute
+        open_ = [d for d, status in self.disputes.items() if status in DISPUTE_OPEN]
+        if move in ("won", "lost") and not open_:
+            move = "chargeback"
+        answer = Answer(op, 0, kind=f"dispute {move}", tries=1)
+        control = f"{self.sandbox_url}/_sandbox/disputes"
+        if move in ("won", "lost"):
+            dispute_id = open_[op.slot % len(open_)]
+            response = requests.post(
+                f"{control}/{dispute_id}/status", json={"status": move}, timeout=READ_TIMEOUT_S
+            )
+        else:
+            charges = self.charges(self.envelopes[op.slot % len(self.envelopes)][0])
+            if not charges:  # its funding has not succeeded (yet): nothing to dispute
+                answer.status, answer.code = 409, "no_charge"
+                answer.seconds = time.monotonic() - started
+                return answer
+            # A charge has at most one dispute: one not disputed yet, if the envelope has one (a
+            # second dispute on a charge is refused, as Stripe refuses it).
+            fresh = [c for c in charges if c[0] not in self.disputed_charges] or charges
+            charge = fresh[op.slot % len(fresh)]
+            body: dict[str, Any] = {"charge": charge[0], "reason": "fraudulent"}
+            if op.share < 100:
+                body["amount"] = max(1, charge[1] * op.share // 100)
+            if move == "inquiry":
+                body["status"] = "warning_needs_response"
+            response = requests.post(control, json=body, timeout=READ_TIMEOUT_S)
+        answer.status = response.status_code
+        if response.ok:
+            dispute = response.json()
+            self.disputes[str(dispute["id"])] = str(dispute["status"])
+            self.disputed_charges.add(str(dispute["charge"]))
+        else:  # a charge has at most one dispute: a second one is refused
+            answer.code = "refused"
+        answer.body = response.text[:300]
+        answer.seconds = time.monotonic() - started
+        return answer
+
+    def charges(self, envelope_id: str) -> list[tuple[str, int]]:
+        """The envelope's succeeded charges and their amounts in cents, as the buyer's API shows
+        them (retried through a kill of the web)."""
+        for _ in range(30):
+            try:
+                response = self.http.get(
+                    f"{self.base}{ENVELOPES}/{envelope_id}", timeout=(CONNECT_TIMEOUT_S, 10)
+                )
+            except requests.RequestException:
+                time.sleep(1)
+                continue
+            if response.status_code in (502, 503, 504):
+                time.sleep(1)
+                continue
+            legs = (_json(response.text).get("data") or {}).get("funding_legs") or []
+            return [
+                (str(leg["charge"]), int(leg["amount_micro"]) // 10_000)
+                for leg in legs
+                if leg.get("status") == "succeeded" and leg.get("charge")
+            ]
+        return []
 
     def fail_first_leg(self, answer: Answer) -> None:
         """The provider fails an accepted refund after the fact (a closed card account):
@@ -638,11 +729,12 @@ def drive(
 # --- settling and checks ------------------------------------------------------------------------
 
 
-def outstanding(failed_later: set[str]) -> dict[str, int]:
+def outstanding(failed_later: set[str], sandbox_url: str = "") -> dict[str, int]:
     from envelopes.models import FundingLeg, FundingStatus, LegOutcome, RefundLeg
     from verification.models import VerificationRun
 
     return {
+        "disputes unfollowed": len(disputes_unfollowed(sandbox_url)) if sandbox_url else 0,
         "failed refunds unreleased": RefundLeg.objects.filter(
             provider_refund_id__in=failed_later, released=False
         ).count(),
@@ -655,14 +747,14 @@ def outstanding(failed_later: set[str]) -> dict[str, int]:
 
 
 def settle(
-    timeout_s: float, failed_later: set[str], queue_name: str
+    timeout_s: float, failed_later: set[str], queue_name: str, sandbox_url: str = ""
 ) -> tuple[bool, float, dict[str, int]]:
     """Wait until nothing is outstanding, at most `timeout_s`, showing what is left."""
     from django.db import connection
     from tqdm import tqdm
 
     started = last = time.monotonic()
-    left = outstanding(failed_later)
+    left = outstanding(failed_later, sandbox_url)
     bar = tqdm(total=sum(left.values()), desc="settling", unit="item", disable=None)
     while True:
         remaining = sum(left.values())
@@ -682,7 +774,7 @@ def settle(
             return not remaining, elapsed, left
         time.sleep(1)
         connection.close()  # a fresh snapshot and no idle transaction on the server
-        left = outstanding(failed_later)
+        left = outstanding(failed_later, sandbox_url)
 
 
 @dataclass
@@ -711,9 +803,168 @@ def provider_refunds(sandbox_url: str) -> list[dict[str, Any]]:
         params["starting_after"] = page["data"][-1]["id"]
 
 
+def provider_disputes(sandbox_url: str) -> list[dict[str, Any]]:
+    """Every dispute the sandbox holds, through its Stripe API, 100 a page (each with its
+    `balance_transactions`, always expanded)."""
+    disputes: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": 100}
+    while True:
+        response = requests.get(
+            f"{sandbox_url}/v1/disputes",
+            params=params,
+            headers={"Authorization": f"Bearer {STRIPE_KEY}"},
+            timeout=READ_TIMEOUT_S,
+        )
+        response.raise_for_status()
+        page = response.json()
+        disputes += page["data"]
+        if not page.get("has_more") or not page["data"]:
+            return disputes
+        params["starting_after"] = page["data"][-1]["id"]
+
+
+def moved(dispute: dict[str, Any]) -> tuple[int, int]:
+    """What a dispute's balance transactions withdrew and gave back, in micro-dollars (Stripe's
+    reporting categories `dispute` and `dispute_reversal`; the fee apart)."""
+    withdrawn = reinstated = 0
+    for txn in dispute.get("balance_transactions") or ():
+        if txn.get("reporting_category") == "dispute":
+            withdrawn -= int(txn["amount"])
+        elif txn.get("reporting_category") == "dispute_reversal":
+            reinstated += int(txn["amount"])
+    return withdrawn * 10_000, reinstated * 10_000
+
+
+def disputes_unfollowed(sandbox_url: str) -> list[str]:
+    """The disputes whose money (or last status) the ledger does not show as Stripe does yet:
+    a withdrawal with no funds row, a different amount withdrawn or reinstated, another status;
+    an inquiry (nothing withdrawn) has no row."""
+    from django.db import connection
+
+    from envelopes.models import DisputeFunds
+
+    connection.close()  # a fresh snapshot
+    rows = {f.provider_dispute_id: f for f in DisputeFunds.objects.all()}
+    found = []
+    for dispute in provider_disputes(sandbox_url):
+        withdrawn, reinstated = moved(dispute)
+        funds = rows.get(dispute["id"])
+        if not withdrawn:
+            if funds is not None and funds.withdrawn_micro:
+                found.append(f"{dispute['id']}: nothing withdrawn at Stripe, a hold here")
+            continue
+        if funds is None:
+            found.append(f"{dispute['id']}: withdrawn at Stripe, not followed here")
+            continue
+        if (funds.withdrawn_micro, funds.reinstated_micro, funds.provider_status) != (
+            withdrawn,
+            reinstated,
+            dispute["status"],
+        ):
+            found.append(
+                f"{dispute['id']}: Stripe {dispute['status']} withdrew {withdrawn} reinstated "
+                f"{reinstated}; here {funds.provider_status} {funds.withdrawn_micro} "
+                f"{funds.reinstated_micro}"
+            )
+    return found
+
+
+def dispute_checks(sandbox_url: str) -> list[Check]:
+    """Conservation with held and charged-back money (SPEC §18), and each dispute's money as
+    Stripe's balance transactions show it."""
+    from django.db.models import F, Sum
+
+    from envelopes.models import DisputeFunds, DisputeFundsStatus, Envelope
+
+    found: list[Check] = []
+    names = ("funded", "debited", "refunded", "reserved", "unspent", "held", "charged_back")
+    columns = dict(
+        zip(
+            names,
+            (
+                "total_funded_micro",
+                "total_debited_micro",
+                "total_refunded_micro",
+                "reserved_micro",
+                "unspent_micro",
+                "held_micro",
+                "charged_back_micro",
+            ),
+            strict=True,
+        )
+    )
+    unbalanced = Envelope.objects.exclude(
+        total_funded_micro=F("total_debited_micro")
+        + F("total_refunded_micro")
+        + F("reserved_micro")
+        + F("unspent_micro")
+        + F("held_micro")
+        + F("charged_back_micro")
+    )
+    totals = Envelope.objects.aggregate(**{n: Sum(c) for n, c in columns.items()})
+    found.append(
+        Check(
+            "conservation: funded = debited + refunded + reserved + unspent + held + charged back",
+            not unbalanced.exists(),
+            f"{unbalanced.count()} envelopes differ; "
+            + ", ".join(f"{n.replace('_', ' ')} ${(totals[n] or 0) / 1e6:,.2f}" for n in names),
+        )
+    )
+
+    disputes = provider_disputes(sandbox_url)
+    rows = {f.provider_dispute_id: f for f in DisputeFunds.objects.all()}
+    unfollowed = disputes_unfollowed(sandbox_url)
+    wrong = []
+    sums = Counter[str]()
+    for dispute in disputes:
+        withdrawn, reinstated = moved(dispute)
+        sums["withdrawn"] += withdrawn
+        sums["reinstated"] += reinstated
+        funds = rows.get(dispute["id"])
+        if funds is None:
+            continue
+        status = dispute["status"]
+        # What Stripe kept is held, charged back or the platform's exposure: nothing more, nothing
+        # less, and never more than the charge had unspent (exposure is the rest).
+        if funds.held_micro + funds.charged_back_micro + funds.exposure_micro != (
+            withdrawn - reinstated
+        ):
+            wrong.append(
+                f"{dispute['id']}: held {funds.held_micro} + charged back "
+                f"{funds.charged_back_micro} + exposure {funds.exposure_micro} != withdrawn "
+                f"{withdrawn} - reinstated {reinstated}"
+            )
+        if status == "won" and (funds.held_micro or funds.charged_back_micro):
+            wrong.append(f"{dispute['id']}: won, yet {funds.held_micro} held")
+        if status == "lost" and (
+            funds.held_micro or funds.status != DisputeFundsStatus.CHARGED_BACK
+        ):
+            wrong.append(f"{dispute['id']}: lost, yet {funds.held_micro} held ({funds.status})")
+        if status in DISPUTE_OPEN and funds.charged_back_micro:
+            wrong.append(f"{dispute['id']}: open, yet {funds.charged_back_micro} charged back")
+        for name in ("held_micro", "charged_back_micro", "exposure_micro", "fees_micro"):
+            sums[name] += getattr(funds, name)
+    statuses = Counter(d["status"] for d in disputes)
+    kinds = Counter(d["payment_method_details"]["card"]["case_type"] for d in disputes)
+    found.append(
+        Check(
+            "disputes: the ledger follows Stripe's balance transactions",
+            not unfollowed and not wrong,
+            f"{len(disputes)} disputes ({dict(kinds)}; {dict(statuses)}), {len(rows)} with money; "
+            f"Stripe withdrew ${sums['withdrawn'] / 1e6:,.2f}, reinstated "
+            f"${sums['reinstated'] / 1e6:,.2f}; held ${sums['held_micro'] / 1e6:,.2f}, charged "
+            f"back ${sums['charged_back_micro'] / 1e6:,.2f}, exposure "
+            f"${sums['exposure_micro'] / 1e6:,.2f}, fees ${sums['fees_micro'] / 1e6:,.2f}"
+            + "".join(f"; {d}" for d in [*unfollowed, *wrong][:5]),
+        )
+    )
+    return found
+
+
 def checks(sandbox_url: str, answers: list[Answer], failed_later: set[str]) -> list[Check]:
     from envelopes.models import (
         MICRO_PER_CENT,
+        DisputeFunds,
         Envelope,
         FundingLeg,
         FundingStatus,
@@ -874,11 +1125,26 @@ def checks(sandbox_url: str, answers: list[Answer], failed_later: set[str]) -> l
         )
     )
 
-    escalations = Counter(
-        Escalation.objects.filter(status="open").values_list("verdict_class", flat=True)
+    # A chargeback that took more than its charge had unspent is a person's case (SPEC §18):
+    # the one escalation expected to stay open.
+    exposures = set(
+        DisputeFunds.objects.filter(exposure_micro__gt=0, escalation__isnull=False).values_list(
+            "escalation_id", flat=True
+        )
     )
-    found.append(Check("open escalations", not escalations, str(dict(escalations) or 0)))
-
+    open_escalations = Escalation.objects.filter(status="open")
+    escalations = Counter(
+        open_escalations.exclude(pk__in=exposures).values_list("verdict_class", flat=True)
+    )
+    found.append(
+        Check(
+            "open escalations (but a chargeback's exposure)",
+            not escalations,
+            f"{dict(escalations) or 0}; {open_escalations.filter(pk__in=exposures).count()} "
+            "exposure escalations open",
+        )
+    )
+    found += dispute_checks(sandbox_url)
     return found
 
 
@@ -1322,7 +1588,9 @@ def main(argv: list[str] | None = None) -> int:
             say(line)
 
         depth = queue_depth(queue_name)
-        settled, settle_s, left = settle(args.settle_timeout, failed_later, queue_name)
+        settled, settle_s, left = settle(
+            args.settle_timeout, failed_later, queue_name, system.sandbox_url
+        )
         say(
             f"settled in {settle_s:.0f} s"
             if settled
