@@ -99,8 +99,6 @@ def _form(request: HttpRequest, envelope: Envelope, **context: Any) -> HttpRespo
         "key": context.pop("key", "") or secrets.token_urlsafe(24),
         "choice": context.pop("choice", EVERYTHING),
         "amount_text": context.pop("amount_text", ""),
-        # Why money a dispute holds is not refundable (SPEC §18); None when nothing is held.
-        "held_note": selectors.held_note(envelope),
         **context,
     }
     status = (
@@ -136,6 +134,9 @@ def refund_form(request: HttpRequest, envelope_id: str) -> HttpResponse:
         if request.POST.get("step") != "confirm":
             preview = selectors.buyer_refund_preview(envelope=envelope, amount_micro=amount)
             return _form(request, envelope, preview=preview, **shown)
+        # Money under review (refunded outside Vouch) is refused here, in words, not sent to
+        # Stripe to be refused there (issue 37, item 8).
+        buyer.refund_review_check(envelope=envelope, amount_micro=amount)
         _money_window(user)
         return _refund(request, user, envelope, amount, key=key)
     except VouchError as exc:

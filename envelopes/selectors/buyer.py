@@ -7,6 +7,7 @@ here; the templates show them as dollars (core.display through `{% load vouch %}
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -25,16 +26,7 @@ from envelopes.models import (
     RefundLeg,
     RefundOperation,
 )
-from envelopes.selectors.data import (
-    charged_back_words,
-    envelope_get_owned,
-    envelopes_of,
-    failed_later,
-    held_note,
-    held_words,
-    refund_preview,
-    refund_status,
-)
+from envelopes.selectors.data import envelope_get_owned, envelopes_of, refund_preview, refund_status
 from envelopes.services.funding import CHARGE_CONTRACT  # a name, not a write
 from verification.models import Verdict, VerificationRun
 
@@ -44,6 +36,42 @@ if TYPE_CHECKING:
 ENVELOPES_PER_PAGE = 20
 # The largest amount the form takes: no envelope holds more (SPEC §1, $5,000.00 of funding).
 MAX_FORM_MICRO = 5_000_000_000
+
+
+# --- money under review --------------------------------------------------------------------------
+
+# Money on a funding charge that a person at Vouch is reviewing — a refund made outside Vouch (the
+# Stripe Dashboard) that Stripe's event showed and no adjustment has recorded yet (issue 37, item
+# 8). Told by the app that finds it: reconciliation, which stands above envelopes, registers its
+# open `refund_foreign` discrepancies here (reconciliation.events), so the buyer is told at once
+# and the money is told apart from what can be refunded, without envelopes reading its tables.
+UnderReview = Callable[[list[str]], dict[str, int]]  # charge ids -> micro-dollars under review
+_UNDER_REVIEW: list[UnderReview] = []
+
+
+def under_review_register(source: UnderReview) -> None:
+    if source not in _UNDER_REVIEW:
+        _UNDER_REVIEW.append(source)
+
+
+def money_under_review(charge_ids: list[str]) -> dict[str, int]:
+    """Micro-dollars under review on each of these charges (absent: none), as every registered
+    source tells it."""
+    found: dict[str, int] = {}
+    ids = [charge for charge in charge_ids if charge]
+    for source in _UNDER_REVIEW if ids else []:
+        for charge, micro in source(ids).items():
+            found[charge] = found.get(charge, 0) + micro
+    return found
+
+
+class RefundUnderReview(VouchError):
+    """The refund would return money a person at Vouch is reviewing (refunded outside Vouch, not
+    recorded yet): refused before anything is sent to Stripe, which would refuse it anyway."""
+
+    code = "refund_under_review"
+    status_code = 409
+    default_message = "Part of this money was refunded outside Vouch and is being reviewed."
 
 
 # --- the list ------------------------------------------------------------------------------------
@@ -146,34 +174,6 @@ _REFUND_STATUS_TEXT = {
     "partially_refunded": "partly refused: the refused part is back in your envelope",
     "failed": "refused: the money is back in your envelope",
 }
-# The same, when some leg Stripe accepted later failed (SPEC §3, "Later failure"): never "sent".
-_FAILED_LATER_TEXT = {
-    "partially_refunded": (
-        "partly failed: Stripe accepted it, then reported part of it failed (or refused part); "
-        "that part is back in your envelope"
-    ),
-    "failed": (
-        "failed later: Stripe accepted it, then reported it failed; the money is back in your "
-        "envelope"
-    ),
-}
-
-
-def refund_status_text(status: str, legs: list[RefundLeg]) -> str:
-    """A refund's status in words: what Stripe last said of every leg."""
-    if status in _FAILED_LATER_TEXT and any(failed_later(leg) for leg in legs):
-        return _FAILED_LATER_TEXT[status]
-    return _REFUND_STATUS_TEXT[status]
-
-
-def dispute_money_words(held_micro: int, charged_back_micro: int) -> list[str]:
-    """What disputes hold or took of some money, in words (none when nothing)."""
-    words = []
-    if held_micro:
-        words.append(held_words(held_micro))
-    if charged_back_micro:
-        words.append(charged_back_words(charged_back_micro))
-    return words
 
 
 def _funding_label(leg: FundingLeg) -> str:
@@ -185,11 +185,17 @@ class FundingRow:
     leg: FundingLeg
     label: str
     state: LegState
+    under_review_micro: int = 0  # refunded outside Vouch, being reviewed
 
     @property
-    def disputed(self) -> list[str]:
-        """What a dispute on this payment holds or took, in words."""
-        return dispute_money_words(self.leg.held_micro, self.leg.charged_back_micro)
+    def review_text(self) -> str:
+        if not self.under_review_micro:
+            return ""
+        return (
+            f"{dollars(self.under_review_micro)} of this payment was refunded outside Vouch and is "
+            "being reviewed by a person at Vouch. It cannot be refunded again meanwhile; the "
+            "envelope's balances change when the review records it."
+        )
 
 
 @dataclass(frozen=True)
@@ -219,18 +225,6 @@ class EnvelopePage:
     @property
     def pending_funding(self) -> bool:
         return any(row.state.slug == "pending" for row in self.funding)
-
-    @property
-    def held_text(self) -> str:
-        """Why money is held (SPEC §18), or "" when nothing is."""
-        held = self.envelope.held_micro
-        return held_words(held) if held else ""
-
-    @property
-    def charged_back_text(self) -> str:
-        """What lost disputes took (final), or "" when nothing."""
-        taken = self.envelope.charged_back_micro
-        return charged_back_words(taken) if taken else ""
 
 
 def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
@@ -266,7 +260,7 @@ def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
             RefundRow(
                 refund=refund,
                 status=status,
-                status_text=refund_status_text(status, legs),
+                status_text=_REFUND_STATUS_TEXT[status],
                 refunded_micro=sum(
                     leg.amount_micro
                     for leg in legs
@@ -283,11 +277,15 @@ def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
                 ],
             )
         )
+    review = money_under_review([leg.charge_id for leg in funding])
     return EnvelopePage(
         envelope=envelope,
         funding=[
             FundingRow(
-                leg, labels[leg.pk], funding_leg_state(leg, verdicts.get(leg.idempotency_key))
+                leg,
+                labels[leg.pk],
+                funding_leg_state(leg, verdicts.get(leg.idempotency_key)),
+                review.get(leg.charge_id, 0),
             )
             for leg in funding
         ],
@@ -332,7 +330,6 @@ class RefundPreview:
     unspent_micro: int
     legs: list[PreviewLeg]
     expected: str  # the legs as confirmed (JSON), checked again under the envelope's lock
-    held_note: str | None = None  # why money a dispute holds is not part of it (SPEC §18)
 
 
 def buyer_refund_preview(*, envelope: Envelope, amount_micro: int | None) -> RefundPreview:
@@ -343,6 +340,7 @@ def buyer_refund_preview(*, envelope: Envelope, amount_micro: int | None) -> Ref
         leg.public_id: _funding_label(leg)
         for leg in envelope.funding_legs.only("public_id", "kind", "sequence")
     }
+    _refuse_money_under_review(envelope, preview["legs"], labels)
     legs = [
         PreviewLeg(labels.get(leg["funding_id"], ""), leg["charge"] or "", leg["amount_micro"])
         for leg in preview["legs"]
@@ -359,8 +357,52 @@ def buyer_refund_preview(*, envelope: Envelope, amount_micro: int | None) -> Ref
         unspent_micro=preview["unspent_micro"],
         legs=legs,
         expected=json.dumps(shape, separators=(",", ":")),
-        held_note=preview["held_note"],
     )
+
+
+def _refuse_money_under_review(
+    envelope: Envelope, legs: list[dict[str, Any]], labels: dict[str, str]
+) -> None:
+    """RefundUnderReview when the refund would take, from a payment, money a person is reviewing
+    there (what is under review comes out of what that payment has left to refund), saying how
+    much, on which payment, and how much can be refunded now."""
+    funding = list(envelope.funding_legs.filter(status=FundingStatus.SUCCEEDED))
+    review = money_under_review([leg.charge_id for leg in funding])
+    if not review:
+        return
+    free = {
+        leg.public_id: max(0, leg.capacity_micro - review.get(leg.charge_id, 0)) for leg in funding
+    }
+    taken = {leg["funding_id"]: leg["amount_micro"] for leg in legs}
+    over = [leg for leg in funding if taken.get(leg.public_id, 0) > free[leg.public_id]]
+    if not over:
+        return
+    named = " and ".join(
+        f"{dollars(review[leg.charge_id])} of the {labels.get(leg.public_id, 'payment')}"
+        for leg in over
+    )
+    can = min(envelope.unspent_micro, sum(free.values()))
+    raise RefundUnderReview(
+        f"Nothing was refunded: {named} {'was' if len(over) == 1 else 'were'} refunded outside "
+        "Vouch and is being reviewed by a person at Vouch. That money cannot be refunded again "
+        "while it is reviewed, so "
+        + (f"up to {dollars(can)} can be refunded now." if can else "nothing can be refunded now."),
+        details={
+            "under_review_micro": {leg.charge_id: review[leg.charge_id] for leg in over},
+            "refundable_micro": can,
+        },
+    )
+
+
+def refund_review_check(*, envelope: Envelope, amount_micro: int | None) -> None:
+    """The refund form's confirmation: RefundUnderReview as the preview would say it, checked
+    again before the refund is sent (any other refusal is the refund's own to make)."""
+    try:
+        buyer_refund_preview(envelope=envelope, amount_micro=amount_micro)
+    except RefundUnderReview:
+        raise
+    except VouchError:
+        return
 
 
 def expected_shape(text: str) -> tuple[int, list[tuple[str, int]]] | None:
@@ -377,18 +419,16 @@ def expected_shape(text: str) -> tuple[int, list[tuple[str, int]]] | None:
 def refusal_text(error: VouchError, *, envelope: Envelope | None = None) -> str:
     """A refusal of the refund form in words (every code the form can meet; any other is named)."""
     unspent = dollars(envelope.unspent_micro) if envelope is not None else ""
-    # Money a dispute holds is not unspent: say so where a refund meets it (SPEC §18).
-    held = held_note(envelope) if envelope is not None else None
-    held = f" {held_is(held)}" if held else ""
     texts = {
         "invalid_amount": error.message,
+        "refund_under_review": error.message,
         "amount_exceeds_unspent": (
             f"That is more than the envelope's unspent balance ({unspent}). Debited money, and "
-            f"money already refunded or on its way back, cannot be refunded.{held}"
+            "money already refunded or on its way back, cannot be refunded."
         ),
         "nothing_to_refund": (
             "Nothing can be refunded: the envelope has no unspent money (or less than a cent on "
-            f"each card).{held}"
+            "each card)."
         ),
         "refund_changed": (
             "Nothing was refunded: the envelope changed since the preview was shown (a debit or "
@@ -417,12 +457,6 @@ def refusal_text(error: VouchError, *, envelope: Envelope | None = None) -> str:
     return texts.get(error.code, f"Nothing was refunded: {error.message} ({error.code}).")
 
 
-def held_is(note: str) -> str:
-    """Turn "$20.00 held: …" into a refusal's sentence: "$20.00 is held: …"."""
-    amount, _, rest = note.partition(" held: ")
-    return f"{amount} is held: {rest}" if rest else note
-
-
 def refund_outcome_message(data: dict[str, Any], *, replayed: bool) -> tuple[str, str]:
     """What a person is told after the form's refund (a level and the words), told by what Stripe
     answered: never a success for a refund that moved nothing, a refused part said to be back in
@@ -448,12 +482,10 @@ def refund_outcome_message(data: dict[str, Any], *, replayed: bool) -> tuple[str
             "info",
             f"{prefix}The refund went to Stripe; its answer is not in yet (below, on its way).",
         )
-    held = int((data.get("balances") or {}).get("held_micro") or 0)
     return (
         "success",
         f"{prefix}Refund of {dollars(data.get('refunded_micro', 0))} sent: Stripe accepted it; "
-        "it is going back to the cards below."
-        + (f" {held_is(held_words(held))}: held money is not refunded." if held else ""),
+        "it is going back to the cards below.",
     )
 
 

@@ -47,7 +47,10 @@ def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
     refund legs hold. A refund Vouch has not seen go back (failed or canceled) is released
     through the one release service; more refunded at the provider than Vouch holds or has in
     flight is a refund made elsewhere (the Dashboard): recorded as an audit event — no money
-    moves by itself (a person, or reconciliation, acts)."""
+    moves by itself (a person, or reconciliation, acts). Reconciliation, which stands above
+    envelopes, handles the same event itself (reconciliation.events): it opens the
+    `refund_foreign` discrepancy at once, and the buyer's pages say the money is under review
+    while it is open (envelopes.selectors.buyer.money_under_review)."""
     obj = (event.get("data") or {}).get("object") or {}
     charge_id = obj.get("id") if isinstance(obj, dict) else None
     if not _an_id(charge_id):

@@ -5,8 +5,10 @@ charge read alone (charge_missing)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q, Sum
 from django.db.models.functions import Coalesce
 
@@ -21,17 +23,24 @@ from envelopes.models import (
     RefundLeg,
 )
 from envelopes.money import to_cents
+from providers import Outcome, Page, StripeProvider
+from reconciliation.engine.refunds import _refunds
 from reconciliation.engine.shared import (
+    _committed_lazily,
     _Context,
     _count,
     _differing,
     _found,
     _id,
     _micro,
+    _observation,
+    _observe,
     _read,
+    _stored,
 )
-from reconciliation.models import DiscrepancyClass, Observation
+from reconciliation.models import DiscrepancyClass, Observation, Run
 from reconciliation.services import Finding
+from verification import clock
 
 
 def _refund_totals(funding_ids: list[int]) -> dict[int, dict[str, int]]:
@@ -264,3 +273,44 @@ def _funding_alone(ctx: _Context, funding: FundingLeg) -> Observation:
         ),
     )
     return observation
+
+
+def charge_compare(
+    *, run: Run, provider: StripeProvider, charge: Outcome, refund_pages: list[Page]
+) -> None:
+    """One charge compared with the ledger as a sweep compares it (SPEC §15.1), from reads made
+    already — outside any transaction, before `run` was created — by a caller that looks at one
+    charge (reconciliation.events, at a provider event): each page of the charge's refunds,
+    stored with its SHA-256 and compared first, as the listing compares refunds before charges (a
+    refund nobody here made is `refund_foreign`, which explains the charge's total), then the
+    charge itself (`charge_refunded_mismatch` for what its refunds do not explain). Findings are
+    recorded on `run` like any run's; nothing is cleared (only a run's clearing phase clears)."""
+    ctx = _Context(
+        run=run,
+        provider=provider,
+        budget=None,  # no read is made here
+        now=clock.now(),
+        grace=timedelta(seconds=settings.RECONCILIATION_GRACE_S),
+        progress=None,
+    )
+    for page in refund_pages:
+        run.pages += 1
+        run.provider_calls += page.attempts
+        listed: dict[str, Any] = {"path": "/v1/refunds", "params": page.params}
+        observation = _observation(ctx, "refunds", listed, _stored(page.body))
+        _refunds(ctx, page.data, observation)
+        if observation.pk is None:
+            with _committed_lazily():
+                observation.save(force_insert=True)
+    run.provider_calls += charge.attempts
+    found = charge.require()
+    request: dict[str, Any] = {
+        "path": f"/v1/charges/{found['id']}",
+        "http_status": charge.http_status,
+    }
+    observation = (
+        _observe(ctx, "charge", request, body=charge.body)
+        if charge.body is not None
+        else _observe(ctx, "charge", request, found)
+    )
+    _charges(ctx, [found], observation)

@@ -308,7 +308,8 @@ def test_a_duplicate_after_verified_is_money_and_resolved_by_recording_the_forei
             provider_event_process(event_pk=stored.pk, enqueue=lambda *a: woken.append(a))
         assert (leg.verification_run_id, "", "monitor") in woken
         run_attempt(run_id=leg.verification_run_id, token="", trigger="monitor")
-    escalation = Escalation.objects.get()
+    # (The same event also opened reconciliation's `refund_foreign` on the funding leg, issue 37.)
+    escalation = Escalation.objects.get(subject_type="refund_leg")
     assert escalation.verdict_class == "duplicate side effect"
     assert (escalation.subject_type, escalation.subject_id, escalation.money) == (
         "refund_leg",
