@@ -99,6 +99,8 @@ def _form(request: HttpRequest, envelope: Envelope, **context: Any) -> HttpRespo
         "key": context.pop("key", "") or secrets.token_urlsafe(24),
         "choice": context.pop("choice", EVERYTHING),
         "amount_text": context.pop("amount_text", ""),
+        # Why money a dispute holds is not refundable (SPEC §18); None when nothing is held.
+        "held_note": selectors.held_note(envelope),
         **context,
     }
     status = (

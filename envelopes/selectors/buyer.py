@@ -26,7 +26,16 @@ from envelopes.models import (
     RefundLeg,
     RefundOperation,
 )
-from envelopes.selectors.data import envelope_get_owned, envelopes_of, refund_preview, refund_status
+from envelopes.selectors.data import (
+    charged_back_words,
+    envelope_get_owned,
+    envelopes_of,
+    failed_later,
+    held_note,
+    held_words,
+    refund_preview,
+    refund_status,
+)
 from envelopes.services.funding import CHARGE_CONTRACT  # a name, not a write
 from verification.models import Verdict, VerificationRun
 
@@ -174,6 +183,34 @@ _REFUND_STATUS_TEXT = {
     "partially_refunded": "partly refused: the refused part is back in your envelope",
     "failed": "refused: the money is back in your envelope",
 }
+# The same, when some leg Stripe accepted later failed (SPEC §3, "Later failure"): never "sent".
+_FAILED_LATER_TEXT = {
+    "partially_refunded": (
+        "partly failed: Stripe accepted it, then reported part of it failed (or refused part); "
+        "that part is back in your envelope"
+    ),
+    "failed": (
+        "failed later: Stripe accepted it, then reported it failed; the money is back in your "
+        "envelope"
+    ),
+}
+
+
+def refund_status_text(status: str, legs: list[RefundLeg]) -> str:
+    """A refund's status in words: what Stripe last said of every leg."""
+    if status in _FAILED_LATER_TEXT and any(failed_later(leg) for leg in legs):
+        return _FAILED_LATER_TEXT[status]
+    return _REFUND_STATUS_TEXT[status]
+
+
+def dispute_money_words(held_micro: int, charged_back_micro: int) -> list[str]:
+    """What disputes hold or took of some money, in words (none when nothing)."""
+    words = []
+    if held_micro:
+        words.append(held_words(held_micro))
+    if charged_back_micro:
+        words.append(charged_back_words(charged_back_micro))
+    return words
 
 
 def _funding_label(leg: FundingLeg) -> str:
@@ -196,6 +233,11 @@ class FundingRow:
             "being reviewed by a person at Vouch. It cannot be refunded again meanwhile; the "
             "envelope's balances change when the review records it."
         )
+
+    @property
+    def disputed(self) -> list[str]:
+        """What a dispute on this payment holds or took, in words."""
+        return dispute_money_words(self.leg.held_micro, self.leg.charged_back_micro)
 
 
 @dataclass(frozen=True)
@@ -225,6 +267,18 @@ class EnvelopePage:
     @property
     def pending_funding(self) -> bool:
         return any(row.state.slug == "pending" for row in self.funding)
+
+    @property
+    def held_text(self) -> str:
+        """Why money is held (SPEC §18), or "" when nothing is."""
+        held = self.envelope.held_micro
+        return held_words(held) if held else ""
+
+    @property
+    def charged_back_text(self) -> str:
+        """What lost disputes took (final), or "" when nothing."""
+        taken = self.envelope.charged_back_micro
+        return charged_back_words(taken) if taken else ""
 
 
 def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
@@ -260,7 +314,7 @@ def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
             RefundRow(
                 refund=refund,
                 status=status,
-                status_text=_REFUND_STATUS_TEXT[status],
+                status_text=refund_status_text(status, legs),
                 refunded_micro=sum(
                     leg.amount_micro
                     for leg in legs
@@ -330,6 +384,7 @@ class RefundPreview:
     unspent_micro: int
     legs: list[PreviewLeg]
     expected: str  # the legs as confirmed (JSON), checked again under the envelope's lock
+    held_note: str | None = None  # why money a dispute holds is not part of it (SPEC §18)
 
 
 def buyer_refund_preview(*, envelope: Envelope, amount_micro: int | None) -> RefundPreview:
@@ -357,6 +412,7 @@ def buyer_refund_preview(*, envelope: Envelope, amount_micro: int | None) -> Ref
         unspent_micro=preview["unspent_micro"],
         legs=legs,
         expected=json.dumps(shape, separators=(",", ":")),
+        held_note=preview["held_note"],
     )
 
 
@@ -419,16 +475,19 @@ def expected_shape(text: str) -> tuple[int, list[tuple[str, int]]] | None:
 def refusal_text(error: VouchError, *, envelope: Envelope | None = None) -> str:
     """A refusal of the refund form in words (every code the form can meet; any other is named)."""
     unspent = dollars(envelope.unspent_micro) if envelope is not None else ""
+    # Money a dispute holds is not unspent: say so where a refund meets it (SPEC §18).
+    held = held_note(envelope) if envelope is not None else None
+    held = f" {held_is(held)}" if held else ""
     texts = {
         "invalid_amount": error.message,
         "refund_under_review": error.message,
         "amount_exceeds_unspent": (
             f"That is more than the envelope's unspent balance ({unspent}). Debited money, and "
-            "money already refunded or on its way back, cannot be refunded."
+            f"money already refunded or on its way back, cannot be refunded.{held}"
         ),
         "nothing_to_refund": (
             "Nothing can be refunded: the envelope has no unspent money (or less than a cent on "
-            "each card)."
+            f"each card).{held}"
         ),
         "refund_changed": (
             "Nothing was refunded: the envelope changed since the preview was shown (a debit or "
@@ -457,6 +516,12 @@ def refusal_text(error: VouchError, *, envelope: Envelope | None = None) -> str:
     return texts.get(error.code, f"Nothing was refunded: {error.message} ({error.code}).")
 
 
+def held_is(note: str) -> str:
+    """Turn "$20.00 held: …" into a refusal's sentence: "$20.00 is held: …"."""
+    amount, _, rest = note.partition(" held: ")
+    return f"{amount} is held: {rest}" if rest else note
+
+
 def refund_outcome_message(data: dict[str, Any], *, replayed: bool) -> tuple[str, str]:
     """What a person is told after the form's refund (a level and the words), told by what Stripe
     answered: never a success for a refund that moved nothing, a refused part said to be back in
@@ -482,10 +547,12 @@ def refund_outcome_message(data: dict[str, Any], *, replayed: bool) -> tuple[str
             "info",
             f"{prefix}The refund went to Stripe; its answer is not in yet (below, on its way).",
         )
+    held = int((data.get("balances") or {}).get("held_micro") or 0)
     return (
         "success",
         f"{prefix}Refund of {dollars(data.get('refunded_micro', 0))} sent: Stripe accepted it; "
-        "it is going back to the cards below.",
+        "it is going back to the cards below."
+        + (f" {held_is(held_words(held))}: held money is not refunded." if held else ""),
     )
 
 
