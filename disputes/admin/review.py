@@ -37,6 +37,7 @@ from disputes.models import (
     PacketStatus,
 )
 from disputes.packets import (
+    ADJUSTMENT_PREFIX,
     CE3,
     COMPLIANCE_LABELS,
     compliance_program,
@@ -66,7 +67,7 @@ from verification.models import VerificationRun
 @dataclass(frozen=True)
 class CitationRow:
     citation: str
-    kind: str  # "receipt", "evidence", or "not admitted"
+    kind: str  # "receipt", "adjustment" (a refund recorded by one), "evidence", or "not admitted"
     url: str  # the receipt's admin page
     evidence: dict[str, Any] | None  # {ref, sha256, kind, summary} for an evidence ref
 
@@ -77,6 +78,8 @@ def citation_rows(packet: Packet) -> list[CitationRow]:
     for citation in packet.citations:
         if citation.startswith("rcpt_"):
             rows.append(CitationRow(citation, "receipt", receipt_url(citation), None))
+        elif citation.startswith(ADJUSTMENT_PREFIX) and citation in packet.receipt_ids:
+            rows.append(CitationRow(citation, "adjustment", "", None))
         elif citation in evidence:
             rows.append(CitationRow(citation, "evidence", "", evidence[citation]))
         else:

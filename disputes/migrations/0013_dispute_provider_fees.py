@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('disputes', '0012_dispute_case_type_refundable_response'),
+        ("disputes", "0012_dispute_case_type_refundable_response"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='dispute',
-            name='provider_fees_micro',
+            model_name="dispute",
+            name="provider_fees_micro",
             field=models.BigIntegerField(blank=True, null=True),
         ),
     ]

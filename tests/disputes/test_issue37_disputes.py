@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from core.models import AuditEvent
 from disputes import services
+from disputes.admin.review import citation_rows
 from disputes.exceptions import FeeNotAcknowledged, PacketFactsChanged
 from disputes.models import Dispute, Packet
 from disputes.outcomes import dispute_outcomes
@@ -313,6 +314,8 @@ def test_a_dashboard_refund_recorded_by_adjustment_counts_as_a_refund(
     assert packet.validation["ok"] is True
     assert adjustment.public_id in packet.citations
     assert adjustment.public_id in packet.receipt_ids
+    rows = {row.citation: row.kind for row in citation_rows(packet)}
+    assert rows[adjustment.public_id] == "adjustment"  # the review page says what it is
     # A person cannot contest it as if never refunded.
     edited = services.packet_edit(
         packet=packet,
