@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import stripe
 
+from core.models import AuditEvent
 from envelopes.adjustments import adjustment_approve
 from envelopes.models import Envelope, FundingLeg
 from envelopes.selectors import ledger_breaches
@@ -60,6 +61,9 @@ def test_approving_one_of_two_foreign_refunds_keeps_the_shared_escalation_open(
     assert Discrepancy.objects.get(pk=found[two.id].pk).status == "resolved"
     assert Discrepancy.objects.get(pk=found[three.id].pk).is_open  # still in the queue
     assert Envelope.objects.get().unspent_micro == 8_000_000
+    kept = AuditEvent.objects.get(action="escalation.kept_open")
+    assert (kept.target_type, kept.target_id) == ("escalation", str(escalation.pk))
+    assert kept.details["still_resting_on_it"] == [found[three.id].public_id]
 
     _record(Discrepancy.objects.get(pk=found[three.id].pk), three.id, 3_000_000)
 
