@@ -122,7 +122,13 @@ def _envelope(envelope: Envelope, how: str, *, own: bool = False) -> Hit:
         how=how,
         detail=f"{envelope.owner.email or envelope.owner.get_username()} · "
         f"funded {dollars(envelope.total_funded_micro)}, "
-        f"unspent {dollars(envelope.unspent_micro)}",
+        f"unspent {dollars(envelope.unspent_micro)}"
+        + (f", held by dispute {dollars(envelope.held_micro)}" if envelope.held_micro else "")
+        + (
+            f", charged back {dollars(envelope.charged_back_micro)}"
+            if envelope.charged_back_micro
+            else ""
+        ),
         own=own,
     )
 

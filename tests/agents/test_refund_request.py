@@ -109,6 +109,9 @@ def test_a_request_previews_the_lifo_refund_and_moves_no_money(
         "remainder_usd": 0.000005,
         "unspent_micro": 13_000_000,
         "unspent_usd": 13.0,
+        "held_micro": 0,  # no dispute holds money (SPEC §18)
+        "held_usd": 0.0,
+        "held_note": None,
     }
     assert request.preview == result["preview"]
     assert (request.owner, request.envelope.public_id, request.amount_micro) == (
