@@ -645,3 +645,16 @@ def test_read_and_follow_says_why_stripe_did_not_show_the_dispute(
     assert "resource_missing" in message
     assert "No such dispute" in message
     assert "no message" not in message
+
+
+def test_an_exposure_of_one_micro_dollar_is_escalated(
+    buyer: User, staff: User, stripe_at_sandbox: SandboxControl
+) -> None:
+    """Debits may leave sub-cent balances: a withdrawal one micro-dollar more than the charge had
+    unspent is exposure too, and a person hears of it."""
+    envelope, leg = fund(buyer, 30)
+    services.debit_add(envelope=envelope, amount_micro=1, reference="job", actor=staff)
+    funds = dispute_funds_follow(dispute=dispute(leg.charge_id, withdrawal(3000)), source="t")
+    assert funds is not None
+    assert (funds.held_micro, funds.exposure_micro) == (30 * DOLLAR - 1, 1)
+    assert funds.escalation_id is not None
