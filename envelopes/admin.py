@@ -66,7 +66,7 @@ DELTAS = (
     "held_delta",
     "charged_back_delta",
 )
-FUNDS_TONES = {
+FUNDS_TONES: dict[str, str] = {
     DisputeFundsStatus.HELD: "warn",
     DisputeFundsStatus.REINSTATED: "good",
     DisputeFundsStatus.CHARGED_BACK: "bad",
@@ -588,11 +588,12 @@ class DisputeFundsAdmin(ReadOnlyAdmin):
 
     @admin.display(description="escalation (the exposure's case)")
     def escalation_link(self, obj: DisputeFunds) -> SafeString | str:
-        if obj.escalation_id is None:
+        escalation = obj.escalation
+        if escalation is None:
             return "— (no exposure)" if not obj.exposure_micro else "—"
-        url = reverse("admin:verification_escalation_change", args=[obj.escalation_id])
+        url = reverse("admin:verification_escalation_change", args=[escalation.pk])
         return format_html(
-            '<a href="{}">escalation #{}</a> ({})', url, obj.escalation_id, obj.escalation.status
+            '<a href="{}">escalation #{}</a> ({})', url, escalation.pk, escalation.status
         )
 
     @admin.display(description="provider read (last)")
