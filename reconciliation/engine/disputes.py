@@ -46,9 +46,9 @@ def _disputes(ctx: _Context, disputes: list[dict[str, Any]], observation: Observ
             "amount": dispute.get("amount"),
             "submissions": _submissions(dispute),
         }
-        if charge_id in ours:  # the money it moved, recorded or not (SPEC §18)
-            _funds_compare(ctx, dispute, funds.get(dispute_id), observation)
         if row is None:
+            # Unrecorded: the money it moved is recorded with it (SPEC §18), by its event or the
+            # person who enters it; `dispute_unrecorded` says so, once.
             if ctx.recent(dispute.get("created")):
                 ctx.run.expected += 1  # its webhook may be on its way
                 continue
@@ -75,6 +75,7 @@ def _disputes(ctx: _Context, disputes: list[dict[str, Any]], observation: Observ
             "amount": to_cents(row.amount_micro),
             "submissions": "filed" if dispute_id in filed else "",
         }
+        _funds_compare(ctx, dispute, funds.get(dispute_id), observation)
         if row.provider_status != dispute.get("status"):
             _found(
                 ctx,

@@ -1,12 +1,12 @@
 """Reconciliation compares the money each dispute moved at Stripe with the ledger (SPEC §18,
-issue 37): a chargeback whose `funds_withdrawn` event never reached Vouch (the webhook lost, the
-catch-up not run) leaves the charge's money unspent in the ledger while Stripe has withdrawn it —
+issue 37): a won chargeback whose events never reached Vouch (the webhook lost, the catch-up not
+run) leaves the charge's money held in the ledger while Stripe has reinstated it —
 `dispute_funds_mismatch`, money severity, escalated, with both sides shown. The remedy named in
 docs/reconciliation.md (`manage.py dispute_funds_follow`) brings the ledger to Stripe's word, and
 the next run clears it. Inside the grace period the withdrawal is in flight, not a discrepancy.
 
-Before issue 37 the class did not exist: the run found nothing for the chargeback and the
-envelope kept $30 unspent that Stripe had withdrawn."""
+Before issue 37 the class did not exist (and nothing was ever held): the run found no money
+difference for the dispute."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from django.core.management import call_command
 
 from envelopes.models import Envelope
+from reconciliation.catch_up import catch_up_run
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy
 from stripe_sandbox.client import SandboxControl
@@ -35,7 +36,11 @@ def test_a_chargeback_the_ledger_never_heard_of_is_a_money_discrepancy_until_fol
     data = alice.create(30 * DOLLAR)
     settle_runs()
     opened = stripe_at_sandbox.open_dispute(data["funding_legs"][0]["charge"], reason="fraudulent")
-    # No event processed: as if the webhook was lost and the catch-up has not run yet.
+    catch_up_run()  # its events processed: $30 held
+    envelope = Envelope.objects.get(public_id=data["envelope_id"])
+    assert (envelope.unspent_micro, envelope.held_micro) == (0, 30 * DOLLAR)
+    stripe_at_sandbox.set_dispute_status(opened["id"], "won")
+    # No event processed: as if the webhooks were lost and the catch-up has not run yet.
 
     within_grace = reconcile(kind="manual")
     assert not Discrepancy.objects.filter(code=CLASS).exists()
@@ -46,14 +51,16 @@ def test_a_chargeback_the_ledger_never_heard_of_is_a_money_discrepancy_until_fol
     found = Discrepancy.objects.get(code=CLASS, subject_id=opened["id"])
     assert found.status == "open"
     assert found.severity == "money"
-    assert (found.provider_side["withdrawn"], found.vouch_side["withdrawn"]) == (3000, 0)
-    assert found.differing == ["withdrawn"]
+    assert (found.provider_side["reinstated"], found.vouch_side["reinstated"]) == (3000, 0)
+    assert (found.provider_side["withdrawn"], found.vouch_side["withdrawn"]) == (3000, 3000)
+    assert found.differing == ["reinstated"]
     assert Escalation.objects.filter(subject_id=opened["id"], money=True).exists()
-    assert Envelope.objects.get(public_id=data["envelope_id"]).unspent_micro == 30 * DOLLAR
+    envelope.refresh_from_db()
+    assert envelope.held_micro == 30 * DOLLAR
 
     call_command("dispute_funds_follow", opened["id"])
-    envelope = Envelope.objects.get(public_id=data["envelope_id"])
-    assert (envelope.unspent_micro, envelope.held_micro) == (0, 30 * DOLLAR)
+    envelope.refresh_from_db()
+    assert (envelope.unspent_micro, envelope.held_micro) == (30 * DOLLAR, 0)
 
     reconcile(kind="manual")
     found.refresh_from_db()

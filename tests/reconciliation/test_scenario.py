@@ -194,6 +194,32 @@ def make_drifts(
     filed = packet.dispute.provider_dispute_id
     drifts.append(Drift("filing_unconfirmed", filed, filed))
 
+    # The money a dispute moved (SPEC §18): Stripe reinstated a chargeback's funds an hour ago
+    # and no event said so; the ledger still holds them.
+    charged = World(buyer, sandbox)
+    charged.fund()
+    held_id = charged.dispute().provider_dispute_id
+    withdrawal = sdk.v1.disputes.retrieve(held_id).to_dict()["balance_transactions"]
+    earlier = {**withdrawal[0], "created": withdrawal[0]["created"] - 3_600}
+    reinstatement = {
+        **earlier,
+        "id": f"txn_back_{held_id[-12:]}",
+        "amount": -earlier["amount"],
+        "net": -earlier["amount"],
+        "fee": 0,
+        "fee_details": [],
+        "reporting_category": "dispute_reversal",
+    }
+    sandbox.tamper(held_id, balance_transactions=[earlier, reinstatement])
+    drifts.append(
+        Drift(
+            "dispute_funds_mismatch",
+            held_id,
+            held_id,
+            lambda: sandbox.tamper(held_id, balance_transactions=withdrawal),
+        )
+    )
+
     _, funding = funded(buyer)
     opened = sandbox.open_dispute(funding.charge_id)
     # Made an hour ago: past the grace in which its webhook could still be on its way.
@@ -385,7 +411,7 @@ def test_every_drift_is_found_and_nothing_else_among_a_thousand_clean_objects(
     assert found == expected, precision_recall(found, expected)
     assert first.status == "completed"
     assert first.opened == {code: 1 for code, _ in expected}
-    assert len(first.opened) == 16
+    assert len(first.opened) == 17
     assert sum(first.compared.values()) >= ENOUGH, first.compared
     # What Vouch has in flight and the provider made already: counted, not opened.
     assert first.expected == len(in_flight) > 0
@@ -396,7 +422,7 @@ def test_every_drift_is_found_and_nothing_else_among_a_thousand_clean_objects(
     assert second.seen == first.opened
     assert open_set() == expected
     assert set(Discrepancy.objects.values_list("seen_count", flat=True)) == {2}
-    assert Discrepancy.objects.count() == 16
+    assert Discrepancy.objects.count() == 17
 
     # Repaired at the provider: the next run clears exactly those, citing what it read.
     repaired = [d for d in drifts if d.repair is not None]
@@ -408,6 +434,7 @@ def test_every_drift_is_found_and_nothing_else_among_a_thousand_clean_objects(
         "refund_foreign",
         "refund_duplicate",
         "dispute_status_drift",
+        "dispute_funds_mismatch",
     }
     for drift in repaired:
         drift.repair()
