@@ -17,6 +17,7 @@ from disputes import evidence
 from envelopes.models import MICRO_PER_CENT
 from envelopes.services import MAX_ENVELOPE_MICRO, MIN_FUNDING_MICRO
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.disputes37 import StripeDisputes
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +36,7 @@ STATUSES = {
     "envelopes_refunds": {"200", "404"},
     "refunds_retrieve": {"200", "404"},
     "disputes_list": {"200", "403"},
-    "disputes_enter": {"201", "403", "409", "422"} | WITH_BODY,
+    "disputes_enter": {"201", "403", "404", "409", "422", "503"} | WITH_BODY,
     "disputes_retrieve": {"200", "403", "404"},
     "disputes_evidence_admit": {"200", "201", "403", "404", "409", "422"} | WITH_BODY,
     "disputes_packet_prepare": {"201", "403", "404", "409", "422"} | WITH_BODY,
@@ -271,11 +272,19 @@ def test_a_packet_cites_evidence_as_the_schema_says(
     staff = User.objects.create_user(username="ops", is_staff=True)
     client = APIClient()
     client.force_authenticate(staff)
+    # A dispute Stripe holds (staff entry reads it first: SPEC §18).
+    dispute, charge = StripeDisputes(sandbox).open("x", amount_cents=50, reason="fraudulent")
     entered = client.post(
         "/api/v1/disputes",
-        {"dispute_id": "dp_x", "charge_id": "ch_x", "amount_micro": 10_000, "reason": "fraudulent"},
+        {
+            "dispute_id": dispute,
+            "charge_id": charge,
+            "amount_micro": 500_000,
+            "reason": "fraudulent",
+        },
         format="json",
     )
+    assert entered.status_code == 201, entered.content
     dispute_id = entered.json()["data"]["dispute_id"]
     admitted = client.post(
         f"/api/v1/disputes/{dispute_id}/evidence",
