@@ -193,6 +193,12 @@ def evidence_parse(data: Any) -> AdmittedEvidence:
             "A receipt is not evidence: Vouch resolves receipts from its own history.",
             details={"field": "ref"},
         )
+    if ref.startswith("adj_"):  # cited as a refund made (SPEC §18): never admitted by hand
+        raise errors.ReceiptDetailRefused(
+            "A refund recorded by adjustment is not evidence: Vouch resolves it from its own "
+            "ledger.",
+            details={"field": "ref"},
+        )
     if not _REF.match(ref):
         raise errors.EvidenceInvalidRef(details={"field": "ref", "max_length": MAX_REF})
     if not _SHA256.match(sha256):

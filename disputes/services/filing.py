@@ -50,7 +50,8 @@ from disputes.services.evidence import evidence_file_bytes
 from disputes.services.preparation import _version_draft, material_for
 from disputes.services.verdicts import packet_on_verdict
 from disputes.services.versions import _version_save
-from envelopes.models import Adjustment
+from envelopes.models import Adjustment, RefundLeg
+from envelopes.services import foreign_refund_release, refund_leg_release
 from providers import IDEMPOTENCY_KEY_TTL, Outcome, OutcomeKind, provider_from_settings
 from receipts.models import Receipt, ReceiptKind
 from verification.models import Verdict
@@ -282,6 +283,9 @@ def provider_facts(packet: Packet) -> list[dict[str, str]]:
             )
         status = str(refund.require().get("status") or "")
         if status in REFUND_UNDONE:
+            # The money is back in the envelope (the one release service, as the webhook would
+            # have done), so the version prepared again no longer counts it as refunded.
+            _release_undone(refund.require(), refund_id)
             changes.append(
                 _fact(
                     "refund",
@@ -290,6 +294,18 @@ def provider_facts(packet: Packet) -> list[dict[str, str]]:
                 )
             )
     return changes
+
+
+def _release_undone(refund: dict[str, Any], refund_id: str) -> None:
+    """A cited refund the provider shows failed or canceled: released once, through the one
+    release service (a refund leg's, or a recorded foreign refund's); a no-op when released."""
+    leg = RefundLeg.objects.filter(provider_refund_id=refund_id).first()
+    if leg is not None:
+        refund_leg_release(
+            leg=leg, reason=f"provider reports {refund.get('status')}", provider_refund=refund
+        )
+    else:
+        foreign_refund_release(provider_refund=refund, source="dispute filing facts")
 
 
 def ledger_facts(packet: Packet) -> list[dict[str, str]]:

@@ -157,6 +157,8 @@ def test_list_filters_and_deadline_order(clerk: Api, stripe_at_sandbox: SandboxC
         ),
         ({**evidence("doc:1", "other"), "receipt_id": "rcpt_x"}, "receipt_detail_refused"),
         ({**evidence("rcpt_" + "1" * 64, "other")}, "receipt_detail_refused"),
+        # Issue 37: an adjustment is cited as a refund made, from the ledger, never admitted.
+        ({**evidence("adj_" + "1" * 24, "other")}, "receipt_detail_refused"),
         ({**evidence("doc:1", "delivery"), "ref": 12}, "evidence_refused"),
         ([evidence("doc:1", "delivery")], "validation_error"),  # a body is an object (item 7)
     ],
