@@ -25,7 +25,9 @@ def _no_request_limit(settings: Any) -> None:
 
 
 def _dispute(sandbox: SandboxControl, charge: str) -> None:
-    opened = sandbox.open_dispute(charge, reason="fraudulent")
+    """A $1.00 chargeback on the charge: Stripe withdraws $1.00 (held in the envelope, SPEC §18)
+    and refuses any refund of the rest of that charge (`charge_disputed`)."""
+    opened = sandbox.open_dispute(charge, reason="fraudulent", amount=100)
     disputes.dispute_on_provider_event(
         event={"type": "charge.dispute.created", "data": {"object": {"id": opened["id"]}}}
     )
@@ -64,7 +66,8 @@ def test_a_disputed_charge_is_named_in_the_preview_and_its_refusal_moves_nothing
     assert "charge_disputed" in body
     assert 'data-leg-back="yes"' in body
     envelope = Envelope.objects.get(public_id=created["envelope_id"])
-    assert (envelope.total_refunded_micro, envelope.unspent_micro) == (0, 4_000_000)
+    assert (envelope.total_refunded_micro, envelope.unspent_micro) == (0, 3_000_000)
+    assert envelope.held_micro == 1_000_000  # the chargeback's, never offered for refund
 
 
 def test_an_inquiry_is_refunded_as_stripe_allows_and_the_preview_warns_of_nothing(
@@ -106,7 +109,8 @@ def test_a_partly_refused_refund_says_which_part_is_back_in_the_envelope(
     owner = Browser(alice.user)
     preview = text(owner.open(request_id))
     assert re.findall(r'data-disputed-charge="([^"]+)"', preview) == [disputed]  # that one only
-    assert "$3.00 of this refund is on a disputed charge" in preview
+    # $1.00 of the top-up is held by the chargeback; its other $2.00 is on a disputed charge.
+    assert "$2.00 of this refund is on a disputed charge" in preview
     # Newest funding first: the top-up, then the original charge.
     assert re.findall(r"<tr[^>]*><td>(original charge|top-up #\d+)", preview) == [
         "top-up #2",  # funding legs are numbered from the original charge (#1)
@@ -116,10 +120,11 @@ def test_a_partly_refused_refund_says_which_part_is_back_in_the_envelope(
     level, message = _banner(text(owner.confirm(request_id)))
 
     assert level == "warning", message
-    assert "$3.00" in message
+    assert "$2.00" in message
     assert "back in your envelope" in message
     envelope = Envelope.objects.get(public_id=created["envelope_id"])
-    assert (envelope.total_refunded_micro, envelope.unspent_micro) == (10_000_000, 3_000_000)
+    assert (envelope.total_refunded_micro, envelope.unspent_micro) == (10_000_000, 2_000_000)
+    assert envelope.held_micro == 1_000_000
 
 
 def test_a_refund_stripe_accepted_whole_is_a_success(alice: Api, sandbox: SandboxControl) -> None:

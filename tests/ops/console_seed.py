@@ -49,7 +49,7 @@ def seed_console(world: World, ops: Ops) -> Seeded:
     seeded.awaiting_filing = [Packet.objects.get(pk=second.pk)]
     # A third dispute, on a charge of its own, with no evidence: it awaits a response too.
     world.fund()
-    third = world.dispute(reason="fraudulent")
+    third = world.dispute(reason="fraudulent", amount_cents=500)  # $5.00 held of $10 (SPEC §18)
     seeded.disputes = [first.dispute, second.dispute, third]
     # The drafter's first version of it is ready for review: it awaits approval too.
     assert (current(third).status, current(third).approval_status) == (

@@ -72,7 +72,8 @@ def seed_search(world: World, sdk: stripe.StripeClient, settings: Any) -> Seeded
     a refund proposed through MCP."""
     world.fund(10_000_000)
     world.refund(2_000_000)
-    dispute = world.dispute(reason="fraudulent")
+    # $5.00 disputed: held (SPEC §18), leaving money for the refund an assistant proposes.
+    dispute = world.dispute(reason="fraudulent", amount_cents=500)
     envelope = Envelope.objects.get(public_id=world.envelope_id)
     funding = FundingLeg.objects.get(envelope=envelope)
     leg = RefundLeg.objects.get(funding_leg=funding)
