@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.display import dollars
 from envelopes.exceptions import (
     AmountExceedsUnspent,
     InvalidAmount,
@@ -52,6 +53,19 @@ class RefundAllocation:
         return self.requested, [(leg.public_id, amount) for leg, amount in self.legs]
 
 
+def _held(envelope: Envelope) -> tuple[str, dict[str, int]] | None:
+    """Why a refund cannot take held money (SPEC §18), said on every surface's refusal: the
+    message and `held_micro` in the details; None when nothing is held."""
+    if envelope.held_micro <= 0:
+        return None
+    return (
+        f"Only {dollars(envelope.unspent_micro)} can be refunded: "
+        f"{dollars(envelope.held_micro)} is held while your bank reviews a dispute on a payment "
+        "of this envelope, and is never refunded while it is held.",
+        {"held_micro": envelope.held_micro},
+    )
+
+
 def refund_allocate(
     envelope: Envelope, amount_micro: int | None, funding: list[FundingLeg] | None = None
 ) -> RefundAllocation:
@@ -68,9 +82,12 @@ def refund_allocate(
             "Omit amount_micro to refund everything unspent."
         )
     requested = envelope.unspent_micro if amount_micro is None else amount_micro
+    held = _held(envelope)
     if requested > envelope.unspent_micro:
         raise AmountExceedsUnspent(
+            *([held[0]] if held else []),
             details={"unspent_micro": envelope.unspent_micro, "amount_micro": requested}
+            | (held[1] if held else {}),
         )
     if funding is None:
         funding = list(
@@ -79,5 +96,8 @@ def refund_allocate(
     by_id = {leg.pk: leg for leg in funding}
     allocation = allocate_lifo([(leg.pk, leg.capacity_micro) for leg in funding], requested)
     if not allocation:
-        raise NothingToRefund(details={"unspent_micro": envelope.unspent_micro})
+        raise NothingToRefund(
+            *([held[0]] if held else []),
+            details={"unspent_micro": envelope.unspent_micro} | (held[1] if held else {}),
+        )
     return RefundAllocation(requested, [(by_id[pk], amount) for pk, amount in allocation])

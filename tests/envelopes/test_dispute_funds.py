@@ -103,6 +103,9 @@ def test_a_chargeback_holds_the_money_and_a_won_dispute_gives_it_back(
     # Held money is never refunded nor debited: no provider call is even made.
     asked = refund(alice, envelope_id, {})
     assert (asked.status_code, asked.json()["error"]["code"]) == (409, "nothing_to_refund")
+    # Every surface's refusal says why (the message and the details), not only the buyer's page.
+    assert "$30.00 is held while your bank reviews a dispute" in asked.json()["error"]["message"]
+    assert asked.json()["error"]["details"]["held_micro"] == 30 * DOLLAR
     spent = debit(staff_api, envelope_id, 1 * DOLLAR)
     assert spent.status_code in (409, 422), spent.content
     assert spent.json()["error"]["code"] == "amount_exceeds_unspent"
