@@ -39,7 +39,7 @@ from envelopes.models import (
 )
 from envelopes.provider_reads import Answer, provider_read_store
 from envelopes.services.journal import _funding_hold, _move, _provider
-from verification.services import escalation_open
+from verification.services import escalation_clear, escalation_open
 from verification.subjects import Subject
 
 # Stripe's reporting categories of a dispute's balance transactions
@@ -235,6 +235,13 @@ def _follow(
         )
     if funds.exposure_micro > 0 and funds.escalation_id is None:
         funds.escalation = _exposure_escalate(funds, envelope, leg)
+    elif funds.exposure_micro == 0 and funds.escalation is not None and read is not None:
+        escalation_clear(  # Stripe gave back what the charge no longer had: nothing exposed
+            escalation=funds.escalation,
+            note=f"Cleared: Stripe reinstated the funds of dispute {dispute_id}; nothing is "
+            f"exposed any more, as provider read {read.public_id} (SHA-256 {read.sha256}) shows.",
+            details={"dispute": dispute_id, "provider_read": read.public_id},
+        )
     funds.save()
     return funds
 
@@ -254,7 +261,10 @@ def _exposure_escalate(funds: DisputeFunds, envelope: Envelope, leg: FundingLeg)
             "recover it (contest the dispute, or settle with the buyer); no other charge's money "
             "was taken."
         ),
-        subject=Subject("funding_leg", leg.public_id, money=True),
+        # Not a money escalation in the ledger's sense: no adjustment corrects it (the ledger is
+        # right: the charge had no more), so a person resolves it with a note once the platform
+        # settles it; a won dispute clears it.
+        subject=Subject("funding_leg", leg.public_id, money=False),
     )
 
 

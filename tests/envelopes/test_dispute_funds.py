@@ -191,8 +191,8 @@ def test_a_chargeback_larger_than_what_the_charge_has_left_is_exposure_escalated
         20 * DOLLAR,
     )
     escalation = Escalation.objects.get(pk=funds.escalation_id)
-    assert escalation.money
     assert escalation.status == "open"
+    assert escalation.verdict_class == "dispute exposure"
     assert "$20.00" in escalation.reason
     assert opened["id"] in escalation.reason
 

@@ -309,10 +309,12 @@ def test_the_hold_is_bounded_by_the_envelope_s_unspent_money_the_rest_is_exposur
     assert funds_of() == (30 * DOLLAR, 0, 10 * DOLLAR, 0, 20 * DOLLAR, DisputeFundsStatus.HELD)
     assert figures(envelope)["held"] == 10 * DOLLAR
     escalation = Escalation.objects.get(pk=funds.escalation_id)
+    # No adjustment can correct it (the ledger is right: the charge had no more), so a person
+    # resolves it with a note once the platform settles it (SPEC §18: escalated to a person).
     assert (escalation.verdict, escalation.verdict_class, escalation.money) == (
         "EXPOSURE",
         "dispute exposure",
-        True,
+        False,
     )
     assert (escalation.subject_type, escalation.subject_id) == ("funding_leg", leg.public_id)
     assert "$30.00" in escalation.reason
@@ -460,6 +462,10 @@ def test_a_won_dispute_with_exposure_gives_back_what_was_held_and_clears_the_exp
     assert funds_of() == (30 * DOLLAR, 30 * DOLLAR, 0, 0, 0, DisputeFundsStatus.REINSTATED)
     assert figures(envelope)["unspent"] == 10 * DOLLAR
     assert ledger_breaches() == []
+    # Nothing is exposed any more: the person's case closes itself, citing Stripe's read.
+    escalation = Escalation.objects.get()
+    assert (escalation.status, escalation.resolution) == ("resolved", "cleared")
+    assert "reinstated" in escalation.resolution_note
 
 
 def test_a_partial_reinstatement_gives_back_what_it_shows_and_no_more(
