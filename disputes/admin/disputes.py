@@ -43,6 +43,7 @@ from disputes.models import (
 )
 from disputes.selectors import packet_current, response_deadline_note
 from disputes.services import evidence_admit
+from envelopes.selectors import dispute_funds_of
 
 
 def _current_packet(field: str) -> Subquery:
@@ -150,7 +151,14 @@ class DisputeAdmin(_DisputesAdmin):
         if obj is None:
             return {}
         can_admit = request.user.has_perm(PERM_ADMIT)
+        funds = dispute_funds_of(obj.provider_dispute_id)
         return {
+            # The money it took (SPEC §18): held, exposure, charged back; a link for those who
+            # may see the funds' own page.
+            "funds": funds,
+            "funds_url": reverse("admin:envelopes_disputefunds_change", args=[funds.pk])
+            if funds is not None and request.user.has_perm("envelopes.view_disputefunds")
+            else None,
             "evidence": [
                 (e, evidence_file_url(e)) for e in obj.evidence.select_related("admitted_by")
             ],

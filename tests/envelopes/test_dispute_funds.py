@@ -15,7 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
 
+from disputes.models import Dispute
 from envelopes.models import (
     DisputeFunds,
     DisputeFundsStatus,
@@ -238,3 +242,23 @@ def test_an_inquiry_holds_nothing_and_its_charge_stays_refundable_while_stripe_a
     }
     funds = DisputeFunds.objects.get(provider_dispute_id=opened["id"])
     assert funds.exposure_micro == 10 * DOLLAR
+
+
+def test_the_disputes_admin_page_shows_the_money_the_dispute_took(
+    alice: Api, staff_api: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    envelope_id, charge = fund(alice, 30 * DOLLAR)
+    assert debit(staff_api, envelope_id, 20 * DOLLAR).status_code == 201
+    opened = stripe_at_sandbox.open_dispute(charge, reason="fraudulent")
+    events()
+    dispute = Dispute.objects.get(provider_dispute_id=opened["id"])
+    person = staff_api.user
+    person.user_permissions.add(Permission.objects.get(codename="view_dispute"))
+    client = Client()
+    client.force_login(type(person).objects.get(pk=person.pk))
+    page = client.get(reverse("admin:disputes_dispute_change", args=[dispute.pk]))
+    assert page.status_code == 200
+    section = page.content.decode().split('id="dispute-funds"')[1].split("</div>")[0]
+    # Held $10.00 (what the charge had left), exposure $20.00 (debited already), fee $15.00.
+    for words in ("$30.00", "$10.00", "$20.00", "$15.00", "the platform's unless the dispute"):
+        assert words in section, words
