@@ -54,6 +54,8 @@ def test_a_disputed_charge_is_named_in_the_preview_and_its_refusal_moves_nothing
     assert "disputed" in preview
     assert "stays in your envelope" in preview
     assert f'data-disputed-charge="{charge}"' in preview
+    # The $1.00 the chargeback took is held, and the page says so (SPEC §18).
+    assert "$1.00 held: your bank is reviewing a dispute on this payment" in preview
 
     page = owner.confirm(request_id)
 
