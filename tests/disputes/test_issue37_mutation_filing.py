@@ -106,7 +106,8 @@ def test_a_dispute_stripe_now_shows_on_another_charge_and_amount_voids_the_appro
     assert refusal.details["changed"] == changed
     new = current(dispute)
     assert new.version == approved.version + 1
-    assert refusal.message == VOID.format(said=f"{charge} {amount}", as_=f" as version {new.version}")
+    as_ = f" as version {new.version}"
+    assert refusal.message == VOID.format(said=f"{charge} {amount}", as_=as_)
     assert refusal.details == {"changed": changed, "new_version": new.public_id}
     audit = AuditEvent.objects.get(action="packet.facts_changed")
     assert (audit.actor_id, audit.target_type, audit.target_id) == (
@@ -324,7 +325,10 @@ def test_a_receipt_no_longer_trusted_since_the_approval_is_said(
     tree = receipt_tree(charge_id=world.charge_id)
     refusal = refused_filing(approved, ops)
     assert refusal.details["changed"] == [
-        {"fact": "receipts", "message": f"The receipt {charge.id} is no longer trusted or present."},
+        {
+            "fact": "receipts",
+            "message": f"The receipt {charge.id} is no longer trusted or present.",
+        },
         {
             "fact": "receipts",
             "message": "The charge's receipt tree is no longer complete: "
@@ -362,8 +366,9 @@ def test_a_filing_key_of_255_characters_and_the_permission_to_file(
             idempotency_key="k",
         )
     assert refused.value.message == "This needs the permission disputes.file_packet."
+    key = "k" * 255
     sent = services.packet_file(
-        packet=approved, actor=ops.filer, confirmed_digest=approved.digest, idempotency_key="k" * 255
+        packet=approved, actor=ops.filer, confirmed_digest=approved.digest, idempotency_key=key
     )
     assert sent.filing_status == "awaiting_readback", sent.filing_error
-    assert sent.filing_key == "k" * 255
+    assert sent.filing_key == key
