@@ -179,7 +179,7 @@ def dispute_enter(
         typed = {
             "charge_id": data["charge_id"],
             "amount_micro": data["amount_micro"],
-            "currency": data.get("currency") or None,  # not typed: the provider's is taken
+            "currency": str(data.get("currency") or "").lower() or None,  # None: not typed
             "reason": data["reason"],
         }
         if typed["amount_micro"] <= 0 or typed["amount_micro"] % MICRO_PER_CENT:
