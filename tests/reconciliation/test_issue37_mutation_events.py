@@ -127,3 +127,24 @@ def test_a_dashboard_refund_beside_one_vouch_made_opens_its_discrepancy(
     discrepancy = Discrepancy.objects.get()
     assert (discrepancy.code, discrepancy.subject_id) == ("refund_foreign", foreign.id)
     assert discrepancy.amount_micro == 1_000_000
+
+
+def test_the_events_run_stores_each_read_it_compared_and_counts_them(
+    alice: Api, sdk: stripe.StripeClient, stripe_at_sandbox: SandboxControl
+) -> None:
+    data = alice.create(5_000_000)
+    charge = data["funding_legs"][0]["charge"]
+    foreign = sdk.v1.refunds.create(params={"charge": charge, "amount": 500})  # the Dashboard
+
+    _deliver(_latest(sdk, "charge.refunded"))
+
+    run = Run.objects.get()
+    assert (run.pages, run.provider_calls) == (1, 2)  # the refunds' one page, the charge
+    page = run.observations.get(kind="refunds")
+    assert page.request["path"] == "/v1/refunds"
+    assert page.request["params"]["charge"] == charge
+    assert [r["id"] for r in page.listed()] == [foreign.id]
+    read = run.observations.get(kind="charge")
+    assert read.request == {"path": f"/v1/charges/{charge}", "http_status": 200}
+    assert read.answer()["amount_refunded"] == 500
+    assert run.observations.count() == 2
