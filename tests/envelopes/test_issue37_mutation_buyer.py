@@ -19,7 +19,9 @@ from envelopes.selectors.buyer import (
     buyer_refund_preview,
     money_under_review,
     refund_review_check,
+    under_review_register,
 )
+from reconciliation.events import foreign_refunds_under_review
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 from verification.services import provider_event_process, provider_event_store
@@ -65,6 +67,9 @@ def test_money_under_review_on_two_payments_names_both_and_what_is_left(
         top_up: DOLLAR // 2,
     }
     assert money_under_review([""]) == {}
+    # Registered again (an app's ready() run twice): still counted once.
+    under_review_register(foreign_refunds_under_review)
+    assert money_under_review([original]) == {original: 1 * DOLLAR}
 
     refused = _refused(envelope_id, None)  # everything: $5.00
     assert refused.details == {

@@ -14,12 +14,12 @@ from envelopes.adjustments import adjustment_approve
 from envelopes.models import Adjustment, FundingLeg
 from reconciliation.engine import reconcile
 from reconciliation.models import Discrepancy
-from reconciliation.services import discrepancy_adjustment_propose
+from reconciliation.services import discrepancies_resting_on, discrepancy_adjustment_propose
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 from tests.envelopes.people import person
 from verification.models import Escalation, EscalationStatus
-from verification.services import escalation_held_by
+from verification.services import escalation_held_by, escalation_holder_register
 
 pytestmark = pytest.mark.django_db
 
@@ -53,6 +53,9 @@ def test_what_still_rests_on_a_shared_escalation_is_named_and_the_last_approval_
     assert sorted(escalation_held_by(escalation)) == sorted(
         [found[two.id].public_id, found[three.id].public_id]
     )
+    # Registered again (an app's ready() run twice): still asked once.
+    escalation_holder_register(discrepancies_resting_on)
+    assert len(escalation_held_by(escalation)) == 2
 
     first = _record(found[two.id], two.id, 2_000_000)
 
