@@ -6,7 +6,9 @@ completed run of the events lane, audited with what it opened and what it saw ag
 
 from __future__ import annotations
 
+import hashlib
 import json
+import urllib.request
 from typing import Any
 
 import pytest
@@ -147,4 +149,13 @@ def test_the_events_run_stores_each_read_it_compared_and_counts_them(
     read = run.observations.get(kind="charge")
     assert read.request == {"path": f"/v1/charges/{charge}", "http_status": 200}
     assert read.answer()["amount_refunded"] == 500
+    # Stored as the bytes Stripe sent (the same bytes a second read receives), not re-serialized.
+    request = urllib.request.Request(  # noqa: S310 (the sandbox's own http URL)
+        f"{stripe_at_sandbox.url}/v1/charges/{charge}",
+        headers={"Authorization": "Bearer sk_test_vouch_tests"},
+    )
+    with urllib.request.urlopen(request) as answer:  # noqa: S310
+        received = answer.read()
+    assert read.body_bytes() == received
+    assert read.sha256 == hashlib.sha256(received).hexdigest()
     assert run.observations.count() == 2
