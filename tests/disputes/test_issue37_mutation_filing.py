@@ -15,13 +15,14 @@ from core.models import AuditEvent
 from disputes import services
 from disputes.exceptions import (
     DisputeReadUnavailable,
+    DisputeResponseNotAllowed,
     FilingKeyConflict,
     PacketFactsChanged,
     PacketNotApproved,
 )
 from disputes.models import Dispute, Packet
 from disputes.services.filing import _facts_void
-from envelopes.models import Adjustment, RefundLeg
+from envelopes.models import Adjustment, JournalEntry, RefundLeg
 from receipts.models import Receipt
 from receipts.selectors import receipt_tree
 from stripe_sandbox.client import SandboxControl
@@ -122,6 +123,8 @@ def test_a_dispute_stripe_now_shows_on_another_charge_and_amount_voids_the_appro
     }
     assert Packet.objects.get(pk=approved.pk).status == "superseded"
     assert new.approval_status == "not_requested"
+    prepared = AuditEvent.objects.get(action="packet.prepare", target_id=new.public_id)
+    assert prepared.details["trigger"] == "facts_changed"
     nothing_sent(stripe_at_sandbox, dispute)
 
 
@@ -240,6 +243,8 @@ def test_a_failed_refund_of_a_vouch_refund_is_said_by_the_provider_and_the_ledge
         },
     ]
     assert RefundLeg.objects.get().released is True
+    release = JournalEntry.objects.get(kind="release", refund_leg=leg)
+    assert release.note == "provider reports failed"
     nothing_sent(stripe_at_sandbox, approved.dispute)
 
 
@@ -267,6 +272,11 @@ def test_a_failed_refund_recorded_by_adjustment_is_released_and_said_by_both(
         },
     ]
     assert Adjustment.objects.get(pk=adjustment.pk).released_at is not None
+    release = AuditEvent.objects.get(action="adjustment.release")
+    assert (release.details["adjustment"], release.details["source"]) == (
+        adj,
+        "dispute filing facts",
+    )
     new = current(approved.dispute)
     assert new.posture != "refund_already_sent"
     assert adj not in new.citations
@@ -372,3 +382,28 @@ def test_a_filing_key_of_255_characters_and_the_permission_to_file(
     )
     assert sent.filing_status == "awaiting_readback", sent.filing_error
     assert sent.filing_key == key
+    # Pressing File again with its key repeats the filing under way: the same packet, answered.
+    again = services.packet_file(
+        packet=sent, actor=ops.filer, confirmed_digest=approved.digest, idempotency_key=key
+    )
+    assert (again.pk, again.filing_key) == (sent.pk, key)
+    assert again.filing_status in ("awaiting_readback", "filed")
+
+
+def test_a_dispute_no_response_is_allowed_to_is_refused_before_anything_is_read(
+    world: World, ops: Ops, sdk: stripe.StripeClient, stripe_at_sandbox: SandboxControl
+) -> None:
+    """The card network's due_by 0 arrived after the approval: filing refuses it at once, before
+    the provider's dispute is read (here it could not be)."""
+    approved = approve(contest_ready(world, ops), ops)
+    dispute_id = approved.dispute.provider_dispute_id
+    details = sdk.v1.disputes.retrieve(dispute_id)["evidence_details"].to_dict()
+    stripe_at_sandbox.tamper(dispute_id, evidence_details={**details, "due_by": 0})
+    services.dispute_on_provider_event(
+        event={"type": "charge.dispute.updated", "data": {"object": {"id": dispute_id}}}
+    )
+    assert Dispute.objects.get(pk=approved.dispute_id).response_allowed is False
+    stripe_at_sandbox.add_fault(f"/v1/disputes/{dispute_id}", "server_error", method="GET")
+    with pytest.raises(DisputeResponseNotAllowed):
+        file(approved, ops)
+    stripe_at_sandbox.clear_faults()
