@@ -4,12 +4,15 @@ drafter is shown of a refund made in Stripe's Dashboard and recorded by a four-e
 
 from __future__ import annotations
 
+from typing import Any
+
 import stripe
 from django.utils import timezone
 
 from disputes.drafting import ReceiptFact
 from disputes.services.preparation import material_for, recorded_refunds
 from envelopes.models import Adjustment
+from receipts.models import Receipt
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.disputes import World
 from tests.drivers.disputes37 import record_dashboard_refund
@@ -66,3 +69,18 @@ def test_a_recorded_refund_given_back_since_no_longer_counts(
     assert [f.id for f in recorded_refunds(world.charge_id)] == [first.public_id, second.public_id]
     Adjustment.objects.filter(pk=first.pk).update(released_at=timezone.now())
     assert [f.id for f in recorded_refunds(world.charge_id)] == [second.public_id]
+
+
+def test_a_charge_receipt_no_longer_trusted_is_not_shown_to_the_drafter(
+    world: World, stripe_at_sandbox: SandboxControl, settings: Any
+) -> None:
+    world.fund(10_000_000)
+    dispute = world.dispute(reason="product_not_received", amount_cents=1000)
+    charge = Receipt.objects.get(kind="charge", provider_object_id=world.charge_id)
+    assert material_for(dispute).charge_receipt is not None
+    settings.RECEIPT_TRUSTED_KEYS = {
+        k: v for k, v in settings.RECEIPT_TRUSTED_KEYS.items() if k != charge.key_id
+    }
+    material = material_for(dispute)
+    assert material.charge_receipt is None
+    assert material.tree_complete is False
