@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from envelopes.exceptions import AmountExceedsUnspent
+from accounts.models import User
+from envelopes import services
+from envelopes.exceptions import AmountExceedsUnspent, NothingToRefund
 from envelopes.models import Envelope, RefundLeg
 from envelopes.selectors import refund_preview
 from reconciliation.catch_up import catch_up_run
@@ -148,3 +150,25 @@ def test_a_preview_with_nothing_held_refuses_in_the_refunds_own_words(
         "held_usd": 0.0,
         "held_note": None,
     }
+
+
+def test_one_micro_dollar_held_is_still_said(alice: Api, stripe_at_sandbox: SandboxControl) -> None:
+    """Debits may leave a sub-cent balance: a dispute then holds what is left, one micro-dollar,
+    and the preview still says money is held (and why it is not refunded)."""
+    envelope_id = alice.create(30 * DOLLAR)["envelope_id"]
+    settle_runs()
+    staff = User.objects.create_user("otto", "otto@example.com", "pw-otto-123", is_staff=True)
+    envelope = Envelope.objects.get(public_id=envelope_id)
+    services.debit_add(
+        envelope=envelope, amount_micro=30 * DOLLAR - 1, reference="job", actor=staff
+    )
+    charge = envelope.funding_legs.get().charge_id
+    stripe_at_sandbox.open_dispute(charge, reason="fraudulent")
+    catch_up_run()
+    envelope.refresh_from_db()
+    assert (envelope.unspent_micro, envelope.held_micro) == (0, 1)
+
+    with pytest.raises(NothingToRefund) as refused:
+        refund_preview(envelope=envelope, amount_micro=None)
+    assert refused.value.details["held_micro"] == 1
+    assert "held: your bank is reviewing a dispute on this payment" in refused.value.message
