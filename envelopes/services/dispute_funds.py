@@ -89,6 +89,8 @@ def _charge_of(dispute: Mapping[str, Any]) -> str:
     return str(charge or "")
 
 
+# docs/decisions/0014-the-ledger-follows-a-disputes-balance-transactions.md: seven balances, one
+# row per dispute, each movement once, the hold bounded by what the charge still has unspent.
 def dispute_funds_follow(*, dispute: Mapping[str, Any], source: str) -> DisputeFunds | None:
     """Bring the ledger to what Stripe shows of one dispute's money (see the module). `dispute` is
     Stripe's Dispute object as the caller read or listed it; `source` says who (an event, a run):
