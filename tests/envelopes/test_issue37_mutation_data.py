@@ -7,14 +7,17 @@ refund of a topped-up envelope takes the top-up first and the original payment s
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+import time_machine
+from django.utils import timezone
 
 from accounts.models import User
 from envelopes import services
 from envelopes.exceptions import AmountExceedsUnspent, NothingToRefund
-from envelopes.models import Envelope, RefundLeg
+from envelopes.models import Envelope, RefundLeg, RefundOperation
 from envelopes.selectors import refund_preview
 from reconciliation.catch_up import catch_up_run
 from stripe_sandbox.client import SandboxControl
@@ -172,3 +175,39 @@ def test_one_micro_dollar_held_is_still_said(alice: Api, stripe_at_sandbox: Sand
         refund_preview(envelope=envelope, amount_micro=None)
     assert refused.value.details["held_micro"] == 1
     assert "held: your bank is reviewing a dispute on this payment" in refused.value.message
+
+
+def test_a_refund_stripe_refused_whole_has_nothing_to_verify(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    envelope_id = alice.create(2 * DOLLAR)["envelope_id"]
+    stripe_at_sandbox.add_fault(
+        "/v1/refunds", "refuse", method="POST", error_code="charge_disputed"
+    )
+    alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {})
+    stripe_at_sandbox.clear_faults()
+    operation = RefundOperation.objects.get()
+
+    data = _shown(alice, operation.public_id)
+    assert [leg["outcome"] for leg in data["legs"]] == ["refused"]
+    assert data["status"] == "failed"
+    assert data["verification_status"] == "not_applicable"
+
+
+def test_a_leg_whose_readback_contradicts_it_needs_attention_beside_a_verified_one(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    envelope_id = _two_payments(alice)
+    refund_id = _refund(alice, envelope_id)["refund_id"]
+    first = RefundLeg.objects.order_by("sequence").first()
+    assert first is not None
+    stripe_at_sandbox.tamper(first.provider_refund_id, amount=1)  # Stripe now shows 1 cent
+    with time_machine.travel(timezone.now() + timedelta(minutes=10), tick=True):
+        settle_runs()
+
+    data = _shown(alice, refund_id)
+    verdicts = [leg["verification_verdict"] for leg in data["legs"]]
+    assert verdicts[1] == "VERIFIED"
+    assert verdicts[0] not in ("VERIFIED", "PENDING")
+    assert data["legs"][0]["released"] is False
+    assert data["verification_status"] == "attention"
