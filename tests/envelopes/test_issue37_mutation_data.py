@@ -63,6 +63,25 @@ def test_one_leg_refused_one_refunded_is_partially_refunded_and_verified(
     assert (data["refunded_micro"], data["pending_micro"]) == (2 * DOLLAR, 0)
     listed = alice.get(f"/api/v1/escrow/envelopes/{envelope_id}").json()["data"]["refunds"]
     assert [r["status"] for r in listed] == ["partially_refunded"]
+    operation = RefundOperation.objects.get()
+    assert (data["refund_id"], data["envelope_id"]) == (refund_id, envelope_id)
+    assert data["created_at"] == operation.created_at.isoformat()
+    assert data["requested_micro"] == operation.requested_micro == 5 * DOLLAR
+    assert data["remainder_micro"] == operation.remainder_micro
+    assert set(data) == {
+        *(
+            f"{name}_{unit}"
+            for name in ("requested", "refunded", "failed", "pending", "remainder")
+            for unit in ("micro", "usd")
+        ),
+        "refund_id",
+        "envelope_id",
+        "status",
+        "legs",
+        "verification_status",
+        "balances",
+        "created_at",
+    }
 
 
 def test_one_leg_failed_later_beside_one_refunded_needs_attention(
