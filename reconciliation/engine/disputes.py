@@ -119,23 +119,29 @@ def _funds_compare(
 ) -> None:
     """What Stripe withdrew and reinstated for the dispute against what the ledger recorded."""
     moved = dispute_moved(dispute)
-    provider = {
-        "dispute": str(dispute["id"]),
-        "charge": _id(dispute.get("charge")),
+    dispute_id, charge_id = str(dispute["id"]), _id(dispute.get("charge"))
+    recorded = (
+        (to_cents(funds.withdrawn_micro), to_cents(funds.reinstated_micro))
+        if funds is not None
+        else (0, 0)
+    )
+    provider: dict[str, Any] = {
+        "dispute": dispute_id,
+        "charge": charge_id,
         "withdrawn": moved.withdrawn,
         "reinstated": moved.reinstated,
     }
-    vouch = {
+    vouch: dict[str, Any] = {
         "dispute": funds.provider_dispute_id if funds else "",
         "charge": funds.charge_id if funds else "",
-        "withdrawn": to_cents(funds.withdrawn_micro) if funds else 0,
-        "reinstated": to_cents(funds.reinstated_micro) if funds else 0,
+        "withdrawn": recorded[0],
+        "reinstated": recorded[1],
     }
     differing = [name for name in ("withdrawn", "reinstated") if vouch[name] != provider[name]]
     if not differing:
         return
     created = [
-        txn.get("created")
+        int(txn["created"])
         for txn in dispute.get("balance_transactions") or ()
         if isinstance(txn, dict) and txn.get("created") is not None
     ]
@@ -147,17 +153,15 @@ def _funds_compare(
         Finding(
             code=DiscrepancyClass.DISPUTE_FUNDS_MISMATCH,
             subject_type="dispute",
-            subject_id=provider["dispute"],
-            summary=f"For dispute {provider['dispute']} Stripe withdrew {moved.withdrawn} and "
-            f"reinstated {moved.reinstated} cents; the ledger recorded {vouch['withdrawn']} "
-            f"and {vouch['reinstated']}.",
+            subject_id=dispute_id,
+            summary=f"For dispute {dispute_id} Stripe withdrew {moved.withdrawn} and "
+            f"reinstated {moved.reinstated} cents; the ledger recorded {recorded[0]} "
+            f"and {recorded[1]}.",
             vouch_side=vouch,
             provider_side=provider,
             differing=differing,
-            charge_id=provider["charge"],
-            amount_micro=abs(
-                (moved.withdrawn - moved.reinstated) - (vouch["withdrawn"] - vouch["reinstated"])
-            )
+            charge_id=charge_id,
+            amount_micro=abs((moved.withdrawn - moved.reinstated) - (recorded[0] - recorded[1]))
             * 10_000,
             observation=observation,
         ),
