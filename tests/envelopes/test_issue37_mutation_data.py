@@ -19,6 +19,7 @@ from envelopes import services
 from envelopes.exceptions import AmountExceedsUnspent, NothingToRefund
 from envelopes.models import Envelope, RefundLeg, RefundOperation
 from envelopes.selectors import refund_preview
+from envelopes.services.allocation import refund_allocate
 from reconciliation.catch_up import catch_up_run
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
@@ -193,6 +194,10 @@ def test_one_micro_dollar_held_is_still_said(alice: Api, stripe_at_sandbox: Sand
     with pytest.raises(NothingToRefund) as refused:
         refund_preview(envelope=envelope, amount_micro=None)
     assert refused.value.details["held_micro"] == 1
+    # The refusal's details are the refund's own (no second key for the same money).
+    with pytest.raises(NothingToRefund) as allocated:
+        refund_allocate(envelope, None)
+    assert refused.value.details == allocated.value.details
     assert "held: your bank is reviewing a dispute on this payment" in refused.value.message
 
 
