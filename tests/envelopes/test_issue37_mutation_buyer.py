@@ -119,3 +119,17 @@ def test_a_payment_refunded_whole_outside_vouch_leaves_nothing_to_refund_now(
     assert refused.details == {"under_review_micro": {charge: 2 * DOLLAR}, "refundable_micro": 0}
     assert "$2.00 of the original payment was refunded outside Vouch" in refused.message
     assert refused.message.endswith("so nothing can be refunded now.")
+
+
+def test_a_refund_that_leaves_the_reviewed_payment_alone_is_not_refused(
+    alice: Api, sdk: stripe.StripeClient, stripe_at_sandbox: SandboxControl
+) -> None:
+    envelope_id, original, _ = _two_payments(alice)
+    sdk.v1.refunds.create(params={"charge": original})  # the Dashboard: all of the original
+    _deliver_refund_events(sdk, 1)
+    envelope = Envelope.objects.get(public_id=envelope_id)
+    assert money_under_review([original]) == {original: 2 * DOLLAR}
+
+    # $1.00 comes from the top-up alone (newest first): nothing under review is touched.
+    refund_review_check(envelope=envelope, amount_micro=1 * DOLLAR)
+    assert buyer_refund_preview(envelope=envelope, amount_micro=1 * DOLLAR).total_micro == DOLLAR
