@@ -437,17 +437,30 @@ def _refuse_money_under_review(
         f"{dollars(review[leg.charge_id])} of the {labels.get(leg.public_id, 'payment')}"
         for leg in over
     )
-    can = min(envelope.unspent_micro, sum(free.values()))
+    can = min(envelope.unspent_micro, _refundable_newest_first(funding, review))
     raise RefundUnderReview(
         f"Nothing was refunded: {named} {'was' if len(over) == 1 else 'were'} refunded outside "
-        "Vouch and is being reviewed by a person at Vouch. That money cannot be refunded again "
-        "while it is reviewed, so "
+        f"Vouch and {'is' if len(over) == 1 else 'are'} being reviewed by a person at Vouch. "
+        "That money cannot be refunded again while it is reviewed, so "
         + (f"up to {dollars(can)} can be refunded now." if can else "nothing can be refunded now."),
         details={
             "under_review_micro": {leg.charge_id: review[leg.charge_id] for leg in over},
             "refundable_micro": can,
         },
     )
+
+
+def _refundable_newest_first(funding: list[FundingLeg], review: dict[str, int]) -> int:
+    """The most a refund can take now without reaching money under review: the refund takes the
+    newest payment first (SPEC §3), so it can take every newer payment's capacity and, on the
+    newest payment with money under review, only what is not under review, and go no further."""
+    total = 0
+    for leg in sorted(funding, key=lambda leg: leg.sequence, reverse=True):
+        under = review.get(leg.charge_id, 0)
+        if under:
+            return total + max(0, leg.capacity_micro - under)
+        total += leg.capacity_micro
+    return total
 
 
 def refund_review_check(*, envelope: Envelope, amount_micro: int | None) -> None:

@@ -74,13 +74,15 @@ def test_money_under_review_on_two_payments_names_both_and_what_is_left(
     refused = _refused(envelope_id, None)  # everything: $5.00
     assert refused.details == {
         "under_review_micro": {top_up: DOLLAR // 2, original: 1 * DOLLAR},
-        "refundable_micro": 3_500_000,
+        # Newest first: the top-up's $2.50 not under review, then its $0.50 under review stops
+        # it (not $3.50, the sum over both payments, which a refund can never reach).
+        "refundable_micro": 2_500_000,
     }
     assert refused.message.startswith(
         "Nothing was refunded: $1.00 of the original payment and $0.50 of the top-up #2 were "
-        "refunded outside Vouch"
+        "refunded outside Vouch and are being reviewed"
     )
-    assert refused.message.endswith("so up to $3.50 can be refunded now.")
+    assert refused.message.endswith("so up to $2.50 can be refunded now.")
 
     # What is not under review on either payment can be refunded: $2.50 of the top-up alone.
     envelope = Envelope.objects.get(public_id=envelope_id)
@@ -88,12 +90,6 @@ def test_money_under_review_on_two_payments_names_both_and_what_is_left(
     assert buyer_refund_preview(envelope=envelope, amount_micro=2_500_000).total_micro == 2_500_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug found by the mutation round (reported to the lead): the refusal's 'up to' "
-    "counts every payment's money not under review, but the refund takes the newest payment "
-    "first, into the money under review on it, and is refused again",
-)
 def test_the_amount_a_refusal_says_can_be_refunded_now_is_not_refused(
     alice: Api, sdk: stripe.StripeClient, stripe_at_sandbox: SandboxControl
 ) -> None:
@@ -104,7 +100,11 @@ def test_the_amount_a_refusal_says_can_be_refunded_now_is_not_refused(
     said = _refused(envelope_id, None).details["refundable_micro"]
 
     envelope = Envelope.objects.get(public_id=envelope_id)
-    refund_review_check(envelope=envelope, amount_micro=said)  # refused today: $3.50 said
+    # The refund takes the top-up first: its $2.50 not under review, then it would reach the
+    # $0.50 under review on it. $2.50 is what can be refunded now, and is not refused (it said
+    # $3.50, refused again, before the fix).
+    assert said == 2_500_000
+    refund_review_check(envelope=envelope, amount_micro=said)
 
 
 def test_a_payment_refunded_whole_outside_vouch_leaves_nothing_to_refund_now(
