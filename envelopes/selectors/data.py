@@ -286,8 +286,11 @@ def refund_preview(*, envelope: Envelope, amount_micro: int | None) -> dict[str,
         note = held_note(envelope)
         if note is None:
             raise
+        # The refusal's own words (the allocation's held sentence replaced by the note, never
+        # both), with the refund's details.
         raise type(exc)(
-            f"{exc.message} {note}", details={**exc.details, "held_micro": envelope.held_micro}
+            f"{type(exc).default_message} {note}",
+            details={**exc.details, "held_micro": envelope.held_micro},
         ) from exc
     return with_usd(
         {
