@@ -117,7 +117,9 @@ def test_a_payment_refunded_whole_outside_vouch_leaves_nothing_to_refund_now(
 
     refused = _refused(data["envelope_id"], 1 * DOLLAR)
     assert refused.details == {"under_review_micro": {charge: 2 * DOLLAR}, "refundable_micro": 0}
-    assert "$2.00 of the original payment was refunded outside Vouch" in refused.message
+    assert "$2.00 of the original payment was refunded outside Vouch and is being reviewed" in (
+        refused.message
+    )
     assert refused.message.endswith("so nothing can be refunded now.")
 
 
