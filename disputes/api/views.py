@@ -63,6 +63,9 @@ EVIDENCE_ERRORS = (
 )
 IDEMPOTENCY_HEADER = IDEMPOTENCY_KEY_HEADER  # one definition, with its rules: core/api/schema.py
 
+# A query text parameter: anything but a NUL character (core.api.parsing.query_text).
+NO_NUL = r"^[^\x00]*$"
+
 
 class IsStaff(BasePermission):
     """Ops staff only; checked before any lookup, so it reveals nothing about ids."""
@@ -112,8 +115,11 @@ class DisputeListApi(APIView):
         operation_id="disputes_list",
         summary="Disputes, deadline first (staff)",
         parameters=[
-            OpenApiParameter("dispute_id", str, description="The provider's dispute id"),
-            OpenApiParameter("charge", str, description="The disputed charge id"),
+            # `query_text` refuses a NUL character (400): the schema says so.
+            OpenApiParameter(
+                "dispute_id", str, description="The provider's dispute id", pattern=NO_NUL
+            ),
+            OpenApiParameter("charge", str, description="The disputed charge id", pattern=NO_NUL),
             *PAGE_PARAMETERS,
         ],
         responses={

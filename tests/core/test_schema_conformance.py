@@ -250,6 +250,17 @@ def test_text_fields_say_they_refuse_nul_and_blank(schema: dict[str, Any]) -> No
     assert evidence_body["sha256"]["pattern"] == evidence._SHA256.pattern
 
 
+def test_text_query_parameters_say_they_refuse_nul(schema: dict[str, Any]) -> None:
+    """The dispute list's filters refuse a NUL character (`query_text`: 400); the schema says so,
+    or a client (schemathesis found it) sends one as valid."""
+    _, _, op = _operations(schema)["disputes_list"]
+    params = {p["name"]: p["schema"] for p in op["parameters"]}
+    for name in ("dispute_id", "charge"):
+        pattern = re.compile(params[name]["pattern"])
+        assert pattern.search("dp_1\u00e9")
+        assert not pattern.search("dp\x001"), name
+
+
 def test_page_parameters_state_their_ranges(schema: dict[str, Any]) -> None:
     for operation_id in ("envelopes_list", "disputes_list"):
         _, _, op = _operations(schema)[operation_id]
