@@ -65,3 +65,27 @@ def test_a_chargeback_the_ledger_never_heard_of_is_a_money_discrepancy_until_fol
     reconcile(kind="manual")
     found.refresh_from_db()
     assert (found.status, found.resolution) == ("resolved", "cleared")
+
+
+@pytest.mark.parametrize("given", ["", "ch_123", "dp_" + "x" * 5000, "dp_x'; --", "dp_\u00e9"])
+def test_the_remedy_refuses_what_is_not_a_dispute_id_and_changes_nothing(
+    given: str, stripe_at_sandbox: SandboxControl, capsys: Any
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        call_command("dispute_funds_follow", given)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Not a dispute id")
+    assert len(err) < 200  # one line, never the input echoed back
+    assert not Envelope.objects.exists()
+
+
+def test_the_remedy_for_a_dispute_stripe_does_not_hold_says_so(
+    stripe_at_sandbox: SandboxControl, capsys: Any
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        call_command("dispute_funds_follow", "dp_nosuchdispute")
+    assert stopped.value.code == 2
+    assert (
+        "Stripe did not show dispute dp_nosuchdispute: resource_missing" in capsys.readouterr().err
+    )

@@ -1,3 +1,4 @@
+import re
 import sys
 from typing import Any
 
@@ -5,6 +6,9 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from core.display import dollars
 from envelopes.services.dispute_funds import DisputeUnreadable, dispute_funds_read_and_follow
+
+# A Stripe dispute id (du_…; the sandbox's dp_…): anything else is refused before Stripe is asked.
+DISPUTE_ID = re.compile(r"\A(du|dp)_[A-Za-z0-9]{1,100}\Z")
 
 
 class Command(BaseCommand):
@@ -18,6 +22,12 @@ class Command(BaseCommand):
         parser.add_argument("dispute_id", help="Stripe's dispute id (du_… or dp_…)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not DISPUTE_ID.match(options["dispute_id"]):
+            self.stderr.write(
+                "Not a dispute id: give Stripe's id of the dispute (du_ or dp_, then letters and "
+                "digits), as the discrepancy shows it. Nothing was read or changed."
+            )
+            sys.exit(2)
         try:
             funds = dispute_funds_read_and_follow(
                 dispute_id=options["dispute_id"], source="manage.py dispute_funds_follow"
