@@ -34,7 +34,9 @@ from disputes.models import FILING_HOLDS, Dispute, Packet
 DECIDED = ("won", "lost")
 WON = "won"
 ALL = "all"  # the month (or reason) of a total row
-MONTH = re.compile(r"\A(\d{4})-(0[1-9]|1[0-2])\Z")
+# ASCII digits only (`\d` takes any Unicode digit, and int() reads "٢٠٢٦" as 2026), from year
+# 0001: a datetime holds no year 0 (issue 38, item 5).
+MONTH = re.compile(r"\A(?!0000)([0-9]{4})-(0[1-9]|1[0-2])\Z")
 CSV_HEADER = (
     "reason",
     "month",
@@ -110,11 +112,13 @@ def month_start(month: str) -> datetime:
     return datetime(int(match[1]), int(match[2]), 1, tzinfo=UTC)
 
 
-def _month_after(month: str) -> datetime:
+def _month_after(month: str) -> datetime | None:
+    """The first instant after `month`; None after 9999-12, past what a datetime holds (up to the
+    end of that month is up to no end at all)."""
     start = month_start(month)
-    if start.month == 12:
-        return start.replace(year=start.year + 1, month=1)
-    return start.replace(month=start.month + 1)
+    if start.month < 12:
+        return start.replace(month=start.month + 1)
+    return None if start.year == 9999 else start.replace(year=start.year + 1, month=1)
 
 
 def decided_disputes(
@@ -126,8 +130,9 @@ def decided_disputes(
     disputes = Dispute.objects.filter(provider_status__in=DECIDED, decided_at__isnull=False)
     if from_month:
         disputes = disputes.filter(decided_at__gte=month_start(from_month))
-    if to_month:
-        disputes = disputes.filter(decided_at__lt=_month_after(to_month))
+    end = _month_after(to_month) if to_month else None
+    if end is not None:
+        disputes = disputes.filter(decided_at__lt=end)
     held = Packet.objects.filter(dispute=OuterRef("pk"), filing_status__in=FILING_HOLDS)
     return disputes.annotate(contested=Exists(held))
 

@@ -193,6 +193,23 @@ RefundOut = money_serializer(
 )
 
 
+# What a refund's request asked for (issue 38, item 6): a body with no amount is the documented
+# way to ask for everything unspent, so the answer says that is what it was taken to mean.
+REQUESTED_AMOUNT = "amount"
+REQUESTED_WHOLE_UNSPENT = "whole_unspent"
+
+
+class RefundCreatedOut(RefundOut):  # type: ignore[misc, valid-type]  # a class money_serializer made
+    """The refund just made (or replayed): the refund resource, and what its request asked for."""
+
+    requested = serializers.ChoiceField(
+        choices=[REQUESTED_AMOUNT, REQUESTED_WHOLE_UNSPENT],
+        help_text="What the request asked for. whole_unspent: the body gave no `amount_micro` (an "
+        "empty body, or `{}`), so the refund asked for the whole unspent balance, which "
+        "`requested_micro` says; amount: the body's `amount_micro`.",
+    )
+
+
 class RefundListOut(serializers.Serializer):
     results = RefundOut(many=True)
 

@@ -83,6 +83,10 @@ class DebitInput(Strict):
 
 
 class RefundInput(Strict):
+    """An empty body (no body at all) or `{}` asks for the whole unspent balance: every unspent
+    micro-dollar is refunded, and the answer's `requested` is `whole_unspent`. Give `amount_micro`
+    to refund less (issue 38, item 6: the documented contract, said where a client meets it)."""
+
     amount_micro = schemas.RefundMicroField(
         required=False,
         help_text=MICRO + " Omit for the whole unspent balance. At least 10,000 (one cent), else "
@@ -288,7 +292,8 @@ class RefundApi(APIView):
     @extend_schema(
         operation_id="envelopes_refund",
         summary="Return the unspent balance to the funding cards",
-        description="Body `{}` (or none) refunds the whole unspent balance; "
+        description="An empty body (or `{}`) refunds the whole unspent balance, and the answer "
+        "says `requested: whole_unspent`; "
         '`{"amount_micro": N}` '
         "refunds N. Last in, first out across funding charges; each leg rounds down to a cent. "
         "Money a dispute holds (`held_micro`) is not unspent and is never refunded. "
@@ -297,8 +302,8 @@ class RefundApi(APIView):
         request=RefundInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
-            200: success_envelope(schemas.RefundOut, name="RefundEnvelope"),
-            202: success_envelope(schemas.RefundOut, name="RefundPendingEnvelope"),
+            200: success_envelope(schemas.RefundCreatedOut, name="RefundEnvelope"),
+            202: success_envelope(schemas.RefundCreatedOut, name="RefundPendingEnvelope"),
             **error_responses(
                 InvalidAmount,
                 AmountExceedsUnspent,
@@ -322,6 +327,10 @@ class RefundApi(APIView):
                 envelope_id=envelope_id, actor=caller(request), idempotency=record, **data
             )
             body = selectors.refund_data(operation)
+            given = "amount_micro" in data
+            body["requested"] = (
+                schemas.REQUESTED_AMOUNT if given else schemas.REQUESTED_WHOLE_UNSPENT
+            )
             return ok(body, status=202 if body["status"] == "pending" else 200)
 
         return idempotent(

@@ -476,13 +476,30 @@ def refund_review_check(*, envelope: Envelope, amount_micro: int | None) -> None
 
 def expected_shape(text: str) -> tuple[int, list[tuple[str, int]]] | None:
     """The preview a person confirmed, as `envelope_refund(expected=…)` compares it; None when the
-    form carries none (or a damaged one: the refund is then checked against nothing it showed)."""
+    form carries none (or a damaged one: the refund is then checked against nothing it showed).
+    Damaged is anything but `[requested, [[funding id, amount], …]]` with amounts as `_micro`
+    takes them, however deep its nesting (issue 38, item 5: 1e400 and 3,000 `[` were 500s)."""
     try:
-        requested, legs = json.loads(text)
-        shape = (int(requested), [(str(funding), int(amount)) for funding, amount in legs])
-    except (TypeError, ValueError):
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None
-    return shape
+    if not (isinstance(parsed, list) and len(parsed) == 2 and isinstance(parsed[1], list)):
+        return None
+    requested, legs = _micro(parsed[0]), []
+    for leg in parsed[1]:
+        if not (isinstance(leg, list) and len(leg) == 2 and isinstance(leg[0], str)):
+            return None
+        amount = _micro(leg[1])
+        if amount is None or not leg[0].isascii():  # a funding id is ASCII (`fl_…`)
+            return None
+        legs.append((leg[0], amount))
+    return None if requested is None else (requested, legs)
+
+
+def _micro(value: object) -> int | None:
+    """An amount a preview shows: a JSON integer from 0 below 2**63 (a BigIntegerField), never a
+    bool (an int to Python), a float (1e400, NaN) or a negative; else None."""
+    return value if type(value) is int and 0 <= value < 2**63 else None
 
 
 def refusal_text(error: VouchError, *, envelope: Envelope | None = None) -> str:

@@ -387,7 +387,9 @@ class StripeProvider:
                 if not (value.isascii() and value.isdigit() and len(value) <= 12):
                     raise WebhookSignatureError("the signature's timestamp is not a Unix time")
                 timestamp = int(value)
-            elif name == "v1" and value:
+            elif name == "v1" and value.isascii() and value:
+                # hmac.compare_digest refuses a non-ASCII str (TypeError): a header's bytes come
+                # as Latin-1 characters, and no hex digest holds one, so such a v1 matches nothing.
                 signatures.append(value)
         if timestamp is None or not signatures:
             raise WebhookSignatureError(
