@@ -7,8 +7,9 @@ client id is the URL, marked unverified on the consent page.
 
 The fetch is bounded: https only, no redirects, MCP_CLIENT_DOCUMENT_TIMEOUT_S, at most
 MCP_CLIENT_DOCUMENT_MAX_BYTES, cached MCP_CLIENT_DOCUMENT_CACHE_S; and never to a private,
-loopback, link-local or reserved address unless MCP_CLIENT_DOCUMENT_PRIVATE_OK (DEBUG and the
-tests), so that a client id cannot make Vouch read its own network."""
+loopback, link-local, multicast, NAT64 or reserved address (address_fetchable) unless
+MCP_CLIENT_DOCUMENT_PRIVATE_OK (DEBUG and the tests), so that a client id cannot make Vouch read
+its own network."""
 
 from __future__ import annotations
 
@@ -62,6 +63,47 @@ def _check_url(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# NAT64 prefixes (RFC 6052's well-known one, RFC 8215's local-use one): ipaddress calls their
+# addresses global, yet a NAT64 gateway turns them into IPv4 addresses of whatever network it
+# sits in. Refused whole, whatever IPv4 address they embed.
+NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+# RFC 2765's IPv4-translated addresses (::ffff:0:a.b.c.d), which ipaddress does not unwrap.
+IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries (mapped, translated, 6to4, Teredo server and
+    client), each of which a relay or the stack may reach instead."""
+    found = [address.ipv4_mapped, address.sixtofour, *(address.teredo or ())]
+    if address in IPV4_TRANSLATED:
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return [embedded for embedded in found if embedded is not None]
+
+
+def address_fetchable(address: Address) -> bool:
+    """Whether a client id document may be fetched from `address`: a global unicast address,
+    not multicast, reserved, unspecified, link-local, loopback or private (ipaddress's
+    `is_global` alone lets multicast and NAT64 through), and for IPv6 neither NAT64 nor carrying
+    an IPv4 address that is refused itself."""
+    if (
+        not address.is_global
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+        or address.is_link_local
+        or address.is_loopback
+        or address.is_private
+    ):
+        return False
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.is_site_local or any(address in network for network in NAT64):
+            return False
+        return all(address_fetchable(embedded) for embedded in _embedded_ipv4(address))
+    return True
+
+
 def _check_address(host: str, port: int) -> None:
     if settings.MCP_CLIENT_DOCUMENT_PRIVATE_OK:
         return
@@ -71,7 +113,7 @@ def _check_address(host: str, port: int) -> None:
         raise ClientDocumentRefused(f"The client id's host {host} does not resolve.") from exc
     for info in infos:
         address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
+        if not address_fetchable(address):
             raise ClientDocumentRefused(
                 f"The client id's host {host} is a private or local address: not fetched."
             )

@@ -66,11 +66,31 @@ def resource_refusal(*, requested: Iterable[str], expected: str) -> str | None:
     return None
 
 
+def _port_well_formed(netloc: str) -> bool:
+    """No port, or 1 to 65535 in ASCII digits. urlsplit's `port` alone is not enough: it takes
+    int()'s view, so "+80", " 80" and Arabic-Indic digits pass, and ":0" is in its range."""
+    host = netloc.rpartition("@")[2]
+    after = host.rpartition("]")[2] if host.startswith("[") else host
+    if ":" not in after:
+        return True
+    port = after.rpartition(":")[2]
+    return port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
+
+
 def redirect_uri_refusal(uri: str) -> str | None:
-    """Why a client may not register `uri` as a redirect URI, or None. Plain http is only for a
-    loopback address on the person's own machine (RFC 8252 §7.3); anything else must be https.
-    (django-oauth-toolkit checks the rest: absolute, no fragment, allowed scheme.)"""
-    parts = urlsplit(uri)
+    """Why a client may not register (or be sent to) `uri` as a redirect URI, or None. It must be
+    well formed (a bracketed host that is an IPv6 address, a port of 1 to 65535 digits): a URI
+    urlsplit cannot read is refused here, so nothing downstream meets its ValueError. Plain http
+    is only for a loopback address on the person's own machine (RFC 8252 §7.3); anything else
+    must be https. (django-oauth-toolkit checks the rest: absolute, no fragment, allowed
+    scheme.)"""
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range or not a number)
+    except ValueError:
+        return f"{uri} is not a well-formed URI: its host or port cannot be read."
+    if not _port_well_formed(parts.netloc):
+        return f"{uri} has a port that is not a number from 1 to 65535."
     if parts.scheme != "http":
         return None
     host = parts.hostname or ""

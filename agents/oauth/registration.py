@@ -45,13 +45,27 @@ def _redirect_refused(description: str) -> RegistrationRefused:
     return RegistrationRefused("invalid_redirect_uri", description)
 
 
+def storable(value: str) -> bool:
+    """Whether PostgreSQL can hold `value`: no NUL, and no lone surrogate (JSON may escape one as
+    "\\ud800"; UTF-8 cannot encode it, and the database refused it with a 500)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _text(value: Any, name: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
         raise _metadata_refused(f"{name} must be a string.")
-    if "\x00" in value:
-        raise _metadata_refused(f"{name} must not contain a NUL character.")
+    if not storable(value):
+        raise _metadata_refused(
+            f"{name} must be valid Unicode text without a NUL character or a lone surrogate."
+        )
     if len(value) > NAME_MAX:
         raise _metadata_refused(f"{name} is longer than {NAME_MAX} characters.")
     return value
@@ -64,16 +78,24 @@ def _redirect_uris(value: Any) -> list[str]:
         raise _redirect_refused(f"At most {REDIRECT_URIS_MAX} redirect_uris.")
     uris: list[str] = []
     for uri in value:
-        if not isinstance(uri, str) or not uri or "\x00" in uri or any(c.isspace() for c in uri):
-            raise _redirect_refused("Each redirect URI must be a URI without spaces or NUL.")
+        if (
+            not isinstance(uri, str)
+            or not uri
+            or not storable(uri)
+            or any(c.isspace() for c in uri)
+        ):
+            raise _redirect_refused(
+                "Each redirect URI must be a URI without spaces, NUL or lone surrogates."
+            )
+        # First: it refuses what urlsplit cannot read (a malformed IPv6 host, a bad port).
+        refusal = redirect_uri_refusal(uri)
+        if refusal is not None:
+            raise _redirect_refused(refusal)
         parts = urlsplit(uri)
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
             raise _redirect_refused(
                 f"{uri} is not an absolute http(s) URI without a fragment (RFC 6749 §3.1.2)."
             )
-        refusal = redirect_uri_refusal(uri)
-        if refusal is not None:
-            raise _redirect_refused(refusal)
         uris.append(uri)
     return uris
 

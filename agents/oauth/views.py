@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
@@ -60,6 +60,7 @@ from agents.oauth.registration import (
     registration_response,
 )
 from agents.oauth.tokens import mcp_resource_url
+from agents.oauth.validators import GRANT_TYPES
 
 
 def _origin(request: HttpRequest) -> str:
@@ -256,6 +257,16 @@ class TokenView(DotTokenView):
         if nul is not None:
             failure_count(scope=TOKEN_FAILURES, address=address)
             return _nul_refusal(nul)
+        grant_type = request.POST.get("grant_type")
+        if grant_type is not None and grant_type not in GRANT_TYPES:
+            # Before django-oauth-toolkit, whose view sends the device_code grant to its own
+            # device flow (a 500 here, where no device grant is served) without asking oauthlib.
+            failure_count(scope=TOKEN_FAILURES, address=address)
+            return _oauth_error(
+                400,
+                "unsupported_grant_type",
+                f"Vouch serves the {' and '.join(GRANT_TYPES)} grants only.",
+            )
         response: HttpResponse = super().post(request, *args, **kwargs)
         response["Content-Type"] = "application/json"
         response["Cache-Control"] = "no-store"
@@ -306,7 +317,8 @@ def _public_json(document: dict[str, Any]) -> JsonResponse:
 @method_decorator([csrf_exempt, require_POST], name="dispatch")
 class RegistrationView(View):
     """RFC 7591: POST /o/register/, a public client registering itself (agents.oauth.registration):
-    201 with its client information, or 400 invalid_client_metadata / invalid_redirect_uri;
+    201 with its client information, or 400 invalid_client_metadata / invalid_redirect_uri (a body
+    that is not application/json, or over DATA_UPLOAD_MAX_MEMORY_SIZE, is invalid_client_metadata);
     limited per address (MCP_REGISTRATION_RATE, 429 slow_down); 404 when
     MCP_DYNAMIC_REGISTRATION is off."""
 
@@ -322,8 +334,23 @@ class RegistrationView(View):
                 f"Too many registrations from this address: try again in {wait} s.",
                 **{"Retry-After": str(wait)},
             )
+        if request.content_type != "application/json":
+            return _oauth_error(
+                400,
+                "invalid_client_metadata",
+                "Send the client metadata as a JSON object, Content-Type application/json "
+                "(RFC 7591 §3.1).",
+            )
         try:
             body = json.loads(request.body or b"null")
+        except RequestDataTooBig:
+            # RFC 7591 §3.2.2 answers every refused registration 400 in its own shape (a client
+            # reads the error there), rather than Django's HTML page for an oversized body.
+            return _oauth_error(
+                400,
+                "invalid_client_metadata",
+                f"The client metadata is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+            )
         except (ValueError, RecursionError):
             body = None
         try:
