@@ -9,7 +9,9 @@ on are declared on the models, each saying so.
 A hit is one object with an admin page: the object the id is its own (first), and every object
 that names it — a discrepancy or escalation about it, the receipts, runs and events of a charge,
 the envelope a provider id belongs to. A person sees only hits of the lists they may open: the
-caller says which (`can_view`), and a table they may not read is not even asked."""
+caller says which (`can_view`), and a table they may not read is not even asked. An id of an
+object they may not view (a Vouch id's own kind, a Stripe dispute) asks nothing at all, so it
+answers exactly as an unknown id (issue 38 item 2)."""
 
 from __future__ import annotations
 
@@ -93,6 +95,8 @@ DISPUTE, RECEIPT = "disputes.dispute", "receipts.receipt"
 RUN, ESCALATION = "verification.verificationrun", "verification.escalation"
 EVENT, DISCREPANCY = "verification.providerevent", "reconciliation.discrepancy"
 ADJUSTMENT, REQUEST = "reconciliation.adjustment", "agents.refundrequest"
+PACKET, EVIDENCE = "disputes.packet", "disputes.evidence"
+RECON_RUN = "reconciliation.run"
 
 NAMED = (  # what names a Vouch object's id: a discrepancy or an escalation about it
     _lookup(DISCREPANCY, discrepancies_naming),
@@ -139,30 +143,34 @@ def _own(model: str, find: Callable[[str], Iterable[Hit]]) -> Lookup:
 
 
 KINDS: tuple[IdKind, ...] = (
-    IdKind("env_", "Vouch envelope", (_own(ENVELOPE, envelope_own), *NAMED)),
-    IdKind("fnd_", "Vouch funding leg", (_own(ENVELOPE, funding_leg_own), *NAMED)),
-    IdKind("dbt_", "Vouch debit", (_own(ENVELOPE, debit_own),)),
-    IdKind("erf_", "Vouch refund", (_own(REFUNDS, refund_operation_own), *NAMED)),
-    IdKind("rfl_", "Vouch refund leg", (_own(REFUNDS, refund_leg_own), *NAMED)),
-    IdKind("adj_", "Vouch adjustment", (_own(ADJUSTMENT, adjustment_own),)),
-    IdKind("dsp_", "Vouch dispute", (_own(DISPUTE, dispute_own),)),
-    IdKind("pkt_", "Vouch dispute packet", (_own("disputes.packet", packet_own),)),
-    IdKind("evd_", "Vouch evidence", (_own("disputes.evidence", evidence_own),)),
-    IdKind("vrun_", "Vouch verification run", (_own(RUN, run_own), *NAMED)),
+    IdKind("env_", "Vouch envelope", (_own(ENVELOPE, envelope_own), *NAMED), ENVELOPE),
+    IdKind("fnd_", "Vouch funding leg", (_own(ENVELOPE, funding_leg_own), *NAMED), ENVELOPE),
+    IdKind("dbt_", "Vouch debit", (_own(ENVELOPE, debit_own),), ENVELOPE),
+    IdKind("erf_", "Vouch refund", (_own(REFUNDS, refund_operation_own), *NAMED), REFUNDS),
+    IdKind("rfl_", "Vouch refund leg", (_own(REFUNDS, refund_leg_own), *NAMED), REFUNDS),
+    IdKind("adj_", "Vouch adjustment", (_own(ADJUSTMENT, adjustment_own),), ADJUSTMENT),
+    IdKind("dsp_", "Vouch dispute", (_own(DISPUTE, dispute_own),), DISPUTE),
+    IdKind("pkt_", "Vouch dispute packet", (_own(PACKET, packet_own),), PACKET),
+    IdKind("evd_", "Vouch evidence", (_own(EVIDENCE, evidence_own),), EVIDENCE),
+    IdKind("vrun_", "Vouch verification run", (_own(RUN, run_own), *NAMED), RUN),
     IdKind(
-        "rec_", "Vouch reconciliation run", (_own("reconciliation.run", reconciliation_run_own),)
+        "rec_",
+        "Vouch reconciliation run",
+        (_own(RECON_RUN, reconciliation_run_own),),
+        RECON_RUN,
     ),
-    IdKind("dsc_", "Vouch discrepancy", (_own(DISCREPANCY, discrepancy_own),)),
-    IdKind("rrq_", "Vouch refund request", (_own(REQUEST, refund_request_own),)),
-    IdKind("rcpt_", "Vouch receipt", (_own(RECEIPT, receipt_own),)),
+    IdKind("dsc_", "Vouch discrepancy", (_own(DISCREPANCY, discrepancy_own),), DISCREPANCY),
+    IdKind("rrq_", "Vouch refund request", (_own(REQUEST, refund_request_own),), REQUEST),
+    IdKind("rcpt_", "Vouch receipt", (_own(RECEIPT, receipt_own),), RECEIPT),
     IdKind("ch_", "Stripe charge", CHARGE),
     IdKind("py_", "Stripe payment (charge)", CHARGE),
     IdKind("pi_", "Stripe PaymentIntent", PAYMENT_INTENT),
     IdKind("re_", "Stripe refund", REFUND),
     IdKind("pyr_", "Stripe payment refund", REFUND),
-    IdKind("dp_", "Stripe dispute", PROVIDER_DISPUTE),
-    IdKind("du_", "Stripe dispute", PROVIDER_DISPUTE),
-    IdKind("evt_", "Stripe event", (_own(EVENT, event_own),)),
+    # Everything a Stripe dispute id finds confirms the dispute: only who may view disputes asks.
+    IdKind("dp_", "Stripe dispute", PROVIDER_DISPUTE, DISPUTE),
+    IdKind("du_", "Stripe dispute", PROVIDER_DISPUTE, DISPUTE),
+    IdKind("evt_", "Stripe event", (_own(EVENT, event_own),), EVENT),
 )
 EMAIL = (
     _lookup("accounts.user", users_by_email, more=False),
@@ -202,6 +210,10 @@ def search(query: str, *, can_view: Callable[[str], bool]) -> SearchResult:
     lookups = EMAIL if email else kind.lookups if kind is not None else ()
     seen: set[tuple[str, str]] = set()
     allowed: dict[str, bool] = {}
+    if kind is not None and kind.names:
+        allowed[kind.names] = bool(can_view(kind.names))
+        if not allowed[kind.names]:
+            lookups = ()  # the same answer as an unknown id of this kind: nothing asked
     for lookup in lookups:
         if lookup.model not in allowed:
             allowed[lookup.model] = bool(can_view(lookup.model))

@@ -54,11 +54,17 @@ class More:
 
 @dataclass(frozen=True)
 class IdKind:
-    """What a prefix names, and the lookups that find what carries such an id, in order."""
+    """What a prefix names, and the lookups that find what carries such an id, in order.
+
+    `names` is the model of the object such an id is (a Vouch id's own; a Stripe dispute's the
+    disputes'): a person who may not view it is asked nothing for such an id, so a real one
+    answers exactly as an unknown one (issue 38 item 2: a `dp_` led to the disputed envelope).
+    "" for a provider object Vouch keeps no one list of (a charge): each hit is its own list's."""
 
     prefix: str
     label: str
     lookups: tuple[Lookup, ...]
+    names: str = ""
 
 
 @dataclass
