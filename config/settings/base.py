@@ -131,6 +131,8 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 EMAIL_BACKEND = env.str(
     "DJANGO_EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend"
 )
+# The file backend's folder (a test of the deployed stack reads its links there).
+EMAIL_FILE_PATH = env.str("EMAIL_FILE_PATH", default="") or None
 DEFAULT_FROM_EMAIL = env.str("DJANGO_DEFAULT_FROM_EMAIL", default="Vouch <vouch@localhost>")
 
 # Transactions live in services (STYLE.md): never wrap a request, which would put provider
