@@ -15,6 +15,8 @@ PRODUCTION_ENV = {
     "STRIPE_API_KEY": "sk_live_dummy",
     "STRIPE_WEBHOOK_SECRET": "whsec_dummy",
     "MCP_RESOURCE_URL": "https://vouch.example.com/mcp",
+    # A backend that sends: the default (console) prints every reset link (issue 38 item 3).
+    "DJANGO_EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
 }
 
 
@@ -143,3 +145,36 @@ def test_a_local_run_refuses_a_live_key(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "must not move live money" in result.stderr
+
+
+# --- e-mail (issue 38 item 3) -------------------------------------------------------------------
+
+CONSOLE = "django.core.mail.backends.console.EmailBackend"
+FILE = "django.core.mail.backends.filebased.EmailBackend"
+SMTP = "django.core.mail.backends.smtp.EmailBackend"
+
+
+@pytest.mark.parametrize("backend", [None, CONSOLE, FILE])
+def test_production_refuses_an_email_backend_that_writes_links_down(backend: str | None) -> None:
+    """Issue 38 item 3: the console backend (production's default) printed every password-reset
+    link into the web log, and a file backend writes them to disk: refused unless said so."""
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "DJANGO_EMAIL_BACKEND"}
+    if backend is not None:
+        env["DJANGO_EMAIL_BACKEND"] = backend
+    result = _manage(env, "check")
+    assert result.returncode != 0
+    assert "Set the environment variable DJANGO_EMAIL_BACKEND" in result.stderr
+    assert "EMAIL_BACKEND_INSECURE_OK=1" in result.stderr
+
+
+@pytest.mark.parametrize("backend", [CONSOLE, FILE])
+def test_production_takes_a_writing_backend_when_told_explicitly(backend: str) -> None:
+    """Issue 38 item 3: a test of the deployed stack reads its links from a mail folder."""
+    env = {**PRODUCTION_ENV, "DJANGO_EMAIL_BACKEND": backend, "EMAIL_BACKEND_INSECURE_OK": "1"}
+    result = _manage(env, "check")
+    assert result.returncode == 0, result.stderr
+
+
+def test_production_takes_smtp() -> None:
+    result = _manage({**PRODUCTION_ENV, "DJANGO_EMAIL_BACKEND": SMTP}, "check")
+    assert result.returncode == 0, result.stderr
