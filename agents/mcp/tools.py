@@ -22,6 +22,7 @@ from agents.mcp.paging import Page, page
 from agents.oauth.tokens import AgentPrincipal
 from core.exceptions import NotFound, PermissionDenied, VouchError
 from disputes import selectors as disputes
+from disputes.permissions import READ_DISPUTES, READ_PACKETS
 from envelopes import selectors as envelopes
 from envelopes.models import RefundOperation
 from envelopes.money import with_usd
@@ -80,7 +81,11 @@ def _plain_id(value: str) -> str:
 
 
 def _need_permission(call: Call, permission: str, what: str) -> None:
-    if not call.user.has_perm(permission):
+    """What the admin asks to open a model's list: its view permission, or its change one
+    (Django's ModelAdmin.has_view_permission), so a tool never refuses whom the admin lets read
+    nor answers whom it refuses (issue 38 item 1)."""
+    change = permission.replace(".view_", ".change_", 1)
+    if not (call.user.has_perm(permission) or call.user.has_perm(change)):
         raise PermissionDenied(
             f"Reading {what} needs the permission {permission}, as in the admin.",
             details={"permission": permission},
@@ -197,10 +202,12 @@ def escalations_list(call: Call, args: s.EscalationsListInput) -> dict[str, Any]
 
 
 def dispute_get(call: Call, args: s.DisputeGetInput) -> dict[str, Any]:
+    READ_DISPUTES.require(call.user)  # the admin's own rule (disputes/permissions.py)
     return disputes.dispute_data(disputes.dispute_named(_plain_id(args.dispute_id)))
 
 
 def packet_get(call: Call, args: s.PacketGetInput) -> dict[str, Any]:
+    READ_PACKETS.require(call.user)  # the admin's packet review page's rule
     dispute = disputes.dispute_named(_plain_id(args.dispute_id))
     if args.version is None:
         packet = disputes.packet_current(dispute)
@@ -386,7 +393,8 @@ SPECS = (
         "dispute_get",
         "A dispute (staff)",
         "Staff: a dispute with its admitted evidence and current packet. Read only: approving "
-        "and filing happen in the admin." + _MONEY + _ERRORS,
+        "and filing happen in the admin. Needs the permission disputes.view_dispute (or any "
+        "that reads packets), as the admin asks." + _MONEY + _ERRORS,
         (OPS_READ,),
         s.DisputeGetInput,
         s.Dispute,
@@ -397,7 +405,8 @@ SPECS = (
         "A dispute's evidence packet (staff)",
         "Staff: a dispute's evidence packet (the latest, or one version): posture, citations, "
         "validation, approval and filing state, and the exact filing request for review. Read "
-        "only." + _ERRORS,
+        "only. Needs the permission disputes.view_packet (or change_packet, approve_packet, "
+        "file_packet), as the admin's review page asks." + _ERRORS,
         (OPS_READ,),
         s.PacketGetInput,
         s.Packet,

@@ -20,15 +20,19 @@ from disputes.models import (
     PacketStatus,
     ProviderStatus,
 )
-from disputes.services import (
+from disputes.permissions import (
+    PERM_ADMIT,
     PERM_APPROVE,
+    PERM_EDIT,
     PERM_FILE,
+    READ_BY_MODEL,
+    READ_EVIDENCE,
+    READ_PACKETS,
+    REVIEW_PERMISSIONS,
+    rule_for_permission,
 )
 
-PERM_EDIT = "disputes.change_packet"
-PERM_ADMIT = "disputes.add_evidence"
-# Whoever may approve or file a packet must be able to read it first.
-REVIEW_PERMISSIONS = ("disputes.view_packet", PERM_EDIT, PERM_APPROVE, PERM_FILE)
+__all__ = ["PERM_ADMIT", "PERM_APPROVE", "PERM_EDIT", "PERM_FILE", "REVIEW_PERMISSIONS"]
 
 # Labels that claim no more than Vouch can prove: the provider's answer is a claim, and only the
 # readback run makes a filing `filed`. Never "accepted", "won" or "closed".
@@ -90,18 +94,18 @@ def approval_label(status: str, digest: str, approved_digest: str) -> str:
     return "approved" if approved_digest == digest else "approved, DRIFTED since"
 
 
+# Who may read or act is one rule per act, shared with the staff API and the MCP tools
+# (disputes/permissions.py): the admin asks it here and nowhere else.
+
+
 def _can_review(user: Any) -> bool:
-    return bool(getattr(user, "is_staff", False)) and any(
-        user.has_perm(p) for p in REVIEW_PERMISSIONS
-    )
+    return READ_PACKETS.allows(user)
 
 
 def _can_read_evidence(user: Any) -> bool:
-    """Evidence files are served to whoever may read disputes: the evidence view permission or
-    any permission that reads packets."""
-    return _can_review(user) or (
-        bool(getattr(user, "is_staff", False)) and user.has_perm("disputes.view_evidence")
-    )
+    """Evidence files are served to whoever may read evidence: its view (or change) permission
+    or any permission that reads packets."""
+    return READ_EVIDENCE.allows(user)
 
 
 def evidence_file_url(evidence: Evidence) -> str:
@@ -116,13 +120,16 @@ def _acting_user(request: HttpRequest, permission: str | None) -> User:
     user = request.user
     if not isinstance(user, User) or not user.is_staff:
         raise PermissionDenied
-    if permission is not None and not user.has_perm(permission):
+    if permission is not None and not rule_for_permission(permission).allows(user):
         raise PermissionDenied
     return user
 
 
 class _DisputesAdmin(ReadOnlyAdmin):
-    """Readable by whoever may read, approve or file packets."""
+    """Readable as the shared rule for its model says (disputes.permissions.READ_BY_MODEL)."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return super().has_view_permission(request, obj) or _can_review(request.user)
+        rule = READ_BY_MODEL.get(self.opts.model_name or "")
+        if rule is None:
+            return super().has_view_permission(request, obj)
+        return rule.allows(request.user)

@@ -4,6 +4,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api.parsing import MicroField, StrictCharField
+from disputes.permissions import Rule
 from disputes.services import MAX_DISPUTE_MICRO
 from envelopes.api.schemas import money_serializer
 from envelopes.models import MICRO_PER_CENT
@@ -220,3 +221,23 @@ class DisputeMicroField(MicroField):
 @extend_schema_field({"type": "string", "enum": ["usd"]})
 class DisputeCurrencyField(StrictCharField):
     """`usd`, the only currency; else `unsupported_currency`."""
+
+
+def permission_needed(rule: Rule) -> str:
+    """The sentence an operation's description ends with: the permission it needs, the same the
+    admin asks (disputes/permissions.py), and the 403 that refuses it before any lookup."""
+    sentence = (
+        f" Needs the permission `{rule.permission}` (any of "
+        + ", ".join(f"`{p}`" for p in rule.any_of)
+        + ")"
+    )
+    for also in rule.also:
+        sentence += (
+            f" and may read what it answers: `{also.permission}` (any of "
+            + ", ".join(f"`{p}`" for p in also.any_of)
+            + ")"
+        )
+    return (
+        sentence + ", exactly as the admin asks; without it: 403 `permission_denied`, "
+        "before any id is looked up."
+    )

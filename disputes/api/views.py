@@ -36,6 +36,13 @@ from core.models import IdempotencyRecord
 from disputes import exceptions as errors
 from disputes import selectors, services
 from disputes.api import schemas
+from disputes.permissions import (
+    ADMIT_EVIDENCE,
+    ENTER_DISPUTE,
+    PREPARE_PACKET,
+    READ_DISPUTES,
+    Rule,
+)
 
 AUTH_ERRORS = (
     core_errors.NotAuthenticated,
@@ -67,16 +74,19 @@ IDEMPOTENCY_HEADER = IDEMPOTENCY_KEY_HEADER  # one definition, with its rules: c
 NO_NUL = r"^[^\x00]*$"
 
 
-class IsStaff(BasePermission):
-    """Ops staff only; checked before any lookup, so it reveals nothing about ids."""
+class AsTheAdmin(BasePermission):
+    """The rule the admin asks for the same act (disputes/permissions.py), by method: checked
+    before any lookup, so it reveals nothing about ids. A method a view does not name (405
+    follows) needs the read rule at least."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        if not getattr(request.user, "is_staff", False):
-            raise core_errors.PermissionDenied("The disputes API is for operations staff.")
+        rules: dict[str, Rule] = view.rules
+        rule = rules.get(request.method or "", rules.get("GET", READ_DISPUTES))
+        rule.require(request.user)
         return True
 
 
-STAFF = [IsAuthenticated, IsStaff]
+STAFF = [IsAuthenticated, AsTheAdmin]
 
 
 class DisputeInput(Strict):
@@ -109,11 +119,14 @@ class PacketInput(Strict):
 
 class DisputeListApi(APIView):
     permission_classes = STAFF
+    rules = {"GET": READ_DISPUTES, "POST": ENTER_DISPUTE}
     throttle_classes = MONEY_MOVING
 
     @extend_schema(
         operation_id="disputes_list",
         summary="Disputes, deadline first (staff)",
+        description="Each with its current packet's state."
+        + schemas.permission_needed(READ_DISPUTES),
         parameters=[
             # `query_text` refuses a NUL character (400): the schema says so.
             OpenApiParameter(
@@ -150,7 +163,8 @@ class DisputeListApi(APIView):
         "records its charge, amount, currency and reason from that read. What was typed must "
         "agree (`dispute_mismatch`, 409, `details.fields` naming each field typed against the "
         "provider's); a dispute the provider does not hold is `dispute_not_at_provider` (404); a "
-        "read without an answer records nothing (`dispute_read_unavailable`, 503: retry).",
+        "read without an answer records nothing (`dispute_read_unavailable`, 503: retry)."
+        + schemas.permission_needed(ENTER_DISPUTE),
         request=DisputeInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
@@ -185,10 +199,13 @@ class DisputeListApi(APIView):
 
 class DisputeDetailApi(APIView):
     permission_classes = STAFF
+    rules = {"GET": READ_DISPUTES}
 
     @extend_schema(
         operation_id="disputes_retrieve",
         summary="A dispute with its admitted evidence and current packet (staff)",
+        description="By Vouch's id (`dsp_…`) or the provider's (`dp_…`)."
+        + schemas.permission_needed(READ_DISPUTES),
         responses={
             200: success_envelope(schemas.DisputeOut, name="DisputeEnvelope"),
             **error_responses(core_errors.NotFound, *AUTH_ERRORS),
@@ -201,6 +218,7 @@ class DisputeDetailApi(APIView):
 
 class EvidenceApi(APIView):
     permission_classes = STAFF
+    rules = {"POST": ADMIT_EVIDENCE}
     throttle_classes = MONEY_MOVING
 
     @extend_schema(
@@ -210,7 +228,7 @@ class EvidenceApi(APIView):
         "credential or a card number are refused with a code naming the rule. A new admission "
         "gives the dispute a new packet version holding it at once, unless the current version "
         "is approved or filed (or being filed). The admitter contributes to every version that "
-        "holds the evidence (four eyes).",
+        "holds the evidence (four eyes)." + schemas.permission_needed(ADMIT_EVIDENCE),
         request=EvidenceInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
@@ -253,6 +271,7 @@ class EvidenceApi(APIView):
 
 class PacketApi(APIView):
     permission_classes = STAFF
+    rules = {"POST": PREPARE_PACKET}
     throttle_classes = MONEY_MOVING
 
     @extend_schema(
@@ -262,7 +281,8 @@ class PacketApi(APIView):
         "the configured drafter and deterministic finalization. Body `{}`: caller-supplied "
         "receipts are refused (`receipt_detail_refused`). The caller contributes to the new "
         "version and cannot approve it. A dispute the card network allows no response to "
-        "(Stripe's `due_by` 0) takes none: `dispute_response_not_allowed`.",
+        "(Stripe's `due_by` 0) takes none: `dispute_response_not_allowed`."
+        + schemas.permission_needed(PREPARE_PACKET),
         request=PacketInput,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
