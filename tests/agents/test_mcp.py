@@ -251,7 +251,9 @@ def test_each_staff_tool_answers_and_pages(asgi_server: str, world: World, ops: 
                 amount_micro=1_250_000,
             ),
         )
-    reader = staff_user("rita", "view_escalation", "view_discrepancy")
+    reader = staff_user(
+        "rita", "view_escalation", "view_discrepancy", "view_dispute", "view_packet"
+    )
     rest = Api(reader)
     rest_dispute = rest.get(f"/api/v1/disputes/{dispute.public_id}").json()["data"]
     open_escalations = list(

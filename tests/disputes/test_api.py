@@ -25,7 +25,9 @@ def clerk(db: None, stripe_at_sandbox: SandboxControl) -> Api:
     """Staff, with the provider at the sandbox (a dispute entered is read from the provider first,
     and the provider is told, if it holds the dispute, to take its evidence manually). The
     disputes it enters are opened at the sandbox first, each known by a name (`clerk.stripe`)."""
-    api = Api(staff_user("clerk"))
+    # The dispute clerk: reads disputes, enters them, admits evidence, asks for packets (the
+    # same permissions the admin asks, disputes/permissions.py).
+    api = Api(staff_user("clerk", "view_dispute", "add_dispute", "add_evidence", "change_packet"))
     api.stripe = StripeDisputes(stripe_at_sandbox)  # type: ignore[attr-defined]
     return api
 
