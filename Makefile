@@ -119,6 +119,7 @@ check-deploy: $(VENV)/.installed-dev
 	CACHE_URL=redis://redis.example.com:6379/1 \
 	STRIPE_API_KEY=sk_live_dummy STRIPE_WEBHOOK_SECRET=whsec_dummy VOUCH_ENVIRONMENT=production \
 	MCP_RESOURCE_URL=https://vouch.example.com/mcp \
+	DJANGO_EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend \
 		$(PY) manage.py check --deploy --fail-level WARNING
 
 lock: | $(PY)

@@ -19,6 +19,7 @@ which refuses it. The request line is then bounded only by what sits in front of
 reverse proxy's header buffers, e.g. nginx's `large_client_header_buffers`), and by the worker
 timeout: never expose gunicorn directly to the internet."""
 
+import logging
 import os
 import tempfile
 from typing import Any
@@ -38,23 +39,45 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="vouch-prometheus-")
 
 
+class _SecretsRedacted(logging.Filter):
+    """ops.logs.SecretsRedacted, imported at the first record (in a worker, once the application
+    is loaded: the master reads this file before PROMETHEUS_MULTIPROC_DIR is set, above, and
+    needs nothing of Vouch to start)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from ops.logs import SecretsRedacted
+
+        return SecretsRedacted().filter(record)
+
+
 class QueryValuesDroppedLogger(Logger):
-    """gunicorn's logger, whose access lines keep a query string's names and drop its values
-    (docs/operations/logs.md): `"GET /metrics?token=[dropped] HTTP/1.1"`. Every atom holding a
-    URL (`%(r)s`, the referer `%(f)s`, `%({location}o)s`, `%({raw_uri}e)s`, ...) is rewritten, and
-    `%(q)s` too, so that no access_log_format can print a value; `%(U)s` is the path alone."""
+    """gunicorn's logger, whose lines keep no secret a URL carries (docs/operations/logs.md):
+    `"GET /metrics?token=[dropped] HTTP/1.1"`, `/accounts/confirm-email/[redacted]/`.
+
+    Its access and error handlers redact every record they write (`_SecretsRedacted`): uvicorn's
+    own loggers (`uvicorn.access`, `uvicorn.error`) write through these very handlers under
+    uvicorn_worker, and their lines never pass through `atoms` below. `atoms` rewrites every atom
+    holding a URL (`%(r)s`, the referer `%(f)s`, `%({location}o)s`, `%({raw_uri}e)s`, ...) and
+    `%(q)s` too, so that no access_log_format can print a value; `%(U)s` is the path, redacted."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        # gunicorn makes new handlers on every setup (a reload, a HUP): the filter on each.
+        for log in (self.error_log, self.access_log):
+            for handler in log.handlers:
+                if not any(isinstance(f, _SecretsRedacted) for f in handler.filters):
+                    handler.addFilter(_SecretsRedacted())
 
     def atoms(self, resp: Any, req: Any, environ: Any, request_time: Any) -> dict[str, Any]:
-        # Imported here, in a worker that has loaded the application: the master reads this file
-        # before PROMETHEUS_MULTIPROC_DIR is set (below) and needs nothing of Vouch.
-        from ops.logs import query_names_only, query_values_dropped
+        # Imported here, in a worker that has loaded the application (see _SecretsRedacted).
+        from ops.logs import query_names_only, secrets_redacted
 
         atoms: dict[str, Any] = super().atoms(resp, req, environ, request_time)
         for name, value in atoms.items():
             if name in ("q", "{query_string}e"):
                 atoms[name] = query_names_only(value) if value else value
-            elif isinstance(value, str) and "?" in value:
-                atoms[name] = query_values_dropped(value)
+            elif isinstance(value, str) and ("?" in value or "/" in value):
+                atoms[name] = secrets_redacted(value)
         return atoms
 
 

@@ -13,6 +13,7 @@ The request line is django-structlog's `request_finished` (its `request_started`
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from typing import Any
@@ -83,13 +84,23 @@ def _shared_processors() -> list[Processor]:
     ]
 
 
-# --- query strings: the names are logged, never the values -------------------------------------
+# --- secrets in URLs: a query's values dropped, a tokened path's key redacted -------------------
+# Every line any process writes passes through `secrets_redacted`: the formatter of Django's
+# LOGGING (`redact_secrets`, ours, Django's, Celery's records) and gunicorn's access and error
+# handlers, which uvicorn's own loggers share under uvicorn_worker (gunicorn.conf.py).
 
 DROPPED = "[dropped]"
-# The loggers whose message is an access line with the URL in it (runserver's, under `make run`).
-_ACCESS_LOGGERS = frozenset({"django.server"})
+REDACTED = "[redacted]"
 # A query in free text: from `?` to the next space or quote (a request line's target ends there).
 _QUERY_IN_TEXT = re.compile(r"\?([^\s\"']*)")
+# A URL pattern parameter whose value is a secret: allauth's `key` (password reset, e-mail
+# confirmation), any `token`, `secret`, `signature`. Read from the URL conf, so a new tokened
+# route is covered without a list to keep.
+_SECRET_PARAMETER = re.compile(r"key|token|secret|signature|password", re.IGNORECASE)
+_NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
+# One path segment in text: what a parameter's value may hold there (never a separator, a space,
+# a quote, a query or a fragment).
+_SEGMENT = r"[^/\s?#\"'\\<>]+"
 
 
 def query_names_only(query: str) -> str:
@@ -110,27 +121,148 @@ def query_values_dropped(text: str) -> str:
     return _QUERY_IN_TEXT.sub(lambda match: "?" + query_names_only(match.group(1)), text)
 
 
-def _request_line_dropped(line: str) -> str:
-    """ "GET /path?query": everything after the first `?` is the query, spaces or not."""
-    path, mark, query = line.partition("?")
-    return f"{path}?{query_names_only(query)}" if mark else line
+def _groups_as_segments(regex: str) -> str:
+    """A URL pattern's regex with each named group's own pattern replaced by one path segment
+    (`(?P<key>.+)` would run to the end of a line in free text)."""
+    out, position = [], 0
+    for match in _NAMED_GROUP.finditer(regex):
+        if match.start() < position:
+            continue  # a group nested in one already replaced
+        depth, index = 1, match.end()
+        while index < len(regex) and depth:
+            if regex[index] == "\\":
+                index += 2
+                continue
+            depth += {"(": 1, ")": -1}.get(regex[index], 0)
+            index += 1
+        out.append(regex[position : match.start()] + f"(?P<{match.group(1)}>{_SEGMENT})")
+        position = index
+    return "".join(out) + regex[position:]
 
 
-def drop_query_values(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-    """The last step before a record is rendered, whoever logged it: django-structlog's `request`
-    ("GET /metrics?token=[dropped]"), a `request` object some Django loggers add as an extra (its
-    repr would show the whole URL: written as that line instead) and runserver's access line
-    keep a query's names, not its values (docs/operations/logs.md)."""
+def _bare(regex: str) -> str:
+    """A pattern's regex without its anchors: it is joined to its parents' and found in text."""
+    regex = regex.removeprefix("^")
+    for end in ("\\Z", "$"):
+        regex = regex.removesuffix(end)
+    return regex
+
+
+_SECRET_ROUTES: dict[str, re.Pattern[str]] | None = None
+_READING_URLS = False
+
+
+def secret_path_routes() -> dict[str, re.Pattern[str]]:
+    """Every route of the URL conf with a secret in its path (a parameter named like a key or a
+    token), as a regex that finds it in free text; read once the apps are ready (before, e.g. in
+    gunicorn's master, none: no request has been served there)."""
+    global _SECRET_ROUTES, _READING_URLS
+    if _SECRET_ROUTES is not None:
+        return _SECRET_ROUTES
+    from django.apps import apps
+
+    if _READING_URLS or not apps.ready:
+        return {}
+    from django.urls import URLResolver, get_resolver
+
+    routes: dict[str, re.Pattern[str]] = {}
+
+    def walk(resolver: URLResolver, regex_prefix: str, text_prefix: str) -> None:
+        for pattern in resolver.url_patterns:
+            regex = regex_prefix + _bare(pattern.pattern.regex.pattern)
+            text = text_prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                walk(pattern, regex, text)
+            elif any(_SECRET_PARAMETER.search(name) for name in _NAMED_GROUP.findall(regex)):
+                # A path in text: after a `/`, ending before a query, a space, a quote or the end.
+                found = "/" + _groups_as_segments(regex) + r"(?=[?#\s\"'\\<>]|$)"
+                routes[text] = re.compile(found)
+
+    _READING_URLS = True  # a line logged while the URL conf is imported is not redacted by it
+    try:
+        walk(get_resolver(), "", "")
+    finally:
+        _READING_URLS = False
+    _SECRET_ROUTES = routes
+    return routes
+
+
+def _secret_segments_redacted(match: re.Match[str]) -> str:
+    """The matched path with each segment holding a secret parameter written `[redacted]` (the
+    whole segment: a reset link's `<uidb36>-<key>` is one)."""
+    path, start = match.group(0), match.start()
+    spans: list[tuple[int, int]] = []
+    for name, value in match.groupdict().items():
+        if value is None or not _SECRET_PARAMETER.search(name):
+            continue
+        left, right = match.start(name) - start, match.end(name) - start
+        left = path.rfind("/", 0, left) + 1
+        slash = path.find("/", right)
+        spans.append((left, len(path) if slash < 0 else slash))
+    out, position = [], 0
+    for left, right in sorted(spans):
+        if left < position:
+            continue
+        out.append(path[position:left] + REDACTED)
+        position = right
+    return "".join(out) + path[position:]
+
+
+def secrets_redacted(text: str) -> str:
+    """`text` (a path, a request or access line, a URL in a message or a traceback) with every
+    secret a URL can carry left out: a tokened route's key `[redacted]` (`secret_path_routes`)
+    and every query value `[dropped]` (`query_values_dropped`)."""
+    if "/" in text:
+        for route in secret_path_routes().values():
+            text = route.sub(_secret_segments_redacted, text)
+    return query_values_dropped(text)
+
+
+def _redacted(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return secrets_redacted(value)
+    if depth < 4 and isinstance(value, dict):
+        return {key: _redacted(item, depth + 1) for key, item in value.items()}
+    if depth < 4 and isinstance(value, list | tuple):
+        return [_redacted(item, depth + 1) for item in value]
+    return value
+
+
+def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """The formatter's step before a record is rendered, whoever logged it: every string in it
+    (the event, django-structlog's `request` "GET /metrics?token=[dropped]", extras, the rendered
+    traceback) through `secrets_redacted`. A `request` object some Django loggers add as an
+    extra (its repr would show the whole URL) is written as its request line."""
     request = event_dict.get("request")
-    if isinstance(request, str):
-        event_dict["request"] = _request_line_dropped(request)
-    elif request is not None and callable(getattr(request, "get_full_path", None)):
-        line = f"{getattr(request, 'method', '')} {request.get_full_path()}"
-        event_dict["request"] = _request_line_dropped(line)
-    event = event_dict.get("event")
-    if event_dict.get("logger") in _ACCESS_LOGGERS and isinstance(event, str):
-        event_dict["event"] = query_values_dropped(event)
+    if request is not None and callable(getattr(request, "get_full_path", None)):
+        event_dict["request"] = f"{getattr(request, 'method', '')} {request.get_full_path()}"
+    for key, value in event_dict.items():
+        event_dict[key] = _redacted(value)
     return event_dict
+
+
+def redact_rendered(logger: WrappedLogger, method_name: str, line: Any) -> str:
+    """After the console renderer (`make run`): the line as written, whatever it prints (a
+    processor's type says it takes an event dict; here, the last, it takes the rendered line)."""
+    return secrets_redacted(str(line))
+
+
+class SecretsRedacted(logging.Filter):
+    """A handler's filter for records not rendered by our formatter (gunicorn's access and error
+    logs, and uvicorn's, which write to the same handlers): the message, traceback and stack
+    as text, through `secrets_redacted`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not isinstance(record.msg, str):
+            return True
+        record.msg, record.args = secrets_redacted(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = secrets_redacted(record.exc_text)
+        if record.stack_info:
+            record.stack_info = secrets_redacted(record.stack_info)
+        return True
 
 
 def structlog_configure() -> None:
@@ -157,9 +289,15 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
     `console` (aligned, coloured when a terminal)."""
     final: list[Processor]
     if renderer == "json":
-        final = [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        # The traceback rendered before `redact_secrets`, so that a URL in it is redacted too.
+        final = [
+            structlog.processors.format_exc_info,
+            redact_secrets,
+            structlog.processors.JSONRenderer(),
+        ]
     elif renderer == "console":
-        final = [structlog.dev.ConsoleRenderer()]
+        # The console renderer draws the traceback itself: the line is redacted once rendered.
+        final = [redact_secrets, structlog.dev.ConsoleRenderer(), redact_rendered]
     else:
         raise ValueError(f"renderer must be json or console, not {renderer!r}")
     config: dict[str, Any] = {
@@ -170,7 +308,6 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
                 "()": structlog.stdlib.ProcessorFormatter,
                 "processors": [
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                    drop_query_values,
                     *final,
                 ],
                 # Records from the standard library (ours, Django's, Celery's): the same context.

@@ -133,6 +133,13 @@ EMAIL_BACKEND = env.str(
 )
 # The file backend's folder (a test of the deployed stack reads its links there).
 EMAIL_FILE_PATH = env.str("EMAIL_FILE_PATH", default="") or None
+# SMTP (django.core.mail.backends.smtp.EmailBackend), what production sends with.
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
 DEFAULT_FROM_EMAIL = env.str("DJANGO_DEFAULT_FROM_EMAIL", default="Vouch <vouch@localhost>")
 
 # Transactions live in services (STYLE.md): never wrap a request, which would put provider

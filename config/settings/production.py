@@ -95,6 +95,25 @@ STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="https://api.stripe.com")
 # The signing key and the trusted public keys come from the environment (see base.py).
 RECEIPT_SIGNING_ENVIRONMENT = env.str("RECEIPT_SIGNING_ENVIRONMENT", default=VOUCH_ENVIRONMENT)
 
+# E-mail carries password-reset and confirmation links: a backend that writes them down (the
+# console's into the web log, where base.py's default put them; a file's on disk) hands a live
+# key to whoever reads the logs (issue 38). Refused unless asked for by name: a test of the
+# deployed stack reads its links from a mail folder (docs/operations/settings.md).
+_WRITING_EMAIL_BACKENDS = {
+    "django.core.mail.backends.console.EmailBackend",
+    "django.core.mail.backends.filebased.EmailBackend",
+}
+if EMAIL_BACKEND in _WRITING_EMAIL_BACKENDS and not env.bool(
+    "EMAIL_BACKEND_INSECURE_OK", default=False
+):
+    raise ImproperlyConfigured(
+        f"The e-mail backend {EMAIL_BACKEND} writes every password-reset link down, where anyone "
+        "with the logs can use it. Set the environment variable DJANGO_EMAIL_BACKEND to a backend "
+        "that sends mail, e.g. django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST, "
+        "EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD and EMAIL_USE_TLS, or set "
+        "EMAIL_BACKEND_INSECURE_OK=1 to keep it on purpose (a test, never a deployment people use)."
+    )
+
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
 # Probes and Prometheus reach a worker directly over HTTP (no proxy to say it was HTTPS): the

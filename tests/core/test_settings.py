@@ -22,7 +22,9 @@ PRODUCTION_ENV = {
 
 def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     base = {
-        k: v for k, v in os.environ.items() if k not in PRODUCTION_ENV and k != "VOUCH_ENVIRONMENT"
+        k: v
+        for k, v in os.environ.items()
+        if k not in PRODUCTION_ENV and k not in ("VOUCH_ENVIRONMENT", "EMAIL_BACKEND_INSECURE_OK")
     }
     return subprocess.run(
         [sys.executable, "manage.py", *args],

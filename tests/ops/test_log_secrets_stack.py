@@ -215,7 +215,8 @@ def test_no_secret_used_against_the_deployed_stack_is_in_any_log(stack: Stack) -
     used["reset key"] = path.rstrip("/").rsplit("/", 1)[1].split("-", 1)[1]
     answer = stranger.request("GET", path)
     # A valid key is stashed in the session and the page redirects to the key-less form.
-    assert answer.status_code == 302 and "set-password" in answer.headers["Location"]
+    assert answer.status_code == 302
+    assert "set-password" in answer.headers["Location"]
     new_password = "new-pw-" + secrets.token_hex(10)
     answer, _ = stranger.form(answer.headers["Location"], password1=new_password,
                               password2=new_password)  # fmt: skip
@@ -265,7 +266,8 @@ def test_no_secret_used_against_the_deployed_stack_is_in_any_log(stack: Stack) -
     access = issue_token(buyer, resource=f"{stack.url}/mcp", application=application)
     answer = requests.post(
         f"{stack.url}/mcp",
-        headers={"Authorization": f"Bearer {access}", "Accept": "application/json, text/event-stream",
+        headers={"Authorization": f"Bearer {access}",
+                 "Accept": "application/json, text/event-stream",
                  "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"},
         json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -294,7 +296,8 @@ def test_no_secret_used_against_the_deployed_stack_is_in_any_log(stack: Stack) -
                   "client_id": application.client_id},
             timeout=30,
         )  # fmt: skip
-        assert answer.status_code in (400, 401) and answer.json()["error"] == "invalid_grant"
+        assert answer.status_code in (400, 401)
+        assert answer.json()["error"] == "invalid_grant"
     answer = person.request(
         "GET",
         f"/o/authorize/?response_type=code&client_id={application.client_id}"
