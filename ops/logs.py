@@ -100,7 +100,7 @@ _SECRET_PARAMETER = re.compile(r"key|token|secret|signature|password", re.IGNORE
 _NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
 # One path segment in text: what a parameter's value may hold there (never a separator, a space,
 # a quote, a query or a fragment).
-_SEGMENT = r"[^/\s?#\"'\\<>]+"
+_SEGMENT = r"[^/\s?#\"'\\<>\x1b]+"
 
 
 def query_names_only(query: str) -> str:
@@ -175,7 +175,7 @@ def secret_path_routes() -> dict[str, re.Pattern[str]]:
                 walk(pattern, regex, text)
             elif any(_SECRET_PARAMETER.search(name) for name in _NAMED_GROUP.findall(regex)):
                 # A path in text: after a `/`, ending before a query, a space, a quote or the end.
-                found = "/" + _groups_as_segments(regex) + r"(?=[?#\s\"'\\<>]|$)"
+                found = "/" + _groups_as_segments(regex) + r"(?=[?#\s\"'\\<>\x1b]|$)"
                 routes[text] = re.compile(found)
 
     _READING_URLS = True  # a line logged while the URL conf is imported is not redacted by it
@@ -297,7 +297,9 @@ def logging_config(*, renderer: str, level: str) -> dict[str, Any]:
         ]
     elif renderer == "console":
         # The console renderer draws the traceback itself: the line is redacted once rendered.
-        final = [redact_secrets, structlog.dev.ConsoleRenderer(), redact_rendered]
+        # A plain traceback: rich's shows locals and wraps long lines, a URL cut in two.
+        console = structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
+        final = [redact_secrets, console, redact_rendered]
     else:
         raise ValueError(f"renderer must be json or console, not {renderer!r}")
     config: dict[str, Any] = {

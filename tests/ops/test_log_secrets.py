@@ -4,6 +4,7 @@ secret in a URL's path (a route whose parameter is a key or a token, read from t
 written `[redacted]`, a query's values `[dropped]`."""
 
 import logging
+import sys
 
 import pytest
 
@@ -75,3 +76,25 @@ def test_every_field_of_a_line_is_redacted(log_tap: LogTap) -> None:
     (record,) = log_tap.records()
     assert record["event"] == "failed /accounts/confirm-email/[redacted]/"
     assert "/accounts/password/reset/key/[redacted]/" in record["exception"]
+
+
+def test_make_runs_console_lines_keep_no_secret() -> None:
+    """Issue 38 item 3: under `make run` (the console renderer, coloured) the message and the
+    traceback are redacted too."""
+    from ops.logs import logging_config
+
+    config = logging_config(renderer="console", level="INFO")["formatters"]["structured"]
+    formatter = config["()"](
+        processors=config["processors"], foreign_pre_chain=config["foreign_pre_chain"]
+    )
+    try:
+        raise ValueError(f"no page at {CONFIRM}")
+    except ValueError:
+        record = logging.getLogger("vouch.tests").makeRecord(
+            "vouch.tests", logging.ERROR, __file__, 1, "GET %s?token=abc", (RESET,), sys.exc_info()
+        )
+    line = formatter.format(record)
+    assert "91c3cf0b1c85d8232a69e2734e629397" not in line, line
+    assert "0prWzpkDTanQUScRGQuMDoBOvO36" not in line, line
+    assert "token=abc" not in line, line
+    assert "/accounts/password/reset/key/[redacted]/?token=[dropped]" in line, line
