@@ -168,6 +168,12 @@ SIG_HEADERS = st.one_of(
     st.tuples(st.integers(min_value=-(2**64), max_value=2**64), SIG_VALUES).map(
         lambda tv: f"t={tv[0]},v1={tv[1]}"
     ),
+    # A timestamp within the tolerance, so the v1 values reach the comparison (a non-ASCII one
+    # was a TypeError there: issue 38 item 5), alone or among other items.
+    SIG_VALUES.map(lambda value: f"t={int(time.time())},v1={value}"),
+    st.lists(st.tuples(SIG_NAMES, SIG_VALUES), max_size=4).map(
+        lambda items: ",".join([f"t={int(time.time())}", *(f"{n}={v}" for n, v in items)])
+    ),
 )
 JSONISH = st.recursive(
     st.one_of(
