@@ -312,7 +312,8 @@ class PacketAdmin(_DisputesAdmin):
     def prepare_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        user = _acting_user(request, None)  # any staff may ask for a new version
+        # A version changes the packet: the API and MCP ask the same (disputes.permissions).
+        user = _acting_user(request, PERM_EDIT)
         packet = self._packet(object_id)
         try:
             prepared = packet_prepare(dispute=packet.dispute, requested_by=user)
@@ -332,7 +333,7 @@ class PacketAdmin(_DisputesAdmin):
         """Prepare an appeal of the lost dispute this filed response answered (SPEC §17)."""
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        user = _acting_user(request, None)  # any staff may ask for a version
+        user = _acting_user(request, PERM_EDIT)  # as prepare_view: a version changes the packet
         packet = self._packet(object_id)
         try:
             prepared = appeal_prepare(dispute=packet.dispute, requested_by=user)

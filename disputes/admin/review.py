@@ -153,11 +153,17 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
             pretty_json(packet.handoff["options"]) if packet.handoff.get("options") else ""
         ),
         "proposed_key": proposed_key,
-        "can_prepare": respondable and not_filing and packet.kind == PacketKind.RESPONSE,
+        # Asking for a version changes the packet (disputes.permissions: the same rule as the API).
+        "can_prepare": (
+            respondable
+            and not_filing
+            and packet.kind == PacketKind.RESPONSE
+            and user.has_perm(PERM_EDIT)
+        ),
         "approve_form": (
             ApproveForm(packet=packet, fee=compliance_fee_text(packet)) if can_approve else None
         ),
-        **round_two_context(packet, versions),
+        **round_two_context(packet, versions, may_prepare=user.has_perm(PERM_EDIT)),
         "file_form": FileForm(packet=packet, proposed_key=proposed_key) if can_file else None,
         "edit_form": EditForm(packet=packet) if can_edit else None,
     }
@@ -229,7 +235,9 @@ def _costs_rows(costs: dict[str, Any]) -> list[tuple[str, SafeString]]:
     return rows
 
 
-def round_two_context(packet: Packet, versions: list[Packet]) -> dict[str, Any]:
+def round_two_context(
+    packet: Packet, versions: list[Packet], *, may_prepare: bool
+) -> dict[str, Any]:
     """SPEC §17 on the review page: the kind, an appeal's ground, Visa CE 3.0 with its priors
     and receipt ids, the fee acknowledgement, the cost of each posture, and whether this person
     may prepare an appeal from this (filed) response."""
@@ -254,7 +262,8 @@ def round_two_context(packet: Packet, versions: list[Packet]) -> dict[str, Any]:
         "costs": packet.costs or None,
         "costs_rows": _costs_rows(packet.costs or {}),
         "can_appeal": (
-            dispute.response_allowed
+            may_prepare
+            and dispute.response_allowed
             and (packet.kind == PacketKind.APPEAL or packet.status == PacketStatus.FILED)
             and dispute.provider_status in APPEALABLE
             and not appeal_holding

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -17,6 +18,7 @@ from disputes import evidence
 from envelopes.models import MICRO_PER_CENT
 from envelopes.services import MAX_ENVELOPE_MICRO, MIN_FUNDING_MICRO
 from stripe_sandbox.client import SandboxControl
+from tests.drivers.disputes import CLERK
 from tests.drivers.disputes37 import StripeDisputes
 
 pytestmark = pytest.mark.django_db
@@ -281,8 +283,11 @@ def test_a_packet_cites_evidence_as_the_schema_says(
     (name, size, type) only for evidence admitted with a file, in the admin."""
     settings.STRIPE_API_BASE = sandbox.url
     staff = User.objects.create_user(username="ops", is_staff=True)
+    staff.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="disputes", codename__in=CLERK)
+    )
     client = APIClient()
-    client.force_authenticate(staff)
+    client.force_authenticate(User.objects.get(pk=staff.pk))
     # A dispute Stripe holds (staff entry reads it first: SPEC §18).
     dispute, charge = StripeDisputes(sandbox).open("x", amount_cents=50, reason="fraudulent")
     entered = client.post(

@@ -319,16 +319,29 @@ def test_an_edit_of_content_no_longer_shown_is_refused_as_drifted(packet: Packet
 
 
 def test_prepare_again_makes_a_new_version_and_opens_it(packet: Packet, ops: Ops) -> None:
-    response = client_for(ops.approver).post(act_url(packet, "prepare"), follow=True)
+    response = client_for(ops.preparer).post(act_url(packet, "prepare"), follow=True)
     newest = packet.dispute.packets.order_by("-version").first()
     assert newest is not None
     assert newest.version == packet.version + 1
     assert response.redirect_chain == [(review_url(newest), 302)]  # type: ignore[attr-defined]
     assert any(f"Version {newest.version} is prepared" in m for m in messages_of(response))
-    assert ops.approver in newest.contributors.all()
+    assert ops.preparer in newest.contributors.all()
     old = page(client_for(ops.approver), packet)
     assert 'id="packet-superseded"' in old
     assert 'id="act-approve"' not in old
+
+
+def test_prepare_again_needs_the_change_permission_the_api_asks(packet: Packet, ops: Ops) -> None:
+    """Issue 38 item 1: asking for a version changes the packet, so the admin asks
+    disputes.change_packet as the API's POST …/packet does; an approver without it is shown no
+    button and refused the POST, and no version is made."""
+    approver = client_for(ops.approver)
+    versions = packet.dispute.packets.count()
+    assert 'id="act-prepare"' not in page(approver, packet)
+    assert 'id="act-prepare"' in page(client_for(ops.preparer), packet)
+    assert approver.post(act_url(packet, "prepare")).status_code == 403
+    assert approver.post(act_url(packet, "appeal")).status_code == 403
+    assert packet.dispute.packets.count() == versions
 
 
 # --- File -------------------------------------------------------------------------------------

@@ -158,7 +158,7 @@ def test_admitting_and_reading_files_need_their_permissions(dispute: Dispute, op
     assert post.status_code == 403
     assert not Evidence.objects.exists()
 
-    admitter = staff_user("eve", "add_evidence")
+    admitter = staff_user("eve", "add_evidence", "view_dispute")
     client_for(admitter).post(
         admit_url(dispute),
         {

@@ -16,14 +16,14 @@ from disputes.models import Dispute, Evidence, Packet
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import assert_died, past_the_lease, request_in_a_fresh_process
 from tests.drivers.api import Api
-from tests.drivers.disputes import World, evidence, staff_user
+from tests.drivers.disputes import CLERK, World, evidence, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def clerk(world: World) -> Api:
-    return Api(staff_user("clerk"))
+    return Api(staff_user("clerk", *CLERK))
 
 
 def at_provider(world: World) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from envelopes.models import RefundLeg
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 from tests.drivers.disputes import (
+    CLERK,
     Ops,
     World,
     approve,
@@ -79,7 +80,7 @@ def test_a_dispute_typed_on_another_buyers_charge_is_refused_and_nothing_is_reco
     bobs = World(bob, stripe_at_sandbox)
     bobs.fund()
     opened = stripe_at_sandbox.open_dispute(bobs.charge_id, reason="fraudulent")
-    clerk = Api(staff_user("clerk"))
+    clerk = Api(staff_user("clerk", *CLERK))
 
     typed = clerk.post("/api/v1/disputes", entry(opened["id"], alices.charge_id))
     assert typed.status_code == 409, typed.content
@@ -122,7 +123,7 @@ def test_a_dispute_typed_on_another_buyers_charge_is_refused_and_nothing_is_reco
 def test_an_unknown_dispute_id_is_refused_and_an_unanswered_read_records_no_guess(
     world: World, stripe_at_sandbox: SandboxControl
 ) -> None:
-    clerk = Api(staff_user("clerk"))
+    clerk = Api(staff_user("clerk", *CLERK))
     unknown = clerk.post("/api/v1/disputes", entry("dp_not_at_the_provider", "ch_unknown"))
     assert unknown.status_code == 404, unknown.content
     assert unknown.json()["error"]["code"] == "dispute_not_at_provider"

@@ -13,7 +13,16 @@ from disputes.services import filings_resume
 from disputes.services.filing import _reserve_filing
 from providers.stripe_provider import StripeProvider
 from tests.drivers.api import Api
-from tests.drivers.disputes import Ops, World, admit_file, contest_ready, current, pdf, staff_user
+from tests.drivers.disputes import (
+    CLERK,
+    Ops,
+    World,
+    admit_file,
+    contest_ready,
+    current,
+    pdf,
+    staff_user,
+)
 from tests.helpers import settle_runs
 
 
@@ -43,7 +52,7 @@ def test_no_dispute_flow_calls_the_provider_inside_a_transaction(
     # A staff entry of a dispute the provider holds: intended_submission_method=manual.
     world.fund()
     opened = world.sandbox.open_dispute(world.charge_id, reason="fraudulent")
-    entered = Api(staff_user("clerk")).post(
+    entered = Api(staff_user("clerk", *CLERK)).post(
         "/api/v1/disputes",
         {
             "dispute_id": opened["id"],

@@ -17,7 +17,7 @@ from disputes.exceptions import PacketReadbackFailed
 from disputes.models import Dispute, Packet
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
-from tests.drivers.disputes import Ops, World, contest_ready, staff_user
+from tests.drivers.disputes import CLERK, Ops, World, contest_ready, staff_user
 from tests.helpers import settle_runs
 from verification.contracts import Verdict, get_contract
 from verification.evaluation import decide
@@ -54,7 +54,7 @@ def test_a_dispute_entered_by_staff_is_set_to_manual_when_the_provider_holds_it(
 ) -> None:
     world.fund()
     opened = stripe_at_sandbox.open_dispute(world.charge_id, reason="fraudulent")
-    clerk = Api(staff_user("clerk"))
+    clerk = Api(staff_user("clerk", *CLERK))
     entered = clerk.post(
         "/api/v1/disputes",
         {

@@ -15,7 +15,7 @@ from disputes.models import Dispute
 from stripe_sandbox.client import SandboxControl
 from tests.crashes import assert_died, past_the_lease, request_in_a_fresh_process
 from tests.drivers.api import Api
-from tests.drivers.disputes import World, staff_user
+from tests.drivers.disputes import CLERK, World, staff_user
 
 
 def at_provider(sandbox: SandboxControl, dispute_id: str) -> Any:
@@ -51,7 +51,7 @@ def test_a_staff_entered_dispute_whose_manual_answer_was_lost_is_retried_until_m
     opened = stripe_at_sandbox.open_dispute(world.charge_id, reason="fraudulent")
     dispute_id = opened["id"]
     stripe_at_sandbox.add_fault(f"/v1/disputes/{dispute_id}", fault, method="POST")
-    clerk = Api(staff_user("clerk"))
+    clerk = Api(staff_user("clerk", *CLERK))
     entered = clerk.post("/api/v1/disputes", entry(dispute_id, world.charge_id))
     assert entered.status_code == 201, entered.content
     assert entered.json()["data"]["intended_submission_method"] is None  # no answer came
@@ -85,7 +85,7 @@ def test_a_staff_entry_that_died_before_asking_for_manual_is_set_to_manual_by_th
     client never came back: the job asks."""
     world.fund()
     opened = stripe_at_sandbox.open_dispute(world.charge_id, reason="fraudulent")
-    clerk = staff_user("clerk")
+    clerk = staff_user("clerk", *CLERK)
     process = request_in_a_fresh_process(
         username=clerk.get_username(),
         path="/api/v1/disputes",
@@ -115,7 +115,7 @@ def test_a_dispute_the_provider_refuses_to_set_is_not_asked_again(
     stripe_at_sandbox.add_fault(
         f"/v1/disputes/{dispute_id}", "refuse", method="POST", error_code="invalid_request"
     )
-    clerk = Api(staff_user("clerk"))
+    clerk = Api(staff_user("clerk", *CLERK))
     entered = clerk.post("/api/v1/disputes", entry(dispute_id, world.charge_id))
     assert entered.status_code == 201, entered.content
     recorded = Dispute.objects.get(provider_dispute_id=dispute_id)

@@ -25,6 +25,7 @@ from disputes.reminders import deadline_reminders_send
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 from tests.drivers.disputes import (
+    CLERK,
     Ops,
     World,
     admit_file,
@@ -113,7 +114,7 @@ def test_a_dispute_that_allows_no_response_says_so_and_takes_no_response(
     assert not dispute.packets.exists()
 
     # The API says so, and refuses to prepare a response.
-    clerk = Api(staff_user("clerk"))
+    clerk = Api(staff_user("clerk", *CLERK))
     shown = clerk.get(f"/api/v1/disputes/{dispute.public_id}").json()["data"]
     assert (shown["response_deadline"], shown["response_allowed"]) == (None, False)
     assert shown["response_deadline_note"] == NO_RESPONSE
@@ -145,7 +146,7 @@ def test_a_ready_packet_is_neither_approved_nor_filed_once_stripe_shows_no_respo
     opened = stripe_at_sandbox.open_dispute(world.charge_id, reason="product_not_received")
     dispute_id = opened["id"]
     services.dispute_enter(
-        actor=staff_user("clerk"),
+        actor=staff_user("clerk", *CLERK),
         data={
             "dispute_id": dispute_id,
             "charge_id": world.charge_id,
@@ -208,7 +209,9 @@ def test_a_mastercard_compliance_dispute_is_filed_only_with_its_fee_acknowledged
     )
     assert "enhanced_evidence.mastercard_compliance.fee_acknowledged" in page
     # And the API shows the fee.
-    shown = Api(staff_user("clerk")).get(f"/api/v1/disputes/{dispute.public_id}").json()["data"]
+    shown = (
+        Api(staff_user("clerk", *CLERK)).get(f"/api/v1/disputes/{dispute.public_id}").json()["data"]
+    )
     assert shown["case_type"] == "compliance"
     assert shown["packet"]["costs"]["mastercard_compliance_fee_micro"] == 500_000_000
     assert shown["packet"]["costs"]["mastercard_compliance_fee_usd"] == 500.0

@@ -16,6 +16,10 @@ from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 from tests.helpers import settle_runs
 
+# What a clerk who enters disputes, admits evidence and asks for packets holds: the permissions the
+# admin, the API and MCP ask alike (disputes/permissions.py).
+CLERK = ("view_dispute", "add_dispute", "add_evidence", "change_packet")
+
 
 def staff_user(username: str, *perms: str) -> User:
     user = User.objects.create_user(username, f"{username}@example.com", f"pw-{username}-123")
