@@ -287,3 +287,17 @@ def test_a_client_id_on_a_multicast_or_nat64_address_is_refused_unfetched(
     page = _authorize(buyer, authorize_query(_App(url), challenge))  # type: ignore[arg-type]
     assert page.status_code == 400
     assert "private or local address" in page.content.decode()
+
+
+@pytest.mark.parametrize("path", ["/o/token/", "/o/revoke_token/"])
+def test_a_3_mb_token_or_revocation_body_is_a_json_400(log_tap: LogTap, path: str) -> None:
+    """Issue 38 item 5 (the same as at /o/register/, found here): a form body over
+    DATA_UPLOAD_MAX_MEMORY_SIZE was Django's HTML 400 page (RequestDataTooBig), not RFC 6749's
+    JSON error."""
+    client = Client(raise_request_exception=False)
+    body = "grant_type=" + "x" * (3 * 1024 * 1024)
+    response = client.post(path, body, content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"] == "invalid_request"
+    _no_server_error(log_tap)
