@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
@@ -233,15 +233,31 @@ def _oauth_error(status: int, error: str, description: str, **headers: str) -> J
     return response
 
 
-def _nul_refusal(name: str) -> JsonResponse:
-    return _oauth_error(400, "invalid_request", f"{name} must not contain a NUL character.")
+def _form_refusal(request: HttpRequest) -> JsonResponse | None:
+    """invalid_request for a form that cannot be read (over DATA_UPLOAD_MAX_MEMORY_SIZE bytes or
+    DATA_UPLOAD_MAX_NUMBER_FIELDS fields: Django's own answer is an HTML page) or a parameter
+    holding a NUL; None when the form may go on to django-oauth-toolkit."""
+    try:
+        nul = _nul_in(request)
+    except (RequestDataTooBig, TooManyFieldsSent):
+        return _oauth_error(
+            400,
+            "invalid_request",
+            f"The request is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes or "
+            f"{settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields.",
+        )
+    if nul is None:
+        return None
+    return _oauth_error(400, "invalid_request", f"{nul} must not contain a NUL character.")
 
 
 class TokenView(DotTokenView):
     """django-oauth-toolkit's token endpoint. Every answer is JSON (RFC 6749 §5.1, §5.2): an error
     raised while the token is being saved (invalid_target, RFC 8707) comes back from it without
-    a Content-Type, which is set here. A parameter holding a NUL is invalid_request; an address
-    past its limit of failed requests (agents/oauth/limits.py) waits, 429 `slow_down`."""
+    a Content-Type, which is set here. A parameter holding a NUL, or a form too big to read, is
+    invalid_request, and so is a grant other than the two served (unsupported_grant_type), each
+    counted as a failure; an address past its limit of failed requests (agents/oauth/limits.py)
+    waits, 429 `slow_down`."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         address = request.META.get("REMOTE_ADDR", "")
@@ -253,10 +269,10 @@ class TokenView(DotTokenView):
                 f"Too many failed token requests from this address: try again in {wait} s.",
                 **{"Retry-After": str(wait)},
             )
-        nul = _nul_in(request)
-        if nul is not None:
+        refusal = _form_refusal(request)
+        if refusal is not None:
             failure_count(scope=TOKEN_FAILURES, address=address)
-            return _nul_refusal(nul)
+            return refusal
         grant_type = request.POST.get("grant_type")
         if grant_type is not None and grant_type not in GRANT_TYPES:
             # Before django-oauth-toolkit, whose view sends the device_code grant to its own
@@ -276,12 +292,13 @@ class TokenView(DotTokenView):
 
 
 class RevokeTokenView(DotRevokeTokenView):
-    """django-oauth-toolkit's revocation endpoint (RFC 7009), a NUL refused first."""
+    """django-oauth-toolkit's revocation endpoint (RFC 7009), a NUL or an unreadable form
+    refused first."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        nul = _nul_in(request)
-        if nul is not None:
-            return _nul_refusal(nul)
+        refusal = _form_refusal(request)
+        if refusal is not None:
+            return refusal
         response: HttpResponse = super().post(request, *args, **kwargs)
         return response
 
