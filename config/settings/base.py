@@ -268,7 +268,9 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Two choice sets share the field name `kind` (a funding leg's, a dispute evidence's).
     "ENUM_NAME_OVERRIDES": {
-        "EvidenceKindEnum": ["delivery", "consent", "communication", "policy", "other"]
+        "EvidenceKindEnum": ["delivery", "consent", "communication", "policy", "other"],
+        # A refund's status, in the refund resource and in the answer that made it.
+        "RefundStatusEnum": ["refunded", "partially_refunded", "failed", "pending"],
     },
 }
 

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from accounts.models import User
 from accounts.services import api_token_issue, email_address_verify
 from core.models import IdempotencyRecord
+from tests.drivers.disputes import CLERK
 
 pytestmark = pytest.mark.django_db
 
@@ -90,9 +91,14 @@ def _json(value: Any) -> bytes:
 @pytest.fixture
 def caller(db: None) -> Caller:
     user = User.objects.create_user("opal", "opal@example.com", "opal-password-1", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="add_debit"))
+    # Debits, and every dispute act (the permissions the staff API asks: disputes/permissions.py),
+    # so that bad input is what each route refuses, not the person.
+    user.user_permissions.add(
+        Permission.objects.get(codename="add_debit"),
+        *Permission.objects.filter(content_type__app_label="disputes", codename__in=CLERK),
+    )
     email_address_verify(user=user)  # the money routes need it before they read the body
-    return Caller(user)
+    return Caller(User.objects.get(pk=user.pk))
 
 
 @pytest.fixture
