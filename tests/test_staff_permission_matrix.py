@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from accounts.models import User
 from agents.mcp.tools import OPS_READ, SPECS
-from disputes.api.urls import urlpatterns as dispute_api_urls
+from config.api_urls import urlpatterns as api_urls
 from disputes.models import Packet
 from tests.agents.oauth import issue_token
 from tests.drivers.api import Api
@@ -45,6 +45,7 @@ PEOPLE: dict[str, tuple[str, ...]] = {
     "view_escalation": ("view_escalation",),
     "change_escalation": ("change_escalation",),
     "view_discrepancy": ("view_discrepancy",),
+    "add_debit": ("add_debit",),
     "superuser": (),
 }
 
@@ -97,6 +98,9 @@ ADMIN: dict[str, AdminAsk] = {
     "read discrepancies": lambda u, p: _allowed(
         _admin(u).get(reverse("admin:reconciliation_discrepancy_changelist")).status_code
     ),
+    # The admin records no debit (debits come from the API, staff or a trusted service): the
+    # permission SPEC §5 names is the whole rule.
+    "record a debit": lambda u, p: u.has_perm("envelopes.add_debit"),
 }
 
 # --- the API's staff routes: (URL name, method) -> the admin's thing, and a harmless call ------
@@ -115,6 +119,12 @@ API: dict[tuple[str, str], tuple[str, Callable[[Api, Packet], Any]]] = {
         "admit evidence",
         lambda a, p: a.post(f"/api/v1/disputes/{p.dispute.public_id}/evidence", {}, key="k2"),
     ),
+    # An envelope nobody has: the permission is asked before the lookup (SPEC §5), so who may
+    # debit gets 404 and who may not 403; nothing is debited.
+    ("envelope-debits", "POST"): (
+        "record a debit",
+        lambda a, p: a.post("/api/v1/escrow/envelopes/env_none/debits", {}, key="k4"),
+    ),
     # A body naming a receipt is refused before anything is prepared: nothing changes.
     ("dispute-packet", "POST"): (
         "ask for a packet",
@@ -132,15 +142,38 @@ MCP: dict[str, tuple[str, Callable[[Packet], dict[str, Any]]]] = {
 }
 
 
-def test_every_staff_route_and_tool_is_in_the_matrix() -> None:
-    """A staff route or tool added without an entry here fails."""
+# The API's other routes are the buyer's own (owner only: SPEC §5), asked of no staff permission.
+BUYER_ROUTES = {
+    ("me", "GET"),
+    ("envelopes", "GET"),
+    ("envelopes", "POST"),
+    ("envelope", "GET"),
+    ("envelope-top-ups", "POST"),
+    ("envelope-refund", "POST"),
+    ("envelope-refunds", "GET"),
+    ("refund", "GET"),
+}
+
+
+def _api_routes(patterns: list[Any]) -> set[tuple[str, str]]:
     routes = set()
-    for pattern in dispute_api_urls:
-        view = pattern.callback.view_class  # type: ignore[attr-defined]
+    for pattern in patterns:
+        if hasattr(pattern, "url_patterns"):
+            routes |= _api_routes(pattern.url_patterns)
+            continue
+        view = pattern.callback.view_class
         for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
             if hasattr(view, method.lower()):
                 routes.add((pattern.name, method))
-    assert routes == set(API)
+    return routes
+
+
+def test_every_staff_route_and_tool_is_in_the_matrix() -> None:
+    """A route of the API or a staff tool added without an entry here fails: every route is the
+    buyer's own or in the matrix."""
+    routes = _api_routes(api_urls)
+    assert routes - BUYER_ROUTES == set(API)
+    assert routes >= BUYER_ROUTES
     assert {spec.name for spec in SPECS if OPS_READ in spec.scopes} == set(MCP)
 
 

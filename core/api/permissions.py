@@ -27,7 +27,10 @@ def django_permission(perm: str) -> type[BasePermission]:
             if request.method in ("GET", "HEAD", "OPTIONS"):
                 return True
             if not request.user.has_perm(perm):
-                raise exceptions.PermissionDenied(f"This needs the permission {perm}.")
+                # Named in `details` as every surface's refusal names it (disputes.permissions).
+                raise exceptions.PermissionDenied(
+                    f"This needs the permission {perm}.", details={"permission": perm}
+                )
             return True
 
     return HasDjangoPermission
