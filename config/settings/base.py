@@ -454,6 +454,10 @@ AGENT_SCOPES = {
     "confirm yourself in the browser before any money moves.",
     "ops:read": "Staff only: read escalations, disputes, evidence packets and discrepancies.",
 }
+# The OAuth server's routes read by programs, not people: a request refused before any view
+# (core.api.middleware: a URL too long, a NUL in the query) is answered there in OAuth's JSON
+# error shape (RFC 6749 §5.2), as their views answer.
+OAUTH_JSON_PATHS = ["/o/token/", "/o/register/", "/o/revoke_token/", "/.well-known/oauth-"]
 # Named (with its default) so that a migration of ours may point at it: agents.RedeemedCode.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 OAUTH2_PROVIDER = {

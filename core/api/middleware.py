@@ -5,7 +5,7 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from core.api.responses import error_json_response
 
@@ -60,7 +60,8 @@ class RequestLimitsMiddleware:
     """Django's own bounds on a request's URL and headers, below gunicorn's (gunicorn.conf.py), so
     that an API client is told in the error envelope: 414 `uri_too_long` past
     REQUEST_MAX_URL_BYTES, 431 `headers_too_large` past REQUEST_MAX_HEADERS fields or a field past
-    REQUEST_MAX_HEADER_BYTES. Outside /api/, a plain-text answer with the same status; there too
+    REQUEST_MAX_HEADER_BYTES. Under the OAuth server's machine routes (OAUTH_JSON_PATHS) the OAuth
+    error object `invalid_request`; elsewhere outside /api/, a plain-text answer; there too
     (the admin's object ids and filters), a NUL character, which no stored text can hold, is 404
     in the path and 400 in the query string. API views check the ids and values they read
     themselves (core.api.parsing), so that their 404 is the unknown id's, byte for byte."""
@@ -77,6 +78,11 @@ class RequestLimitsMiddleware:
         status, code, message = refusal
         if _is_api(request):
             return error_json_response(code, message, status)
+        if request.path_info.startswith(tuple(settings.OAUTH_JSON_PATHS)):
+            # An OAuth client reads RFC 6749 §5.2's JSON error there (RFC 7591 §3.2.2, RFC 8414).
+            return JsonResponse(
+                {"error": "invalid_request", "error_description": message}, status=status
+            )
         return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
 
 

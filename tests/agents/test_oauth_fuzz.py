@@ -469,7 +469,12 @@ def test_metadata_documents_never_answer_5xx(
 ) -> None:
     client = Client(raise_request_exception=False)
     response = _answered(log_tap, lambda: getattr(client, method)(f"{path}?{_form(query)}"))
-    if _site_wide_refusal(response, head=method == "head"):
+    if response.status_code in (400, 414):
+        # A NUL in the query or a URL too long, refused before the view: OAuth's JSON error
+        # there too (core.api.middleware, OAUTH_JSON_PATHS); HEAD drops the body.
+        assert response["Content-Type"].startswith("application/json")
+        if method != "head":
+            assert response.json()["error"] == "invalid_request"
         return
     assert response.status_code in (200, 405), response.content[:500]
     if method == "get":

@@ -301,3 +301,22 @@ def test_a_3_mb_token_or_revocation_body_is_a_json_400(log_tap: LogTap, path: st
     assert response["Content-Type"] == "application/json"
     assert response.json()["error"] == "invalid_request"
     _no_server_error(log_tap)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/o/token/", "/o/register/", "/o/revoke_token/", "/.well-known/oauth-authorization-server"],
+)
+@pytest.mark.parametrize("query", ["x=%00", "x=" + "a" * 9000])
+def test_a_request_refused_before_the_view_is_oauths_json_error(
+    client: Client, path: str, query: str
+) -> None:
+    """A NUL in the query or a URL over REQUEST_MAX_URL_BYTES is refused before any view
+    (core.api.middleware): on the OAuth server's machine routes the answer was plain text, which
+    no OAuth client reads (RFC 6749 §5.2); now its JSON error `invalid_request`."""
+    method = client.get if path.startswith("/.well-known/") else client.post
+    response = method(f"{path}?{query}")
+    assert response.status_code in (400, 414)
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["error"] == "invalid_request"
+    assert response.json()["error_description"]
