@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from django.test import Client
 
-from disputes.models import Dispute, DisputeSource
 from envelopes.models import Envelope, RefundOperation
 from envelopes.selectors.buyer import expected_shape
 from stripe_sandbox.webhooks import sign
 from tests.drivers.api import Api
-from tests.drivers.disputes import staff_user
 from verification.models import ProviderEvent
 
 pytestmark = pytest.mark.django_db
@@ -177,35 +174,19 @@ REFUSED_MONTHS = {
 }
 
 
-@pytest.fixture
-def viewer_client(db: None) -> Client:
-    Dispute.objects.create(
-        provider_dispute_id="dp_issue38",
-        charge_id="ch_issue38",
-        amount_micro=10_000_000,
-        reason="fraudulent",
-        provider_status="won",
-        decided_at=datetime(2026, 10, 3, tzinfo=UTC),
-        source=DisputeSource.STAFF,
-    )
-    client = Client(raise_request_exception=False)
-    client.force_login(staff_user("vera", "view_dispute"))
-    return client
-
-
 @pytest.mark.parametrize("name", list(REFUSED_MONTHS))
 def test_a_month_not_in_ascii_digits_or_out_of_range_is_the_pages_refusal(
-    viewer_client: Client, name: str
+    outcomes_viewer: Client, name: str
 ) -> None:
     """Issue 38 item 5: `from=0000-01` answered 500 (datetime refuses year 0), and `\\d` took any
     Unicode digit (Arabic-Indic, mathematical, fullwidth: read by int() as a year, 0000 among
     them). Only ASCII digits and years from 0001 are months: anything else is the page's 400 with
     its message, and the CSV's 400 in words."""
     query = REFUSED_MONTHS[name]
-    page = viewer_client.get(PAGE, query)
+    page = outcomes_viewer.get(PAGE, query)
     assert page.status_code == 400, (page.status_code, page.content[:300])
     assert "A month is written YYYY-MM" in page.content.decode()
-    csv = viewer_client.get(CSV, query)
+    csv = outcomes_viewer.get(CSV, query)
     assert csv.status_code == 400, (csv.status_code, csv.content[:300])
     assert csv["Content-Type"].startswith("text/plain")
     assert "A month is written YYYY-MM" in csv.content.decode()
@@ -223,14 +204,14 @@ def test_a_month_not_in_ascii_digits_or_out_of_range_is_the_pages_refusal(
     ids=["to-9999-12", "whole-range", "from-9999-12", "from-0001-01", "to-0001-01"],
 )
 def test_the_first_and_last_months_a_date_can_hold_are_answered(
-    viewer_client: Client, query: dict[str, str], counted: bool
+    outcomes_viewer: Client, query: dict[str, str], counted: bool
 ) -> None:
     """Issue 38 item 5: `to=9999-12` answered 500 (the month after it, year 10000, is past what
     a date can hold). It is a month like any other: up to its end is every decision."""
-    page = viewer_client.get(PAGE, query)
+    page = outcomes_viewer.get(PAGE, query)
     assert page.status_code == 200, (page.status_code, page.content[:300])
     assert ('data-reason="fraudulent" data-month="2026-10"' in page.content.decode()) is counted
-    csv = viewer_client.get(CSV, query)
+    csv = outcomes_viewer.get(CSV, query)
     assert csv.status_code == 200, (csv.status_code, csv.content[:300])
     assert ("fraudulent,2026-10," in csv.content.decode()) is counted
 

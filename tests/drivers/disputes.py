@@ -4,14 +4,16 @@ API, a dispute opened through the sandbox's control API and recorded from its pr
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.test import Client
 
 from accounts.models import User
 from disputes import services
-from disputes.models import Dispute, Packet
+from disputes.models import Dispute, DisputeSource, Packet
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 from tests.helpers import settle_runs
@@ -43,6 +45,24 @@ class Ops:
 @pytest.fixture
 def ops(db: None) -> Ops:
     return Ops()
+
+
+@pytest.fixture
+def outcomes_viewer(db: None) -> Client:
+    """Staff who may read disputes, signed in (the outcomes page and its CSV), and one dispute
+    decided in October 2026 for the page to count."""
+    Dispute.objects.create(
+        provider_dispute_id="dp_outcomes",
+        charge_id="ch_outcomes",
+        amount_micro=10_000_000,
+        reason="fraudulent",
+        provider_status="won",
+        decided_at=datetime(2026, 10, 3, tzinfo=UTC),
+        source=DisputeSource.STAFF,
+    )
+    client = Client(raise_request_exception=False)
+    client.force_login(staff_user("vera", "view_dispute"))
+    return client
 
 
 class World:
