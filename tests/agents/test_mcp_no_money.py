@@ -87,6 +87,8 @@ def test_no_tool_moves_money_whatever_the_arguments(
     user.user_permissions.add(
         Permission.objects.get(codename="view_escalation"),
         Permission.objects.get(codename="view_discrepancy"),
+        Permission.objects.get(codename="view_dispute"),
+        Permission.objects.get(codename="view_packet"),
     )
     world.fund(10_000_000)
     mine = world.envelope_id
