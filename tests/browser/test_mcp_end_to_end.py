@@ -181,6 +181,8 @@ def test_an_assistant_connects_reads_proposes_and_the_buyer_confirms_to_verified
     olga.user_permissions.add(
         Permission.objects.get(codename="view_escalation"),
         Permission.objects.get(codename="view_discrepancy"),
+        Permission.objects.get(codename="view_dispute"),
+        Permission.objects.get(codename="view_packet"),
     )
     buyer_app = client_register(name="Claude on Alice's laptop", redirect_uri=REDIRECT_URI)
     staff_app = client_register(name="Ops assistant", redirect_uri=REDIRECT_URI)
