@@ -9,5 +9,7 @@ app_name = "agents"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("refund-requests/<str:request_id>/", views.refund_request_page, name="refund-request"),
     path("assistants/", views.assistants_page, name="assistants"),
-    path("assistants/<str:client_id>/revoke/", views.assistant_revoke, name="assistant-revoke"),
+    # The client id travels in the form body, not the path: a metadata document's client id is an
+    # https URL whose `/` no path converter holds safely (a proxy merging `//` would change it).
+    path("assistants/revoke/", views.assistant_revoke, name="assistant-revoke"),
 ]

@@ -59,13 +59,16 @@ def assistants_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["POST"])
-def assistant_revoke(request: HttpRequest, client_id: str) -> HttpResponse:
+def assistant_revoke(request: HttpRequest) -> HttpResponse:
+    """Revoke the assistant named by the form's `client_id` (any client id, a metadata document's
+    URL included). Another person's assistant, an unknown id and a missing one answer the same
+    404 (SPEC §5)."""
     user = request.user
     if not isinstance(user, User):
         return redirect_to_login(request.get_full_path())
     try:
-        name = oauth_client_access_revoke(user=user, client_id=client_id)
+        name = oauth_client_access_revoke(user=user, client_id=request.POST.get("client_id", ""))
     except NotFound:
-        return render(request, "agents/not_found.html", status=404)
+        return render(request, "agents/assistants_not_found.html", status=404)
     messages.success(request, f"Revoked: {name} can no longer reach your Vouch account.")
     return redirect(reverse("agents:assistants"))

@@ -65,7 +65,9 @@ def test_revoking_an_assistant_ends_its_access_and_refresh_tokens_at_once(buyer:
     csrf = _csrf(browser.get(PAGE).content.decode())
 
     answer = browser.post(
-        f"{PAGE}{claude.client_id}/revoke/", {"csrfmiddlewaretoken": csrf}, follow=True
+        f"{PAGE}revoke/",
+        {"client_id": claude.client_id, "csrfmiddlewaretoken": csrf},
+        follow=True,
     )
 
     assert answer.status_code == 200
@@ -95,7 +97,9 @@ def test_another_persons_assistant_cannot_be_revoked_and_is_a_404(buyer: User, s
     browser = _browser(buyer)
     csrf = _csrf(browser.get(PAGE).content.decode())
 
-    answer = browser.post(f"{PAGE}{theirs.client_id}/revoke/", {"csrfmiddlewaretoken": csrf})
+    answer = browser.post(
+        f"{PAGE}revoke/", {"client_id": theirs.client_id, "csrfmiddlewaretoken": csrf}
+    )
 
     assert answer.status_code == 404
     assert bearer_authenticate(raw=issued["access_token"], resource=MCP).user == staff
@@ -105,6 +109,6 @@ def test_another_persons_assistant_cannot_be_revoked_and_is_a_404(buyer: User, s
 def test_revoking_without_the_csrf_token_is_refused(buyer: User) -> None:
     claude = client_register(name="Claude on my laptop")
     tokens_for(claude, buyer)
-    answer = _browser(buyer).post(f"{PAGE}{claude.client_id}/revoke/", {})
+    answer = _browser(buyer).post(f"{PAGE}revoke/", {"client_id": claude.client_id})
     assert answer.status_code == 403
     assert AccessToken.objects.filter(application=claude).exists()

@@ -82,9 +82,7 @@ class _Forms(HTMLParser):
 
 def _revoke_form(html: str, client_id: str) -> dict[str, Any]:
     """The Revoke form in the row of `client_id`, as a browser would post it."""
-    row = re.search(
-        rf'<tr data-client="{re.escape(client_id)}">(.*?)</tr>', html, flags=re.DOTALL
-    )
+    row = re.search(rf'<tr data-client="{re.escape(client_id)}">(.*?)</tr>', html, flags=re.DOTALL)
     assert row is not None, html
     parser = _Forms()
     parser.feed(row.group(1))
