@@ -159,3 +159,17 @@ def error_code(result: Any) -> str | None:
     """The error code of a tool result (None when it is no error), in either form."""
     failed = result.get("isError") if isinstance(result, dict) else result.is_error
     return tool_error(result)["code"] if failed else None
+
+
+@asynccontextmanager
+async def eliciting_mcp_session(
+    url: str, token: str | None, elicitation_callback: Any
+) -> AsyncIterator[Client]:
+    """As `mcp_session`, for a host that can show elicitations: the SDK's client declares the
+    `elicitation` capability (form and url) and calls `elicitation_callback(ctx, params)` for each
+    one the server asks, as a host shows it to the person and returns their answer."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        transport = streamable_http_client(f"{url}/mcp", http_client=http)
+        async with Client(transport, elicitation_callback=elicitation_callback) as client:
+            yield client
