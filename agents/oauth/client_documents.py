@@ -154,9 +154,12 @@ def _fetch(url: str) -> Any:
         raise ClientDocumentRefused("The client's metadata document is not JSON.") from exc
 
 
-# Public clients only, unverified: docs/decisions/0009-clients-register-themselves.md
+# Public clients only, unverified, what is not served left out:
+# docs/decisions/0017-hosts-as-they-are.md
 def client_document(url: str) -> dict[str, Any]:
-    """The checked metadata document at `url` (cached), or ClientDocumentRefused."""
+    """The checked metadata document at `url` (cached), or ClientDocumentRefused. What it lists
+    that Vouch does not serve (a jwt-bearer grant, a private-use redirect URI) is left out, as a
+    registration's is; it is refused only when nothing usable remains."""
     key = "client-document:" + hashlib.sha256(url.encode("utf-8")).hexdigest()
     cached = cache.get(key)
     if isinstance(cached, dict):
@@ -177,6 +180,8 @@ def client_document(url: str) -> dict[str, Any]:
         "redirect_uris": checked.redirect_uris,
         "grant_types": checked.grant_types,
         "scope": checked.scope,
+        # Shown on the consent page: what the document listed that Vouch does not serve.
+        "left_out": checked.left_out,
     }
     cache.set(key, metadata, timeout=settings.MCP_CLIENT_DOCUMENT_CACHE_S)
     return metadata

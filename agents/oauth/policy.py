@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from oauth2_provider.models import check_redirect_to_uri_allowed
 
 from accounts.models import User
 from agents.oauth.tokens import STAFF_SCOPES
@@ -77,13 +78,10 @@ def _port_well_formed(netloc: str) -> bool:
     return port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
 
 
-def redirect_uri_refusal(uri: str) -> str | None:
-    """Why a client may not register (or be sent to) `uri` as a redirect URI, or None. It must be
-    well formed (a bracketed host that is an IPv6 address, a port of 1 to 65535 digits): a URI
-    urlsplit cannot read is refused here, so nothing downstream meets its ValueError. Plain http
-    is only for a loopback address on the person's own machine (RFC 8252 §7.3); anything else
-    must be https. (django-oauth-toolkit checks the rest: absolute, no fragment, allowed
-    scheme.)"""
+def redirect_uri_malformed(uri: str) -> str | None:
+    """Why `uri` cannot be read as a URI at all (a bracketed host that is no IPv6 address, a port
+    that is not 1 to 65535 in digits), or None. Such a URI is broken, not merely unserved: a
+    registration naming it is refused whole (issue 38), never trimmed."""
     try:
         parts = urlsplit(uri)
         parts.port  # noqa: B018 (raises ValueError for a port out of range or not a number)
@@ -91,14 +89,69 @@ def redirect_uri_refusal(uri: str) -> str | None:
         return f"{uri} is not a well-formed URI: its host or port cannot be read."
     if not _port_well_formed(parts.netloc):
         return f"{uri} has a port that is not a number from 1 to 65535."
+    return None
+
+
+def _loopback_http(uri: str) -> bool:
+    """Plain http on a loopback host of the person's own machine (RFC 8252 §7.3), `localhost`
+    included: real hosts (Claude Code, Cursor) register it."""
+    parts = urlsplit(uri)
     if parts.scheme != "http":
-        return None
+        return False
     host = parts.hostname or ""
     if host == "localhost":
-        return None
+        return True
     try:
-        if ipaddress.ip_address(host).is_loopback:
-            return None
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        pass
+        return False
+
+
+def redirect_uri_refusal(uri: str) -> str | None:
+    """Why a client may not register (or be sent to) `uri` as a redirect URI, or None. It must be
+    well formed (redirect_uri_malformed): a URI urlsplit cannot read is refused here, so nothing
+    downstream meets its ValueError. Plain http is only for a loopback address on the person's
+    own machine (RFC 8252 §7.3); anything else must be https. (django-oauth-toolkit checks the
+    rest: absolute, no fragment, allowed scheme.)"""
+    malformed = redirect_uri_malformed(uri)
+    if malformed is not None:
+        return malformed
+    if urlsplit(uri).scheme != "http" or _loopback_http(uri):
+        return None
     return f"{uri} uses http on a host that is not a loopback address; use https."
+
+
+def redirect_uri_served(uri: str) -> bool:
+    """Whether Vouch sends codes to `uri` (well formed): https, or http on a loopback host.
+    Anything else a client lists (a private-use scheme such as cursor://, http elsewhere) is
+    left out of its registration rather than refusing the client (SPEC §19)."""
+    return urlsplit(uri).scheme == "https" or _loopback_http(uri)
+
+
+def _loopback_port_free(uri: str, registered: str) -> str | None:
+    """`uri` with the port of `registered` when both are http on the same loopback host, so the
+    exact comparison that follows ignores the port only (RFC 8252 §7.3: the port is picked when
+    the client runs). django-oauth-toolkit frees it for 127.0.0.1 and ::1 but not localhost."""
+    if "@" in uri or not (_loopback_http(uri) and _loopback_http(registered)):
+        return None
+    asked, allowed = urlsplit(uri), urlsplit(registered)
+    if "@" in allowed.netloc or asked.hostname != allowed.hostname:
+        return None
+    # Spliced into the raw string, not rebuilt by urlunsplit, which drops an empty "?" or "#".
+    start = uri.index("//") + 2
+    return uri[:start] + allowed.netloc + uri[start + len(asked.netloc) :]
+
+
+def redirect_uri_registered(uri: str, registered: Iterable[str]) -> bool:
+    """Whether a client that registered `registered` may be sent to `uri`: django-oauth-toolkit's
+    exact match (RFC 9700 §2.1), except that a loopback http URI (127.0.0.1, [::1], localhost)
+    matches on any port; scheme, host, path and query still match exactly."""
+    if redirect_uri_malformed(uri) is not None:
+        return False
+    for allowed in registered:
+        if redirect_uri_malformed(allowed) is not None:
+            continue
+        candidate = _loopback_port_free(uri, allowed) or uri
+        if check_redirect_to_uri_allowed(candidate, [allowed])[0]:
+            return True
+    return False

@@ -1,16 +1,18 @@
-"""Clients that register themselves (SPEC §16): RFC 7591 dynamic registration, for public clients
-only, which is what the official MCP SDK, the MCP Inspector and other hosts do when nobody handed
-them a client id. What a client says about itself is checked here and nothing else is trusted:
-it gets the authorization code grant with PKCE S256 (refresh with it), no secret, and only
-redirect URIs a person's own machine (loopback http) or an https site can receive. Its consent
-page marks it unverified, and a client nobody used for MCP_DYNAMIC_CLIENT_UNUSED_DAYS is removed.
+"""Clients that register themselves (SPEC §16, §19): RFC 7591 dynamic registration, for public
+clients only, which is what the official MCP SDK, the MCP Inspector and other hosts do when nobody
+handed them a client id. What a client says about itself is checked here and nothing else is
+trusted: it gets the authorization code grant with PKCE S256 (refresh with it), no secret, and only
+redirect URIs a person's own machine (loopback http) or an https site can receive. What it asks
+for beyond that (a secret, other grants, a private-use redirect scheme such as cursor://) is left
+out and recorded, not refused (decision 0017); its consent page marks it unverified and says what
+was left out, and a client nobody used for MCP_DYNAMIC_CLIENT_UNUSED_DAYS is removed.
 
-Errors are RFC 7591 §3.2.2's: `invalid_redirect_uri` or `invalid_client_metadata`, each with a
-description that says what to send instead."""
+Errors are RFC 7591 §3.2.2's: `invalid_redirect_uri` or `invalid_client_metadata`, for metadata
+that is broken or leaves nothing usable, each with a description that says what to send instead."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,11 +24,12 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
 from agents.models import RegisteredClient
-from agents.oauth.policy import redirect_uri_refusal
+from agents.oauth.policy import redirect_uri_malformed, redirect_uri_served
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
 NAME_MAX = 255
 REDIRECT_URIS_MAX = 10
+LIST_MAX = 20
 UNNAMED = "An unnamed client"
 
 
@@ -71,12 +74,17 @@ def _text(value: Any, name: str) -> str:
     return value
 
 
-def _redirect_uris(value: Any) -> list[str]:
+def _redirect_uris(value: Any) -> tuple[list[str], list[str]]:
+    """The redirect URIs Vouch sends codes to, and those it leaves out (neither https nor http
+    on a loopback host: cursor://..., http elsewhere). A URI that is broken rather than unserved
+    (not a string, spaces, NUL, a lone surrogate, an unreadable host or port, an https URI with
+    no host or with a fragment) refuses the registration whole."""
     if not isinstance(value, list) or not value:
         raise _redirect_refused("redirect_uris must be a non-empty list of absolute URIs.")
     if len(value) > REDIRECT_URIS_MAX:
         raise _redirect_refused(f"At most {REDIRECT_URIS_MAX} redirect_uris.")
-    uris: list[str] = []
+    kept: list[str] = []
+    left_out: list[str] = []
     for uri in value:
         if (
             not isinstance(uri, str)
@@ -88,70 +96,152 @@ def _redirect_uris(value: Any) -> list[str]:
                 "Each redirect URI must be a URI without spaces, NUL or lone surrogates."
             )
         # First: it refuses what urlsplit cannot read (a malformed IPv6 host, a bad port).
-        refusal = redirect_uri_refusal(uri)
-        if refusal is not None:
-            raise _redirect_refused(refusal)
+        malformed = redirect_uri_malformed(uri)
+        if malformed is not None:
+            raise _redirect_refused(malformed)
+        if not redirect_uri_served(uri):
+            left_out.append(uri)
+            continue
         parts = urlsplit(uri)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
+        if not parts.netloc or parts.fragment or "#" in uri:
             raise _redirect_refused(
                 f"{uri} is not an absolute http(s) URI without a fragment (RFC 6749 §3.1.2)."
             )
-        uris.append(uri)
-    return uris
-
-
-def _one_of(value: Any, name: str, allowed: tuple[str, ...], default: list[str]) -> list[str]:
-    if value is None:
-        return default
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _metadata_refused(f"{name} must be a list of strings.")
-    unknown = [v for v in value if v not in allowed]
-    if unknown:
-        raise _metadata_refused(
-            f"{name} {unknown} not served: Vouch serves only {', '.join(allowed)}."
+        kept.append(uri)
+    if not kept:
+        raise _redirect_refused(
+            "None of redirect_uris is one Vouch sends codes to: https, or http on a loopback "
+            f"host (127.0.0.1, [::1], localhost). Left out: {', '.join(left_out)}."
         )
-    return list(dict.fromkeys(value)) or default
+    return list(dict.fromkeys(kept)), list(dict.fromkeys(left_out))
 
 
-# Public clients only, unverified: docs/decisions/0009-clients-register-themselves.md
+def _strings(value: Any, name: str) -> list[str] | None:
+    """A list of short storable strings as the client sent it, or None when it sent none."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) > LIST_MAX
+        or not all(isinstance(v, str) and storable(v) and len(v) <= NAME_MAX for v in value)
+    ):
+        raise _metadata_refused(
+            f"{name} must be a list of at most {LIST_MAX} strings of valid Unicode text, each at "
+            f"most {NAME_MAX} characters."
+        )
+    return list(dict.fromkeys(value))
+
+
+def _served(
+    value: Any, name: str, served: tuple[str, ...], default: list[str]
+) -> tuple[list[str], list[str]]:
+    """What of `value` Vouch serves (in the client's order) and what it leaves out; the default
+    when the client named none."""
+    asked = _strings(value, name)
+    if not asked:
+        return list(default), []
+    return [v for v in asked if v in served], [v for v in asked if v not in served]
+
+
+def _auth_method(value: Any) -> list[str]:
+    """The token endpoint auth method left out ([] for none). Every self-registered client is
+    public and proves itself with PKCE; one that asked for a secret gets none and is told so."""
+    if value is None:
+        return []
+    if not isinstance(value, str) or not storable(value) or len(value) > NAME_MAX:
+        raise _metadata_refused(
+            "token_endpoint_auth_method must be a string (Vouch's clients use none)."
+        )
+    return [] if value == "none" else [value]
+
+
+# Public clients only, unverified; what is not served is left out, not refused:
+# docs/decisions/0017-hosts-as-they-are.md, superseding the refusals of
+# docs/decisions/0009-clients-register-themselves.md
 @dataclass(frozen=True)
 class ClientMetadata:
-    """What a self-registering client may say about itself, checked (RFC 7591 §2)."""
+    """What a self-registering client may say about itself, checked (RFC 7591 §2), and what
+    Vouch left out of it (`left_out`: field name to the values not served)."""
 
     redirect_uris: list[str]
     grant_types: list[str]
     client_name: str
     client_uri: str
     scope: str
+    left_out: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def checked(cls, body: Any) -> ClientMetadata:
+        """RFC 7591 §3.2.1 lets the server replace what it does not serve: unserved grant types,
+        response types, auth methods, scopes and redirect URIs are left out. Refused: a body
+        that is broken (wrong types, text PostgreSQL cannot hold, a malformed URI), or one with
+        nothing usable left (no redirect URI, no authorization code grant, no `code` response)."""
         if not isinstance(body, dict):
             raise _metadata_refused("The body must be a JSON object of client metadata.")
-        method = body.get("token_endpoint_auth_method", "none")
-        if method != "none":
-            raise _metadata_refused(
-                "Only public clients register themselves: token_endpoint_auth_method must be "
-                "none (the client proves itself with PKCE, not a secret)."
-            )
-        uris = _redirect_uris(body.get("redirect_uris"))
-        grants = _one_of(body.get("grant_types"), "grant_types", GRANT_TYPES, list(GRANT_TYPES))
+        method_left_out = _auth_method(body.get("token_endpoint_auth_method"))
+        uris, uris_left_out = _redirect_uris(body.get("redirect_uris"))
+        grants, grants_left_out = _served(
+            body.get("grant_types"), "grant_types", GRANT_TYPES, list(GRANT_TYPES)
+        )
         if "authorization_code" not in grants:
-            raise _metadata_refused("grant_types must include authorization_code.")
-        _one_of(body.get("response_types"), "response_types", ("code",), ["code"])
-        scope = _text(body.get("scope"), "scope")
-        unknown = [s for s in scope.split() if s not in settings.AGENT_SCOPES]
-        if unknown:
             raise _metadata_refused(
-                f"Unknown scope {unknown}: Vouch's scopes are {', '.join(settings.AGENT_SCOPES)}."
+                "grant_types must include authorization_code: Vouch serves only "
+                f"{', '.join(GRANT_TYPES)}."
             )
+        responses, responses_left_out = _served(
+            body.get("response_types"), "response_types", ("code",), ["code"]
+        )
+        if "code" not in responses:
+            raise _metadata_refused("response_types must include code: Vouch serves only code.")
+        asked_scopes = list(dict.fromkeys(_text(body.get("scope"), "scope").split()))
+        scopes = [s for s in asked_scopes if s in settings.AGENT_SCOPES]
+        left_out = {
+            name: values
+            for name, values in (
+                ("redirect_uris", uris_left_out),
+                ("grant_types", grants_left_out),
+                ("response_types", responses_left_out),
+                ("token_endpoint_auth_method", method_left_out),
+                ("scope", [s for s in asked_scopes if s not in scopes]),
+            )
+            if values
+        }
         return cls(
             redirect_uris=uris,
             grant_types=grants,
             client_name=_text(body.get("client_name"), "client_name"),
             client_uri=_text(body.get("client_uri"), "client_uri"),
-            scope=scope,
+            scope=" ".join(scopes),
+            left_out=left_out,
         )
+
+
+_LEFT_OUT_WORDS = {
+    "redirect_uris": (
+        "the redirect URI",
+        "Vouch sends codes only to https, or to http on 127.0.0.1, [::1] or localhost",
+    ),
+    "grant_types": ("the grant type", "Vouch serves only authorization_code and refresh_token"),
+    "response_types": ("the response type", "Vouch serves only code"),
+    "token_endpoint_auth_method": (
+        "the token endpoint auth method",
+        "Vouch's self-registered clients are public: none, with PKCE",
+    ),
+    "scope": ("the scope", "Vouch does not know it"),
+}
+
+
+def left_out_described(left_out: Any) -> list[str]:
+    """What was left out of a registration (RegisteredClient.metadata["left_out"]), in words for
+    the consent page, e.g. "the grant type urn:...:jwt-bearer (Vouch serves only ...)"."""
+    if not isinstance(left_out, dict):
+        return []
+    lines = []
+    for name, (what, why) in _LEFT_OUT_WORDS.items():
+        values = left_out.get(name) or []
+        if values:
+            lines.append(f"{what} {', '.join(str(v) for v in values)} ({why})")
+    return lines
 
 
 def client_register_dynamic(*, metadata: ClientMetadata, address: str) -> RegisteredClient:
@@ -174,6 +264,7 @@ def client_register_dynamic(*, metadata: ClientMetadata, address: str) -> Regist
                 "client_name": metadata.client_name,
                 "client_uri": metadata.client_uri,
                 "scope": metadata.scope,
+                "left_out": metadata.left_out,
             },
             registered_from=address,
         )

@@ -15,7 +15,7 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
 from agents.models import RedeemedCode
-from agents.oauth.policy import consent_refusal, redirect_uri_refusal
+from agents.oauth.policy import consent_refusal, redirect_uri_refusal, redirect_uri_registered
 from agents.oauth.registration import client_used
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
@@ -54,11 +54,11 @@ class VouchOAuth2Validator(OAuth2Validator):
     def validate_redirect_uri(
         self, client_id: str, redirect_uri: str, request: Any, *args: Any, **kwargs: Any
     ) -> bool:
+        # Not django-oauth-toolkit's match: it frees the port of 127.0.0.1 and ::1 only, and
+        # Claude Code registers localhost and listens on another port (RFC 8252 §7.3).
         if redirect_uri_refusal(redirect_uri) is not None:
             return False
-        return bool(
-            super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
-        )
+        return redirect_uri_registered(redirect_uri, request.client.redirect_uris.split())
 
     def save_authorization_code(
         self, client_id: str, code: dict[str, str], request: Any, *args: Any, **kwargs: Any

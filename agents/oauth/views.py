@@ -49,6 +49,7 @@ from agents.oauth.policy import (
     consent_refusal,
     origin_of,
     redirect_uri_refusal,
+    redirect_uri_registered,
     resource_refusal,
     scopes_described,
     scopes_grantable,
@@ -57,6 +58,7 @@ from agents.oauth.registration import (
     ClientMetadata,
     RegistrationRefused,
     client_register_dynamic,
+    left_out_described,
     registration_response,
 )
 from agents.oauth.tokens import mcp_resource_url
@@ -131,11 +133,15 @@ class AuthorizationView(DotAuthorizationView):
             "code_challenge_method": credentials.get("code_challenge_method"),
             "resource": resource,
         }
+        registration = RegisteredClient.objects.filter(application=application).first()
         return self.render_to_response(
             self.get_context_data(
                 form=self.get_form(),
                 application=application,
-                registration=RegisteredClient.objects.filter(application=application).first(),
+                registration=registration,
+                left_out=left_out_described(registration.metadata.get("left_out"))
+                if registration is not None
+                else [],
                 scopes_described=scopes_described(granted),
                 withheld=withheld if granted else [],
                 resource=resource,
@@ -165,7 +171,7 @@ class AuthorizationView(DotAuthorizationView):
         if (
             application is None
             or redirect_uri_refusal(redirect_uri) is not None
-            or not application.redirect_uri_allowed(redirect_uri)
+            or not redirect_uri_registered(redirect_uri, application.redirect_uris.split())
         ):
             # Never redirect to a URI the client did not register (not even to say "denied").
             return self.error_response(

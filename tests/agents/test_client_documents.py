@@ -93,7 +93,7 @@ def test_the_document_is_cached(document_server: DocumentServer, buyer: User) ->
             "own URL",
         ),
         ({"redirect_uris": ["http://evil.example/cb"]}, 200, "loopback"),
-        ({"token_endpoint_auth_method": "client_secret_basic"}, 200, "public clients"),
+        ({"grant_types": ["client_credentials"]}, 200, "must include authorization_code"),
         (None, 404, "answered 404"),
         (b"not json", 200, "not JSON"),
         (b"[" * 20000, 200, "over 16384 bytes"),
