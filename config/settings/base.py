@@ -516,10 +516,14 @@ MCP_DYNAMIC_CLIENT_UNUSED_DAYS = env.int("MCP_DYNAMIC_CLIENT_UNUSED_DAYS", defau
 # except with MCP_CLIENT_DOCUMENT_PRIVATE_OK (DEBUG and tests). MCP_CLIENT_DOCUMENT_CA: a CA
 # bundle to trust instead of the system's (tests).
 MCP_CLIENT_ID_DOCUMENTS = env.bool("MCP_CLIENT_ID_DOCUMENTS", default=True)
+# One deadline for the whole fetch (connect, TLS and every read), not a timeout per read.
 MCP_CLIENT_DOCUMENT_TIMEOUT_S = env.float("MCP_CLIENT_DOCUMENT_TIMEOUT_S", default=3.0)
 MCP_CLIENT_DOCUMENT_MAX_BYTES = env.int("MCP_CLIENT_DOCUMENT_MAX_BYTES", default=16384)
 MCP_CLIENT_DOCUMENT_CACHE_S = env.int("MCP_CLIENT_DOCUMENT_CACHE_S", default=300)
 MCP_CLIENT_DOCUMENT_PRIVATE_OK = env.bool("MCP_CLIENT_DOCUMENT_PRIVATE_OK", default=DEBUG)
 MCP_CLIENT_DOCUMENT_CA = env.str("MCP_CLIENT_DOCUMENT_CA", default="")
+# At most this many fetches at once per process (agents/oauth/document_fetch.py): one more is
+# refused straight away ("try again"), so slow documents never hold more than these workers.
+MCP_CLIENT_DOCUMENT_FETCHES = env.int("MCP_CLIENT_DOCUMENT_FETCHES", default=4)
 # How long a refund request waits for its owner's confirmation.
 REFUND_REQUEST_TTL_S = env.int("REFUND_REQUEST_TTL_S", default=15 * 60)
