@@ -200,6 +200,29 @@ def refund_request_get(*, user: User, request_id: str, origin: str) -> dict[str,
     return selectors.refund_request_data(request, origin=origin, detail=True)
 
 
+DECLINED = "declined_by_person"  # the refusal code of a request its owner declined in the host
+
+
+def refund_request_decline(*, user: User, request_id: str, origin: str) -> dict[str, Any]:
+    """The owner declined (or cancelled) the host's offer of the confirmation page (a URL-mode
+    elicitation, docs/decisions/0015-the-confirmation-page-as-a-url-elicitation.md): a pending
+    request that no confirmation has begun is refused for good with `declined_by_person` and an
+    audit event, so the page no longer offers to confirm it. One already confirmed, or whose
+    confirmation is under way, is left as it is: the person's confirmation on the page stands.
+    Moves no money. Answers the request as `envelope_refund_request` does."""
+    request = selectors.refund_request_get_owned(user=user, request_id=request_id)
+    with transaction.atomic():
+        locked = _lock(request)
+        record = locked.idempotency
+        begun = record is not None and bool(record.resource)
+        leased = locked.confirm_lease_until is not None and locked.confirm_lease_until > clock.now()
+        if locked.status == RefundRequest.Status.PENDING and not begun and not leased:
+            _refuse(locked, DECLINED, actor=user)
+    return selectors.refund_request_data(
+        selectors.refund_request_get_owned(user=user, request_id=request_id), origin=origin
+    )
+
+
 # --- confirming, in the browser ------------------------------------------------------------------
 
 

@@ -27,9 +27,18 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, ListToolsResult, TextContent, ToolAnnotations
+from mcp_types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestURLParams,
+    InputRequiredResult,
+    ListToolsResult,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import ValidationError
 
+from agents import selectors as refund_requests
 from agents.mcp import tools
 from agents.mcp.threads import in_thread
 from agents.oauth.tokens import MCP_PATH
@@ -143,11 +152,69 @@ def _checked_run(spec: tools.ToolSpec, call: tools.Call, args: Any) -> dict[str,
         return InternalError()
 
 
+def url_elicitation_declared(ctx: Context[Any, Any]) -> bool:
+    """Whether the host said it can show a URL-mode elicitation (`elicitation: {url: {}}`; an
+    empty `elicitation: {}` is form mode only). Served stateless, Vouch knows a host's
+    capabilities only when each request carries them (protocol 2026-07-28's `_meta`); a host on
+    the 2025 handshake is answered the link in the result."""
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and elicitation.url is not None
+
+
+def _answer_action(answer: Any) -> str | None:
+    if answer is None:
+        return None
+    action = answer.get("action") if isinstance(answer, dict) else getattr(answer, "action", None)
+    return str(action)
+
+
+def confirmation_message(request: dict[str, Any]) -> str:
+    """The sentence a host shows the person beside the confirmation page's link."""
+    amount = refund_requests.usd_text(int(request["preview"]["total_micro"]))
+    return (
+        f"Confirm in your browser: refund {amount} from your Vouch envelope "
+        f"{request['envelope_id']} to the card that funded it (request {request['request_id']}). "
+        "No money moves until you confirm on the page."
+    )
+
+
+# The confirmation page as a URL-mode elicitation, over protocol 2026-07-28's input requests:
+# docs/decisions/0015-the-confirmation-page-as-a-url-elicitation.md
+async def confirmation_offered(
+    ctx: Context[Any, Any], call: tools.Call, request: dict[str, Any]
+) -> dict[str, Any] | InputRequiredResult:
+    """A pending refund request, to a host that can show URL-mode elicitations: first an input
+    request (keyed by the request id) sending the person to the confirmation page; on the host's
+    retry with the person's answer, the request (accepted: still pending until the owner confirms
+    on the page) or the request refused (declined or cancelled). Other hosts, and requests no
+    longer pending, get the result as it is, its `confirm_url` in it."""
+    if request.get("status") != refund_requests.PENDING or not url_elicitation_declared(ctx):
+        return request
+    request_id = str(request["request_id"])
+    action = _answer_action((ctx.input_responses or {}).get(request_id))
+    if action is None:
+        offer = ElicitRequestURLParams(
+            message=confirmation_message(request),
+            url=str(request["confirm_url"]),
+            elicitation_id=request_id,
+        )
+        return InputRequiredResult(input_requests={request_id: ElicitRequest(params=offer)})
+    if action == "accept":  # the person went to the page; their confirmation there moves money
+        return request
+    return await in_thread(tools.refund_request_decline)(call, request_id)
+
+
 def _tool(spec: tools.ToolSpec) -> Tool:
     async def run(ctx: Context[Any, Any], **arguments: Any) -> Any:
         args = spec.input.model_construct(**arguments)  # validated by the SDK already
-        result = await in_thread(_checked_run)(spec, current_call(ctx), args)
-        return error_result(result) if isinstance(result, VouchError) else result
+        call = current_call(ctx)
+        result = await in_thread(_checked_run)(spec, call, args)
+        if isinstance(result, VouchError):
+            return error_result(result)
+        if spec.confirms_in_browser:
+            return await confirmation_offered(ctx, call, result)
+        return result
 
     return Tool(
         fn=run,

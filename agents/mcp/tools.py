@@ -159,6 +159,13 @@ def envelope_refund_request(call: Call, args: s.EnvelopeRefundRequestInput) -> d
     )
 
 
+def refund_request_decline(call: Call, request_id: str) -> dict[str, Any]:
+    """The person declined the host's offer of the confirmation page: the request is refused."""
+    return refund_requests.refund_request_decline(
+        user=call.user, request_id=request_id, origin=call.origin
+    )
+
+
 def refund_request_get(call: Call, args: s.RefundRequestGetInput) -> dict[str, Any]:
     return refund_requests.refund_request_get(
         user=call.user, request_id=args.request_id, origin=call.origin
@@ -287,6 +294,9 @@ class ToolSpec:
     output: type[BaseModel]
     run: Callable[[Call, Any], dict[str, Any]]
     read_only: bool = True
+    # Its result is a refund request the owner confirms in the browser: offered to hosts that can
+    # show it as a URL-mode elicitation (agents/mcp/server.py, confirmation_offered).
+    confirms_in_browser: bool = False
 
 
 SPECS = (
@@ -359,12 +369,18 @@ SPECS = (
         "only then is the refund made. amount_micro: micro-dollars (1 USD = 1,000,000; $12.34 = "
         "12340000), omit for the whole unspent balance. idempotency_key: required; re-sending a "
         "call (e.g. after a broken connection) with the same key and arguments answers the same "
-        "request, never a second one." + _ERRORS,
+        "request, never a second one. A host that declares the elicitation capability with url "
+        "mode is sent the confirm_url as a URL-mode elicitation (an input request keyed by the "
+        "request_id) to show the person: accepting opens the page and still moves no money until "
+        "the owner confirms there; declining or cancelling refuses the request "
+        "(refusal_code declined_by_person). Other hosts show the person confirm_url themselves."
+        + _ERRORS,
         (ESCROW_REFUND_REQUEST,),
         s.EnvelopeRefundRequestInput,
         s.RefundRequest,
         envelope_refund_request,
         read_only=False,
+        confirms_in_browser=True,
     ),
     ToolSpec(
         "refund_request_get",

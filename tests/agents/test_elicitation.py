@@ -93,14 +93,15 @@ def test_a_host_declaring_url_elicitation_is_sent_to_the_confirmation_page(
 
     page = Browser(alice.user)
     assert page.open(request_id).status_code == 200
-    page.confirm(request_id)
-    page.confirm(request_id)  # pressed twice: one refund
+    form = page.form(request_id)
+    page.confirm(request_id, form)
+    page.confirm(request_id, form)  # pressed twice (the form as first shown): one refund
 
     assert RefundOperation.objects.count() == 1
     assert provider_refunds(sandbox) == refunds_before + 1
     shown = request_get(asgi_server, token, request_id)
     assert shown["status"] == "confirmed"
-    assert shown["refund"]["amount_micro"] == 2_000_000
+    assert shown["refund"]["requested_micro"] == 2_000_000
 
 
 def test_a_host_without_the_capability_gets_the_link_in_the_result(
