@@ -49,7 +49,7 @@ from agents.mcp import tools
 from agents.mcp.limits import tool_calls_wait
 from agents.mcp.server import CALL_SCOPE_KEY, build_server, host_allowed, session_manager
 from agents.mcp.threads import RequestThreads, in_thread
-from agents.oauth.limits import BEARER_FAILURES, failure_count, failures_wait
+from agents.oauth.limits import BEARER_FAILURES, bearer_caller, failure_count, failures_wait
 from agents.oauth.tokens import (
     STAFF_SCOPES,
     AgentPrincipal,
@@ -58,6 +58,7 @@ from agents.oauth.tokens import (
     mcp_resource_url,
     resource_metadata_url,
 )
+from core.client_address import scope_client_address
 from core.exceptions import (
     AuthenticationFailed,
     NotAuthenticated,
@@ -127,20 +128,23 @@ def _scopes_to_ask() -> str:
     return " ".join(scope for scope in settings.AGENT_SCOPES if scope not in STAFF_SCOPES)
 
 
+def _bearer_slow_down(wait: int) -> Refusal:
+    return Refusal(
+        Throttled("Too many refused access tokens.", details={"retry_after_s": wait}),
+        (("Retry-After", str(wait)),),
+    )
+
+
 def admit(
     *, raw: str | None, resource: str, calls: list[tuple[Any, str]], address: str = ""
 ) -> AgentPrincipal | Refusal:
-    """Steps 2-4: the caller, or why they are refused. An address past its limit of refused
-    tokens (agents/oauth/limits.py) waits, whatever it sends."""
-    wait = failures_wait(scope=BEARER_FAILURES, address=address)
+    """Steps 2-4: the caller, or why they are refused. Refused tokens are counted per client
+    address and token fingerprint (agents/oauth/limits.py): a token that failed its limit, or a
+    refused one once its address is past its limit, waits; a valid token never does."""
+    caller = bearer_caller(address=address, raw=raw)
+    wait = failures_wait(scope=BEARER_FAILURES, caller=caller) if raw is not None else None
     if wait is not None:
-        return Refusal(
-            Throttled(
-                "Too many refused access tokens from this address.",
-                details={"retry_after_s": wait},
-            ),
-            (("Retry-After", str(wait)),),
-        )
+        return _bearer_slow_down(wait)
     if raw is None:
         return Refusal(
             NotAuthenticated("Send Authorization: Bearer <an OAuth access token for this server>."),
@@ -149,7 +153,9 @@ def admit(
     try:
         principal = bearer_authenticate(raw=raw, resource=resource)
     except TokenRefused as refused:
-        failure_count(scope=BEARER_FAILURES, address=address)
+        wait = failure_count(scope=BEARER_FAILURES, caller=caller)
+        if wait is not None:
+            return _bearer_slow_down(wait)
         return Refusal(
             AuthenticationFailed(
                 "The access token is not valid here (unknown, expired, revoked, or issued for "
@@ -290,7 +296,10 @@ class McpApplication:
 
         async with threads.borrow():
             admitted = await in_thread(admit)(
-                raw=_bearer(headers), resource=resource, calls=calls, address=line.address
+                raw=_bearer(headers),
+                resource=resource,
+                calls=calls,
+                address=scope_client_address(scope),  # behind a proxy, the client's
             )
             if isinstance(admitted, Refusal):
                 await _answer(send, admitted, calls[0][0] if len(calls) == 1 else None)

@@ -40,9 +40,12 @@ from agents.oauth.client_documents import (
 )
 from agents.oauth.limits import (
     TOKEN_FAILURES,
+    Caller,
     failure_count,
     failures_wait,
+    registration_caller,
     registrations_wait,
+    token_caller,
 )
 from agents.oauth.metadata import authorization_server_metadata, protected_resource_metadata
 from agents.oauth.policy import (
@@ -262,39 +265,54 @@ class TokenView(DotTokenView):
     raised while the token is being saved (invalid_target, RFC 8707) comes back from it without
     a Content-Type, which is set here. A parameter holding a NUL, or a form too big to read, is
     invalid_request, and so is a grant other than the two served (unsupported_grant_type), each
-    counted as a failure; an address past its limit of failed requests (agents/oauth/limits.py)
-    waits, 429 `slow_down`."""
+    counted as a failure of its address, client id and credential; a failure once one of them is
+    past its limit, or a credential that failed its own, is 429 `slow_down`
+    (agents/oauth/limits.py)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        address = request.META.get("REMOTE_ADDR", "")
-        wait = failures_wait(scope=TOKEN_FAILURES, address=address)
+        # Counted per address, client id and credential (agents/oauth/limits.py).
+        caller = token_caller(request)
+        wait = failures_wait(scope=TOKEN_FAILURES, caller=caller)
         if wait is not None:
-            return _oauth_error(
-                429,
-                "slow_down",
-                f"Too many failed token requests from this address: try again in {wait} s.",
-                **{"Retry-After": str(wait)},
-            )
+            return _token_slow_down(wait)
         refusal = _form_refusal(request)
         if refusal is not None:
-            failure_count(scope=TOKEN_FAILURES, address=address)
-            return refusal
+            return _token_failed(caller, refusal)
         grant_type = request.POST.get("grant_type")
         if grant_type is not None and grant_type not in GRANT_TYPES:
             # Before django-oauth-toolkit, whose view sends the device_code grant to its own
             # device flow (a 500 here, where no device grant is served) without asking oauthlib.
-            failure_count(scope=TOKEN_FAILURES, address=address)
-            return _oauth_error(
-                400,
-                "unsupported_grant_type",
-                f"Vouch serves the {' and '.join(GRANT_TYPES)} grants only.",
+            return _token_failed(
+                caller,
+                _oauth_error(
+                    400,
+                    "unsupported_grant_type",
+                    f"Vouch serves the {' and '.join(GRANT_TYPES)} grants only.",
+                ),
             )
         response: HttpResponse = super().post(request, *args, **kwargs)
         response["Content-Type"] = "application/json"
         response["Cache-Control"] = "no-store"
         if response.status_code >= 400:
-            failure_count(scope=TOKEN_FAILURES, address=address)
+            return _token_failed(caller, response)
         return response
+
+
+def _token_failed(caller: Caller, refusal: HttpResponse) -> HttpResponse:
+    """Count a failed token request; the refusal, or 429 once one of the caller's identities is
+    over its limit (a valid credential never comes here: docs/decisions/0016-limits-by-identity.md
+    says why another identity's failures never refuse it)."""
+    wait = failure_count(scope=TOKEN_FAILURES, caller=caller)
+    return refusal if wait is None else _token_slow_down(wait)
+
+
+def _token_slow_down(wait: int) -> JsonResponse:
+    return _oauth_error(
+        429,
+        "slow_down",
+        f"Too many failed token requests from this client: try again in {wait} s.",
+        **{"Retry-After": str(wait)},
+    )
 
 
 class RevokeTokenView(DotRevokeTokenView):
@@ -342,19 +360,20 @@ class RegistrationView(View):
     """RFC 7591: POST /o/register/, a public client registering itself (agents.oauth.registration):
     201 with its client information, or 400 invalid_client_metadata / invalid_redirect_uri (a body
     that is not application/json, or over DATA_UPLOAD_MAX_MEMORY_SIZE, is invalid_client_metadata);
-    limited per address (MCP_REGISTRATION_RATE, 429 slow_down); 404 when
+    limited per client and address (MCP_REGISTRATION_RATE, 429 slow_down); 404 when
     MCP_DYNAMIC_REGISTRATION is off."""
 
     def post(self, request: HttpRequest) -> HttpResponse:
         if not settings.MCP_DYNAMIC_REGISTRATION:
             raise Http404
-        address = request.META.get("REMOTE_ADDR", "")
-        wait = registrations_wait(address=address)
+        caller = registration_caller(request)  # the client's address (core/client_address.py)
+        address = caller.address
+        wait = registrations_wait(caller=caller)
         if wait is not None:
             return _oauth_error(
                 429,
                 "slow_down",
-                f"Too many registrations from this address: try again in {wait} s.",
+                f"Too many registrations from this client: try again in {wait} s.",
                 **{"Retry-After": str(wait)},
             )
         if request.content_type != "application/json":

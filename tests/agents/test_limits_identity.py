@@ -9,6 +9,7 @@ cache, in windows that outlive a test."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import random
 from typing import Any
@@ -28,7 +29,8 @@ PROXY = "10.0.0.7"  # the reverse proxy, on another host than Vouch
 
 
 def _address() -> str:
-    return f"198.51.100.{random.randint(1, 254)}"
+    # 198.18.0.0/15 (RFC 2544): wide enough that no two tests' clients meet in a window.
+    return str(ipaddress.IPv4Address(0xC6120000 + random.randint(1, 2**17 - 2)))
 
 
 def _other(address: str) -> str:
@@ -112,7 +114,7 @@ def test_a_forged_forwarded_for_is_ignored_with_no_trusted_proxy(
     writing a new X-Forwarded-For on each request does not escape its limit."""
     settings.ALLAUTH_TRUSTED_PROXY_COUNT = 0
     settings.OAUTH_TOKEN_FAILURE_RATE = "3/min"
-    remote = f"192.0.2.{random.randint(1, 254)}"
+    remote = _address()  # the connection itself, no proxy
     for guess in range(3):
         response = _refresh(app, f"stale-{guess}", client=_address(), remote=remote)
         assert response.status_code == 400, response.content
@@ -180,11 +182,15 @@ def test_registrations_of_different_clients_from_one_address_are_counted_apart(
 
 @pytest.fixture
 def proxied_server(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, behind_proxy: None
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    behind_proxy: None,
+    transactional_db: None,
 ) -> str:
     """The live server with its peer (127.0.0.1 here) taken as a proxy on another host: uvicorn
     rewrites the peer from X-Forwarded-For only for the addresses in FORWARDED_ALLOW_IPS
-    (127.0.0.1 by default), which a proxy on another host is not."""
+    (127.0.0.1 by default), which a proxy on another host is not. Committed rows (transactional_db,
+    asked before any other database fixture): the server's threads read them."""
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", "192.0.2.250")
     url: str = request.getfixturevalue("asgi_server")
     return url
