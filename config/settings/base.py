@@ -200,8 +200,9 @@ VOUCH_BUYER_SIGNUP = env.bool("VOUCH_BUYER_SIGNUP", default=True)
 # password is refused until the window has passed. The admin has no login form of its own
 # (`/admin/login/` sends to allauth's, accounts/views.py), so these hold for staff too.
 ACCOUNT_RATE_LIMITS = {"login": "30/m/ip", "login_failed": "10/m/ip,5/5m/key"}
-# The client address the per-address limits count: behind N reverse proxies, the N-th address
-# from the right of X-Forwarded-For. 0 (no proxy): the connection's address.
+# The client address the per-address limits count (allauth's, and core/client_address.py's for
+# /o/token/, /o/register/, /mcp): behind N reverse proxies, the N-th address from the right of
+# X-Forwarded-For. 0 (no proxy): the connection's address.
 ALLAUTH_TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
 # --- API (Django REST framework, SPEC §13) -------------------------------------------------
@@ -501,12 +502,13 @@ if not 0 < OAUTH2_PROVIDER["ACCESS_TOKEN_EXPIRE_SECONDS"] <= 3600:
 # requests per buyer; "<n>/<s|min|hour|day>", empty turns one off.
 MCP_TOOL_CALL_RATE = env.str("MCP_TOOL_CALL_RATE", default="120/min")
 MCP_REFUND_REQUEST_RATE = env.str("MCP_REFUND_REQUEST_RATE", default="10/hour")
-# Failed credentials per client address (agents/oauth/limits.py): token requests refused at
-# /o/token/, bearer tokens refused at /mcp. Over the limit the address waits for the window's end.
+# Failed credentials per client address, client id (10x) and token fingerprint
+# (agents/oauth/limits.py): token requests refused at /o/token/, bearer tokens refused at /mcp.
+# Over a limit, failing requests are 429 to the window's end; a valid credential never is.
 OAUTH_TOKEN_FAILURE_RATE = env.str("OAUTH_TOKEN_FAILURE_RATE", default="20/min")
 MCP_BEARER_FAILURE_RATE = env.str("MCP_BEARER_FAILURE_RATE", default="20/min")
 # RFC 7591: generic MCP hosts register themselves as public clients (agents/oauth/registration.py),
-# at most MCP_REGISTRATION_RATE per address; one unused for MCP_DYNAMIC_CLIENT_UNUSED_DAYS is
+# at most MCP_REGISTRATION_RATE per client per address (10x per address); one unused for MCP_DYNAMIC_CLIENT_UNUSED_DAYS is
 # removed. MCP_DYNAMIC_REGISTRATION=false: only staff register clients (in the admin).
 MCP_DYNAMIC_REGISTRATION = env.bool("MCP_DYNAMIC_REGISTRATION", default=True)
 MCP_REGISTRATION_RATE = env.str("MCP_REGISTRATION_RATE", default="20/hour")
