@@ -508,8 +508,9 @@ MCP_REFUND_REQUEST_RATE = env.str("MCP_REFUND_REQUEST_RATE", default="10/hour")
 OAUTH_TOKEN_FAILURE_RATE = env.str("OAUTH_TOKEN_FAILURE_RATE", default="20/min")
 MCP_BEARER_FAILURE_RATE = env.str("MCP_BEARER_FAILURE_RATE", default="20/min")
 # RFC 7591: generic MCP hosts register themselves as public clients (agents/oauth/registration.py),
-# at most MCP_REGISTRATION_RATE per client per address (10x per address); one unused for MCP_DYNAMIC_CLIENT_UNUSED_DAYS is
-# removed. MCP_DYNAMIC_REGISTRATION=false: only staff register clients (in the admin).
+# at most MCP_REGISTRATION_RATE per client per address (10x per address); one unused for
+# MCP_DYNAMIC_CLIENT_UNUSED_DAYS is removed. MCP_DYNAMIC_REGISTRATION=false: only staff register
+# clients (in the admin).
 MCP_DYNAMIC_REGISTRATION = env.bool("MCP_DYNAMIC_REGISTRATION", default=True)
 MCP_REGISTRATION_RATE = env.str("MCP_REGISTRATION_RATE", default="20/hour")
 MCP_DYNAMIC_CLIENT_UNUSED_DAYS = env.int("MCP_DYNAMIC_CLIENT_UNUSED_DAYS", default=30)
