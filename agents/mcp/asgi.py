@@ -23,7 +23,10 @@ Per request, in order:
 
 These refusals are HTTP answers with a JSON-RPC error body whose `error.data` is the REST API's
 `{code, message, details}` (the SDK client surfaces it as the error's data). Steps 2-5 and the
-tool itself run on one thread borrowed for the request (agents/mcp/threads.py)."""
+tool itself run on one thread borrowed for the request (agents/mcp/threads.py); a `GET` stream
+gives its thread back once admitted, and is bounded by MCP_STREAMS_PER_PERSON (the next is 429
+`rate_limited` with Retry-After) and MCP_STREAM_MAX_S (then its response ends, complete, and the
+client opens another): issue 39 item 8."""
 
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ from starlette.types import Message, Receive, Scope, Send
 from agents.mcp import tools
 from agents.mcp.limits import tool_calls_wait
 from agents.mcp.server import CALL_SCOPE_KEY, build_server, host_allowed, session_manager
-from agents.mcp.threads import RequestThreads, in_thread
+from agents.mcp.threads import OpenStreams, RequestThreads, TooManyStreams, in_thread
 from agents.oauth.limits import BEARER_FAILURES, bearer_caller, failure_count, failures_wait
 from agents.oauth.tokens import (
     STAFF_SCOPES,
@@ -247,6 +250,7 @@ class McpApplication:
         self.server = server or build_server()
         self._manager: StreamableHTTPSessionManager | None = None
         self._threads: RequestThreads | None = None
+        self._streams = OpenStreams()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -306,9 +310,56 @@ class McpApplication:
                 return
             line.user_id, line.client_id = admitted.user.pk, admitted.client_id
             scope[CALL_SCOPE_KEY] = tools.Call(principal=admitted, origin=origin)
-            if scope["method"] == "POST":
-                receive = _replay(body, after, receive)
-            await manager.handle_request(scope, receive, send)
+            if scope["method"] != "GET":
+                if scope["method"] == "POST":
+                    receive = _replay(body, after, receive)
+                await manager.handle_request(scope, receive, send)
+                return
+        await self._stream(manager, admitted.user.pk, scope, receive, send)
+
+    async def _stream(
+        self,
+        manager: StreamableHTTPSessionManager,
+        person: object,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """A GET stream, on no request thread: the person's cap, then the SDK for at most the
+        lifetime, after which the response is ended as a complete one (the client reconnects)."""
+        lifetime_s = float(settings.MCP_STREAM_MAX_S)
+        try:
+            ticket = self._streams.open(
+                person, per_person=int(settings.MCP_STREAMS_PER_PERSON), lifetime_s=lifetime_s
+            )
+        except TooManyStreams as full:
+            wait = full.retry_after_s
+            refused = Throttled(
+                "Too many open streams for this person; close one or retry after Retry-After.",
+                details={
+                    "retry_after_s": wait,
+                    "streams_per_person": settings.MCP_STREAMS_PER_PERSON,
+                },
+            )
+            await _answer(send, Refusal(refused, (("Retry-After", str(wait)),)))
+            return
+        started = completed = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started, completed
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                completed = True
+            await send(message)
+
+        try:
+            with anyio.move_on_after(lifetime_s):
+                await manager.handle_request(scope, receive, watched)
+            if started and not completed:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            self._streams.close(person, ticket)
 
 
 def _address(scope: Scope) -> str:

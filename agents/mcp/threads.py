@@ -8,11 +8,16 @@ context) share that thread, hence one database connection per request, and the t
 back with its connection closed if Django would close it at the end of a request
 (`close_old_connections`: CONN_MAX_AGE, health checks, or returned to psycopg's pool). No
 connection outlives its thread, and there are never more threads (nor connections) per process
-than the pool holds."""
+than the pool holds.
+
+`GET /mcp` streams borrow no thread once admitted (OpenStreams, below): a thread each for their
+whole life let a few open streams starve every POST (issue 39 item 8)."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -76,3 +81,40 @@ class RequestThreads:
 def in_thread(function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """`function` as a coroutine function running on the request's borrowed thread."""
     return sync_to_async(function, thread_sensitive=True)
+
+
+class TooManyStreams(Exception):
+    """The person holds as many streams as they may; `retry_after_s`: until the oldest ends."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(retry_after_s)
+        self.retry_after_s = retry_after_s
+
+
+class OpenStreams:
+    """The `GET /mcp` streams open in this process, per person (issue 39 item 8). A stream runs on
+    no request thread (it only waits for server messages, and a stateless server sends none), so
+    what bounds it is this: at most `per_person` at once for one person, each for at most its
+    lifetime. Counted per server process: with W worker processes a person holds at most W times
+    the cap, still a bound (what the threads of one process need is what this protects)."""
+
+    def __init__(self) -> None:
+        self._opened: dict[object, list[float]] = {}
+
+    def open(self, person: object, *, per_person: int, lifetime_s: float) -> float:
+        """A ticket (the stream's start time) for a new stream of `person`; TooManyStreams when
+        they hold `per_person` already (refused, not the oldest closed: a host that opens streams
+        in a loop must not take the one another of the person's assistants is reading)."""
+        now = time.monotonic()
+        held = self._opened.get(person, [])
+        if len(held) >= per_person:
+            raise TooManyStreams(max(1, math.ceil(min(held) + lifetime_s - now)))
+        self._opened.setdefault(person, []).append(now)
+        return now
+
+    def close(self, person: object, ticket: float) -> None:
+        held = self._opened.get(person, [])
+        if ticket in held:
+            held.remove(ticket)
+        if not held:
+            self._opened.pop(person, None)

@@ -502,6 +502,11 @@ if not 0 < OAUTH2_PROVIDER["ACCESS_TOKEN_EXPIRE_SECONDS"] <= 3600:
 # requests per buyer; "<n>/<s|min|hour|day>", empty turns one off.
 MCP_TOOL_CALL_RATE = env.str("MCP_TOOL_CALL_RATE", default="120/min")
 MCP_REFUND_REQUEST_RATE = env.str("MCP_REFUND_REQUEST_RATE", default="10/hour")
+# GET /mcp streams (agents/mcp/asgi.py): each ends after MCP_STREAM_MAX_S seconds (the client
+# opens another), and a person holds at most MCP_STREAMS_PER_PERSON at once per server process
+# (the next is 429 with Retry-After). They hold no request thread, so they never starve POSTs.
+MCP_STREAM_MAX_S = env.float("MCP_STREAM_MAX_S", default=300.0)
+MCP_STREAMS_PER_PERSON = env.int("MCP_STREAMS_PER_PERSON", default=2)
 # Failed credentials per client address, client id (10x) and token fingerprint
 # (agents/oauth/limits.py): token requests refused at /o/token/, bearer tokens refused at /mcp.
 # Over a limit, failing requests are 429 to the window's end; a valid credential never is.

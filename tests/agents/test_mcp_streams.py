@@ -45,10 +45,12 @@ async def _hold_stream(
 async def _get(url: str, token: str) -> httpx2.Response:
     """A GET /mcp that is expected to be answered at once (a refusal), not to stream."""
     headers = {**HEADERS, "Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(timeout=10) as http:
-        async with http.stream("GET", f"{url}/mcp", headers=headers) as response:
-            await response.aread()
-            return response
+    async with (
+        httpx2.AsyncClient(timeout=10) as http,
+        http.stream("GET", f"{url}/mcp", headers=headers) as response,
+    ):
+        await response.aread()
+        return response
 
 
 def test_open_streams_never_starve_a_post(asgi_server: str, buyer: User, settings: Any) -> None:
@@ -61,23 +63,25 @@ def test_open_streams_never_starve_a_post(asgi_server: str, buyer: User, setting
     async def main() -> None:
         stop, opened = anyio.Event(), []
         limits = httpx2.Limits(max_connections=THREADS + 10)
-        async with httpx2.AsyncClient(timeout=30, limits=limits) as http:
-            async with anyio.create_task_group() as group:
-                for _ in range(THREADS + 1):
-                    group.start_soon(_hold_stream, http, asgi_server, token, opened, stop)
-                with anyio.move_on_after(5):
-                    while len(opened) < THREADS:
-                        await anyio.sleep(0.05)
-                started = time.monotonic()
-                try:
-                    response = await anyio.to_thread.run_sync(
-                        lambda: post_mcp(asgi_server, tool_call("whoami"), token=token)
-                    )
-                    answered.append((response.status_code, time.monotonic() - started))
-                except httpx2.TimeoutException:
-                    answered.append((0, time.monotonic() - started))
-                finally:
-                    stop.set()
+        async with (
+            httpx2.AsyncClient(timeout=30, limits=limits) as http,
+            anyio.create_task_group() as group,
+        ):
+            for _ in range(THREADS + 1):
+                group.start_soon(_hold_stream, http, asgi_server, token, opened, stop)
+            with anyio.move_on_after(5):
+                while len(opened) < THREADS:
+                    await anyio.sleep(0.05)
+            started = time.monotonic()
+            try:
+                response = await anyio.to_thread.run_sync(
+                    lambda: post_mcp(asgi_server, tool_call("whoami"), token=token)
+                )
+                answered.append((response.status_code, time.monotonic() - started))
+            except httpx2.TimeoutException:
+                answered.append((0, time.monotonic() - started))
+            finally:
+                stop.set()
 
     anyio.run(main)
 
