@@ -4,10 +4,14 @@ its access; another buyer's assistant and an unknown id answer the same 404 (SPE
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from typing import Any
 
+import httpx2
 import pytest
 from django.test import Client
 from oauth2_provider.models import AccessToken, RefreshToken
@@ -25,6 +29,7 @@ from tests.agents.oauth import (
     redirect_params,
 )
 from tests.drivers.https_documents import DocumentServer
+from tests.drivers.mcp import tool_call
 
 pytestmark = pytest.mark.django_db
 
@@ -156,3 +161,44 @@ def test_the_revoke_route_takes_no_get(buyer: User) -> None:
     browser = Client()
     browser.force_login(buyer)
     assert browser.get(f"{PAGE}revoke/").status_code in (404, 405)
+
+
+def test_make_run_settings_accept_a_document_on_a_local_address() -> None:
+    """Issue 39 item 5: under `make run` (config.settings.local, DEBUG on by default) a document
+    on a local address was refused: MCP_CLIENT_DOCUMENT_PRIVATE_OK followed base settings' DEBUG,
+    read before local.py turned DEBUG on."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DJANGO_DEBUG", "MCP_CLIENT_DOCUMENT_PRIVATE_OK")
+    }
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings.local"
+    script = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.DEBUG, settings.MCP_CLIENT_DOCUMENT_PRIVATE_OK)"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert shown == ["True", "True"]
+    env["DJANGO_DEBUG"] = "false"
+    shown = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert shown == ["False", "False"]
+
+
+def test_post_to_mcp_with_a_trailing_slash_is_answered_as_mcp(asgi_server: str) -> None:
+    """Issue 39 item 5: `POST /mcp/` was Django's HTML 404, with no challenge, so a client that
+    added the slash never learned where to authorize. It is the same endpoint as `/mcp`."""
+    answer = httpx2.post(
+        f"{asgi_server}/mcp/",
+        json=tool_call("whoami"),
+        headers={"Accept": "application/json, text/event-stream"},
+        timeout=30,
+    )
+
+    assert answer.status_code == 401
+    assert answer.headers["WWW-Authenticate"].startswith("Bearer ")
+    assert "resource_metadata=" in answer.headers["WWW-Authenticate"]
+    assert answer.json()["error"]["data"]["code"] == "not_authenticated"
