@@ -1,4 +1,4 @@
-"""Vouch's ASGI entry point: `/mcp` (exactly) goes to the MCP server (agents/mcp), everything else
+"""Vouch's ASGI entry point: `/mcp` (and `/mcp/`) goes to the MCP server (agents/mcp), the rest
 to Django. The lifespan is handled here (Django's handler takes HTTP only): it starts the MCP
 SDK's session manager and stops it at shutdown. With DEBUG on, static files are served too (as
 `runserver` would), so that the admin is styled under `make run`.
@@ -28,6 +28,7 @@ if settings.DEBUG:
     django_application = ASGIStaticFilesHandler(django_application)
 
 mcp_application = McpApplication()
+MCP_PATHS = (MCP_PATH, MCP_PATH + "/")
 
 
 async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
@@ -49,7 +50,11 @@ async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
 async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
         await lifespan(scope, receive, send)
-    elif scope["type"] in ("http", "websocket") and scope["path"] == MCP_PATH:
-        await mcp_application(scope, receive, send)
+    elif scope["type"] in ("http", "websocket") and scope["path"] in MCP_PATHS:
+        # `/mcp/` is `/mcp` (one resource): a client that adds the slash gets the same answers,
+        # the 401 challenge included, rather than a page it cannot read.
+        await mcp_application(
+            {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}, receive, send
+        )
     else:
         await django_application(scope, receive, send)

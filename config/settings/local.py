@@ -14,6 +14,9 @@ from .base import *
 from .base import LOG_LEVEL, VAR_DIR, cache_from_url, env
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
+# Follows this DEBUG, not base's (computed there before DEBUG is turned on here): `make run` takes
+# a client id metadata document served on this machine (docs/getting-started.md).
+MCP_CLIENT_DOCUMENT_PRIVATE_OK = env.bool("MCP_CLIENT_DOCUMENT_PRIVATE_OK", default=DEBUG)
 SECRET_KEY = env.str("SECRET_KEY", default="local-development-only-not-a-secret-0123456789abcdef")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 
