@@ -19,14 +19,8 @@ from tests.agents.test_elicitation import Host, request_refund
 from tests.browser.test_refund_confirm import PASSWORD, fits
 from tests.drivers.api import Api
 
-PHONE_OVERFLOWS = pytest.mark.xfail(
-    strict=True,
-    reason="issue 39 item 6: the confirmation page (agents/templates/agents/refund_request.html, "
-    "not this helper's file) scrolls sideways at 390 px",
-)
 
-
-@pytest.fixture(params=[1366, pytest.param(390, marks=PHONE_OVERFLOWS)], ids=["1366px", "390px"])
+@pytest.fixture(params=[1366, 390], ids=["1366px", "390px"])
 def window(browser: Browser, request: Any) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": request.param, "height": 900})
     try:
