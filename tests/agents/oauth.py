@@ -63,6 +63,27 @@ MCP = "http://testserver/mcp"
 REDIRECT_URI = "http://127.0.0.1/callback"
 
 
+def document_body(url: str, **changes: Any) -> dict[str, Any]:
+    """A client id metadata document published at `url`: a public client redirecting to
+    REDIRECT_URI, with `changes` over it."""
+    return {
+        "client_id": url,
+        "client_name": "Published assistant",
+        "redirect_uris": [REDIRECT_URI],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        **changes,
+    }
+
+
+class DocumentClient:
+    """What authorize_query needs of a client known by its document's URL: its client id."""
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+
+
 def pkce_pair() -> tuple[str, str]:
     """A code_verifier and its S256 code_challenge (RFC 7636 §4.2)."""
     verifier = secrets.token_urlsafe(48)
@@ -70,7 +91,9 @@ def pkce_pair() -> tuple[str, str]:
     return verifier, base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
-def authorize_query(application: Application, challenge: str, **overrides: str | None) -> str:
+def authorize_query(
+    application: Application | DocumentClient, challenge: str, **overrides: str | None
+) -> str:
     """The query string of an authorization request as an MCP client sends it (the SDK's
     parameters); an override of None leaves that parameter out."""
     params: dict[str, str | None] = {

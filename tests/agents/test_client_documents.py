@@ -15,10 +15,12 @@ from agents.models import RegisteredClient
 from agents.oauth.tokens import bearer_authenticate
 from tests.agents.oauth import (
     MCP,
+    DocumentClient,
     authorize_query,
     browser_as,
     consent,
     consent_answer,
+    document_body,
     exchange,
     pkce_pair,
     redirect_params,
@@ -30,34 +32,15 @@ pytestmark = pytest.mark.django_db
 CALLBACK = "http://127.0.0.1/callback"
 
 
-def _document(url: str, **changes: Any) -> dict[str, Any]:
-    return {
-        "client_id": url,
-        "client_name": "Published assistant",
-        "redirect_uris": [CALLBACK],
-        "grant_types": ["authorization_code", "refresh_token"],
-        "response_types": ["code"],
-        "token_endpoint_auth_method": "none",
-        **changes,
-    }
-
-
-class _App:
-    """What authorize_query needs of an application: its client id."""
-
-    def __init__(self, client_id: str) -> None:
-        self.client_id = client_id
-
-
 def test_a_client_id_url_is_fetched_and_the_client_completes_the_flow(
     document_server: DocumentServer, buyer: User
 ) -> None:
     url = document_server.url("/clients/assistant.json")
-    document_server.serve("/clients/assistant.json", _document(url))
+    document_server.serve("/clients/assistant.json", document_body(url))
     verifier, challenge = pkce_pair()
     browser = browser_as(buyer)
 
-    page = consent(browser, authorize_query(_App(url), challenge))  # type: ignore[arg-type]
+    page = consent(browser, authorize_query(DocumentClient(url), challenge))
 
     assert page.status_code == 200, page.content
     html = page.content.decode()
@@ -77,10 +60,13 @@ def test_a_client_id_url_is_fetched_and_the_client_completes_the_flow(
 
 
 def test_the_document_is_cached(document_server: DocumentServer, buyer: User) -> None:
-    url = document_server.serve("/c.json", _document(document_server.url("/c.json")))
+    url = document_server.serve("/c.json", document_body(document_server.url("/c.json")))
     _, challenge = pkce_pair()
     for _ in range(3):
-        assert consent(browser_as(buyer), authorize_query(_App(url), challenge)).status_code == 200  # type: ignore[arg-type]
+        assert (
+            consent(browser_as(buyer), authorize_query(DocumentClient(url), challenge)).status_code
+            == 200
+        )
     assert document_server.hits["/c.json"] == 1
 
 
@@ -105,14 +91,16 @@ def test_a_bad_document_is_a_400_page_and_makes_no_client(
     url = document_server.url("/bad.json")
     if isinstance(served, dict):
         body: Any = (
-            _document(url, **served) if "client_id" not in served else {**_document(url), **served}
+            document_body(url, **served)
+            if "client_id" not in served
+            else {**document_body(url), **served}
         )
     else:
         body = served if served is not None else b"{}"
     document_server.serve("/bad.json", body, status=status)
     _, challenge = pkce_pair()
 
-    page = consent(browser_as(buyer), authorize_query(_App(url), challenge))  # type: ignore[arg-type]
+    page = consent(browser_as(buyer), authorize_query(DocumentClient(url), challenge))
 
     assert page.status_code == 400
     assert says in page.content.decode()
@@ -123,10 +111,10 @@ def test_a_private_address_is_never_fetched_outside_debug_and_tests(
     document_server: DocumentServer, buyer: User, settings: Any
 ) -> None:
     settings.MCP_CLIENT_DOCUMENT_PRIVATE_OK = False
-    url = document_server.serve("/c.json", _document(document_server.url("/c.json")))
+    url = document_server.serve("/c.json", document_body(document_server.url("/c.json")))
     _, challenge = pkce_pair()
 
-    page = consent(browser_as(buyer), authorize_query(_App(url), challenge))  # type: ignore[arg-type]
+    page = consent(browser_as(buyer), authorize_query(DocumentClient(url), challenge))
 
     assert page.status_code == 400
     assert "private or local address" in page.content.decode()
@@ -137,7 +125,7 @@ def test_a_private_address_is_never_fetched_outside_debug_and_tests(
 def test_a_client_id_url_over_http_or_too_long_is_refused(buyer: User) -> None:
     _, challenge = pkce_pair()
     for url in ("http://127.0.0.1/c.json", "https://127.0.0.1/" + "x" * 100):
-        page = consent(browser_as(buyer), authorize_query(_App(url), challenge))  # type: ignore[arg-type]
+        page = consent(browser_as(buyer), authorize_query(DocumentClient(url), challenge))
         assert page.status_code == 400, url
     assert not Application.objects.exists()
 
@@ -160,6 +148,6 @@ def test_the_metadata_says_documents_are_supported(settings: Any) -> None:
 )
 def test_a_malformed_client_id_url_is_a_400_not_a_500(buyer: User, url: str) -> None:
     _, challenge = pkce_pair()
-    page = consent(browser_as(buyer), authorize_query(_App(url), challenge))  # type: ignore[arg-type]
+    page = consent(browser_as(buyer), authorize_query(DocumentClient(url), challenge))
     assert page.status_code == 400
     assert not Application.objects.exists()

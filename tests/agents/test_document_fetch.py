@@ -23,33 +23,22 @@ from django.db import connection
 from accounts.models import User
 from agents.oauth import client_documents
 from agents.oauth.client_documents import ClientDocumentRefused
-from tests.agents.oauth import authorize_query, browser_as, consent, pkce_pair
+from tests.agents.oauth import (
+    DocumentClient,
+    authorize_query,
+    browser_as,
+    consent,
+    document_body,
+    pkce_pair,
+)
 from tests.drivers.https_documents import NAME, DocumentServer
 
 pytestmark = pytest.mark.django_db
 
-CALLBACK = "http://127.0.0.1/callback"
-
-
-def _document(url: str) -> dict[str, Any]:
-    return {
-        "client_id": url,
-        "client_name": "Published assistant",
-        "redirect_uris": [CALLBACK],
-        "grant_types": ["authorization_code", "refresh_token"],
-        "response_types": ["code"],
-        "token_endpoint_auth_method": "none",
-    }
-
-
-class _App:
-    def __init__(self, client_id: str) -> None:
-        self.client_id = client_id
-
 
 def _authorize(buyer: User, url: str) -> Any:
     _, challenge = pkce_pair()
-    return consent(browser_as(buyer), authorize_query(_App(url), challenge))  # type: ignore[arg-type]
+    return consent(browser_as(buyer), authorize_query(DocumentClient(url), challenge))
 
 
 def _refusal(page: Any) -> str:
@@ -100,7 +89,7 @@ def test_no_database_connection_is_held_while_the_document_is_fetched(
             ).fetchone()
             sessions.append(row[0] if row else -1)
 
-    url = document_server.serve("/c.json", _document(document_server.url("/c.json")))
+    url = document_server.serve("/c.json", document_body(document_server.url("/c.json")))
     document_server.on_request = count_sessions
 
     page = _authorize(buyer, url)
@@ -133,7 +122,7 @@ def test_fetches_over_the_cap_are_refused_at_once(
     while sum(document_server.hits.get(urlsplit(u).path, 0) for u in slow) < 2:
         assert time.monotonic() < waited, "the slow fetches never reached the server"
         time.sleep(0.02)
-    url = document_server.serve("/c.json", _document(document_server.url("/c.json")))
+    url = document_server.serve("/c.json", document_body(document_server.url("/c.json")))
 
     started = time.monotonic()
     with pytest.raises(ClientDocumentRefused, match="try again"):
@@ -175,7 +164,7 @@ def test_a_rebinding_name_is_fetched_from_the_checked_address_only(
     settings.MCP_CLIENT_DOCUMENT_TIMEOUT_S = 1.0
     port = document_server.httpd.server_port
     url = f"https://{NAME}:{port}/c.json"
-    document_server.serve("/c.json", _document(url))
+    document_server.serve("/c.json", document_body(url))
 
     page = _authorize(buyer, url)
 
@@ -202,7 +191,7 @@ def test_a_name_is_verified_against_the_certificate_at_the_address_resolved(
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     port = document_server.httpd.server_port
     named = f"https://{NAME}:{port}/c.json"
-    document_server.serve("/c.json", _document(named))
+    document_server.serve("/c.json", document_body(named))
 
     assert _authorize(buyer, named).status_code == 200
     assert "could not be read" in _refusal(_authorize(buyer, f"https://{other}:{port}/c.json"))
