@@ -180,26 +180,9 @@ class Client:
         )
 
     def mcp_answer(self) -> requests.Response:
-        params: dict[str, Any] = {
-            "name": "envelope_get",
-            "arguments": {"envelope_id": self.buyer.envelope_id},
-        }
-        headers = {
-            "Authorization": f"Bearer {self.buyer.mcp_token}",
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-            "MCP-Protocol-Version": self.protocol,
-        }
-        if self.protocol == PROTOCOLS[0]:  # as the SDK's client sends it at 2026-07-28
-            headers.update({"Mcp-Method": "tools/call", "Mcp-Name": "envelope_get"})
-            params["_meta"] = {
-                "io.modelcontextprotocol/protocolVersion": self.protocol,
-                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        body = {"jsonrpc": "2.0", "id": next(self.ids), "method": "tools/call", "params": params}
+        body, headers = mcp_request(self)
         return self.http.post(
-            f"{self.base}/mcp", data=json.dumps(body), headers=headers, timeout=REQUEST_TIMEOUT_S
+            f"{self.base}/mcp", data=body, headers=headers, timeout=REQUEST_TIMEOUT_S
         )
 
     def rest(self) -> Sample:
@@ -234,6 +217,59 @@ class Client:
         rest = self.rest_answer().json()["data"]
         mcp = self.mcp_answer().json()["result"]["structuredContent"]
         return bool(rest == mcp)
+
+
+def mcp_request(client: Client) -> tuple[bytes, dict[str, str]]:
+    """One JSON-RPC `tools/call` of `envelope_get` as the SDK's client sends it: body, headers."""
+    params: dict[str, Any] = {
+        "name": "envelope_get",
+        "arguments": {"envelope_id": client.buyer.envelope_id},
+    }
+    headers = {
+        "Authorization": f"Bearer {client.buyer.mcp_token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": client.protocol,
+    }
+    if client.protocol == PROTOCOLS[0]:  # as the SDK's client sends it at 2026-07-28
+        headers.update({"Mcp-Method": "tools/call", "Mcp-Name": "envelope_get"})
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": client.protocol,
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    body = {"jsonrpc": "2.0", "id": next(client.ids), "method": "tools/call", "params": params}
+    return json.dumps(body).encode(), headers
+
+
+def profile_split(
+    base: str, buyer: Buyer, protocol: str, calls: int, *, pool: bool
+) -> list[tuple[str, str]]:
+    """--profile: both surfaces called in this process (bench/mcp_profile.py), with the server's
+    pool unless --no-pool: CPU ms per answer and where it goes."""
+    from django.db import connections
+
+    from bench.mcp_profile import profile_surfaces, scope
+
+    if pool:  # as POOL_SETTINGS gives the server; new threads' connections read these settings
+        connections.close_all()
+        connections.settings["default"]["CONN_MAX_AGE"] = 0
+        connections.settings["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1, "max_size": 10, "timeout": 10.0,
+        }  # fmt: skip
+    import config.asgi
+
+    client = Client(base, buyer, protocol)
+    mcp_body, mcp_headers = mcp_request(client)
+    host = {"Host": base.removeprefix("http://")}  # the MCP token's resource names it
+    rest_headers = {"Authorization": f"Bearer {buyer.rest_token}", **host}
+    surfaces = {
+        "MCP envelope_get": (scope("POST", "/mcp", {**mcp_headers, **host}), mcp_body),
+        "REST GET envelope": (scope("GET", f"{ENVELOPES}/{buyer.envelope_id}", rest_headers), b""),
+    }
+    return profile_surfaces(
+        surfaces, config.asgi.mcp_application.running, config.asgi.application, calls
+    )
 
 
 # --- the whole bench ----------------------------------------------------------------------------
@@ -277,6 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=120.0,
         help="seconds the sandbox and gunicorn each have to answer (default 120)",
     )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also call each surface N times in this process, bare then profiled: the split",
+    )
     add_database_flag(parser, "vouch_bench_mcp_<pid>")
     add_redis_flag(parser, DEFAULT_BROKER_URL)
     add_port_flag(parser, "--sandbox-port", "the stripe_sandbox's port")
@@ -314,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         STRIPE_API_BASE=sandbox_url,
         STRIPE_API_KEY=STRIPE_KEY,
         CELERY_BROKER_URL=args.redis_url,
+        MCP_TOOL_CALL_RATE="",  # the server's (below) and --profile's, in this process
     )
     os.environ.pop("VOUCH_CRASH_AT", None)
     logging.getLogger("stripe").setLevel(logging.WARNING)
@@ -322,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     servers: list[Server] = []
     mcp, rest = Phase("MCP envelope_get", args.clients), Phase("REST GET envelope", args.clients)
     same = False
+    split: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
         try:
             database.create()
@@ -347,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             buyers = buyers_seed(args.clients, f"{base}/mcp")
             progress(f"{args.clients} buyers, envelopes (2 funding legs, a refund) and tokens")
+            if args.profile:
+                split = profile_split(
+                    base, buyers[0], args.protocol, args.profile, pool=not args.no_pool
+                )
             gunicorn = Server(
                 "gunicorn",
                 [
@@ -409,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     summary += [
         ("same envelope on both:", "yes" if same else "NO: the answers differ"),
         ("throughput ratio MCP / REST:", f"{ratio:.3f} (target >= {RATIO_TARGET})"),
+        *split,
     ]
     width = max(len(label) for label, _ in summary) + 2
     print()
