@@ -40,7 +40,8 @@ def test_profile_prints_cpu_per_answer_and_split_by_group() -> None:
     lines = profile_surfaces(surfaces, nothing_running, json_app, calls=30)
     labels = [label for label, _ in lines]
     assert labels[0] == "JSON, in process, bare:"
-    assert lines[0][1].endswith(" ms CPU per answer") and float(lines[0][1].split()[0]) > 0
+    assert lines[0][1].endswith(" ms CPU per answer")
+    assert float(lines[0][1].split()[0]) > 0
     groups = {name for name, _ in GROUPS}
     shares = {
         label.strip().rstrip(":"): float(value.rstrip(" %"))
