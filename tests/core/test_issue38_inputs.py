@@ -51,7 +51,8 @@ def _signature_headers() -> dict[str, str]:
         "v1-high-byte": f"t={now},v1=\x80",
         "v1-byte-ff": f"t={now},v1=\xff",
         "v1-good-then-byte": f"t={now},v1={v1}\xe9",
-        "v1-beside-a-good-one": f"t={now},v1=\xe9,v1={v1[:-1]}0",
+        # A wrong v1 beside the byte: the good one with its last digit changed (never equal to it).
+        "v1-beside-a-good-one": f"t={now},v1=\xe9,v1={v1[:-1]}{'1' if v1[-1] == '0' else '0'}",
         "v1-non-latin1": f"t={now},v1=\u20ac",
         "t-latin1-digit": f"t={now}\xb9,v1={v1}",
         "two-t-one-bad": f"t={now},t=\xe9,v1={v1}",
