@@ -292,6 +292,12 @@ def confirmation_message(outcome: str, refund: RefundOperation | None) -> tuple[
             f"envelope (the reason is below); {usd_text(data['refunded_micro'])} went back to "
             "the card.",
         )
+    if data["status"] == "pending" and any(leg.get("queued") for leg in data.get("legs") or []):
+        return (
+            "info",
+            "Confirmed: the refund is queued for Stripe, which takes a limited number of refunds "
+            "a second; Vouch sends it within moments, in turn.",
+        )
     if data["status"] == "pending":
         return ("info", "Confirmed: the refund went to Stripe; its answer is not in yet.")
     return ("success", "Confirmed: the refund went to Stripe; its status is below.")

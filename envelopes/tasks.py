@@ -7,3 +7,9 @@ from envelopes import services
 def resume_stranded() -> int:
     """Resume funding and refund legs left without an answer (same keys: never a second effect)."""
     return services.stranded_resume()
+
+
+@shared_task(name="envelopes.send_waiting")
+def send_waiting() -> int:
+    """Send legs that waited for room in Stripe's rate limit, oldest first (same keys)."""
+    return services.waiting_send()

@@ -298,6 +298,10 @@ class RefundLeg(Out):
         description="VERIFIED once an independent readback proves it."
     )
     verification_run: str | None
+    queued: bool = Field(
+        description="Stripe's rate limit had no room when this leg was to be sent: it waits, its "
+        "money reserved, and Vouch sends it as room frees, in turn, under the same key."
+    )
 
 
 class Refund(Out):

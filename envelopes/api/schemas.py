@@ -162,6 +162,11 @@ RefundLegOut = money_serializer(
         ),
         "verification_verdict": serializers.CharField(allow_null=True),
         "verification_run": serializers.CharField(allow_null=True),
+        "queued": serializers.BooleanField(
+            help_text="Stripe's rate limit (25 refunds a second on an account) had no room when "
+            "this leg was to be sent: it waits, its money reserved, and Vouch sends it as room "
+            "frees, oldest first, under the same idempotency key. False once it is sent."
+        ),
     },
     ["amount"],
 )

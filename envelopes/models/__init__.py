@@ -133,6 +133,11 @@ class FundingLeg(models.Model):
     # under the leg's key: SPEC §17 (Visa CE 3.0), docs/decisions/0012.
     provider_metadata = models.JSONField(default=dict, blank=True)
 
+    # Stripe's rate limit had no room when this was to be sent (issue 40): a worker sends it as
+    # room frees, oldest first, under the same key (envelopes.services.waiting). Null otherwise,
+    # and again once a worker took it.
+    deferred_at = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         ordering = ("envelope", "sequence")
         constraints = [
@@ -165,7 +170,12 @@ class FundingLeg(models.Model):
                 fields=["payment_intent_id"],
                 name="funding_payment_intent",
                 condition=~Q(payment_intent_id=""),
-            )
+            ),
+            models.Index(
+                fields=["deferred_at", "id"],
+                condition=Q(deferred_at__isnull=False),
+                name="fundingleg_waiting",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -258,6 +268,11 @@ class RefundLeg(models.Model):
     reserved_at = models.DateTimeField()
     decided_at = models.DateTimeField(null=True, blank=True)
     released = models.BooleanField(default=False, help_text="Its money went back to unspent.")
+
+    # Stripe's rate limit had no room when this was to be sent (issue 40): a worker sends it as
+    # room frees, oldest first, under the same key (envelopes.services.waiting). Null otherwise,
+    # and again once a worker took it.
+    deferred_at = models.DateTimeField(null=True, blank=True)
     verification_run = models.ForeignKey(
         "verification.VerificationRun",
         null=True,
@@ -268,6 +283,13 @@ class RefundLeg(models.Model):
 
     class Meta:
         ordering = ("operation", "sequence")
+        indexes = [
+            models.Index(
+                fields=["deferred_at", "id"],
+                condition=Q(deferred_at__isnull=False),
+                name="refundleg_waiting",
+            )
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(amount_micro__gt=0), name="leg_amount_gt_0"),
             models.CheckConstraint(

@@ -119,6 +119,14 @@ class LegState:
     text: str
 
 
+# A leg waiting for room in Stripe's rate limit (issue 40), in the buyer's words.
+QUEUED_TEXT = (
+    "On its way: queued for Stripe, which takes a limited number of refunds a second. Vouch "
+    "sends it as soon as there is room, in turn; the money stays set aside meanwhile and it can "
+    "never be sent twice."
+)
+
+
 def refund_leg_state(leg: RefundLeg) -> LegState:
     """Where one refund leg stands: on its way (reserved, unknown, or accepted and not yet read
     back), confirmed by Stripe (verified), refused and why (its money back in the envelope), money
@@ -137,6 +145,8 @@ def refund_leg_state(leg: RefundLeg) -> LegState:
             "back",
             "Money back in your envelope: Stripe later reported this refund failed.",
         )
+    if leg.outcome in (LegOutcome.RESERVED, LegOutcome.UNKNOWN) and leg.deferred_at is not None:
+        return LegState("on_its_way", QUEUED_TEXT)
     if leg.outcome == LegOutcome.RESERVED:
         return LegState("on_its_way", "On its way: being sent to Stripe.")
     if leg.outcome == LegOutcome.UNKNOWN:
@@ -571,6 +581,13 @@ def refund_outcome_message(data: dict[str, Any], *, replayed: bool) -> tuple[str
             f"{prefix}Part of the refund was refused by Stripe: {dollars(data['failed_micro'])} "
             f"is back in your envelope (the reason is below); {dollars(data['refunded_micro'])} "
             "is going back to the cards.",
+        )
+    if status == "pending" and any(leg.get("queued") for leg in data.get("legs") or []):
+        return (
+            "info",
+            f"{prefix}Your refund is queued: Stripe is taking refunds more slowly than they are "
+            "asked for right now. Vouch sends it within moments, in turn (below, on its way); "
+            "nothing more is needed from you.",
         )
     if status == "pending":
         return (

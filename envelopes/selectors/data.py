@@ -185,6 +185,7 @@ def _leg(leg: RefundLeg) -> dict[str, Any]:
         "released": leg.released,
         "verification_verdict": run.verdict if run is not None else None,
         "verification_run": run.public_id if run is not None else None,
+        "queued": leg.deferred_at is not None,
     }
 
 

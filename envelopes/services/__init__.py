@@ -48,6 +48,7 @@ from envelopes.services.releases import (
     refund_leg_release,
 )
 from envelopes.services.resume import stranded_resume
+from envelopes.services.waiting import waiting_count, waiting_send
 
 __all__ = [
     "CHARGE_CONTRACT",
@@ -82,4 +83,6 @@ __all__ = [
     "refund_leg_send",
     "refund_send",
     "stranded_resume",
+    "waiting_count",
+    "waiting_send",
 ]

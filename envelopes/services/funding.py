@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -40,7 +41,7 @@ from envelopes.models import (
     JournalEntry,
 )
 from envelopes.money import to_cents
-from envelopes.services.journal import PROVIDER_KEY_TTL, _move, _provider
+from envelopes.services.journal import PROVIDER_KEY_TTL, _move, _provider, legs_waiting
 from providers import Outcome, OutcomeKind
 from verification import clock
 from verification.models import Verdict
@@ -211,10 +212,19 @@ def _funding_metadata(leg: FundingLeg) -> dict[str, str]:
     }
 
 
-def funding_send(*, leg: FundingLeg, idempotency: IdempotencyRecord | None = None) -> FundingResult:
+def funding_send(
+    *,
+    leg: FundingLeg,
+    idempotency: IdempotencyRecord | None = None,
+    queued_since: datetime | None = None,
+) -> FundingResult:
     """Call the provider for a pending funding leg (again: the key makes it safe) and record. Once
     the provider may have forgotten the key (PROVIDER_KEY_TTL after the leg was made), sending it
-    again could charge the buyer a second time: the PaymentIntent is looked up instead."""
+    again could charge the buyer a second time: the PaymentIntent is looked up instead.
+
+    Stripe's rate limit (issue 40), as for a refund leg (`refund_leg_send`): behind legs already
+    waiting, or with no room within the call's wait, the leg stays pending and waits
+    (`deferred_at`) for the worker, which passes `queued_since`, its place in the queue."""
     if leg.status == FundingStatus.SUCCEEDED:
         return FundingResult(leg.envelope, leg)
     if leg.status == FundingStatus.ABANDONED:
@@ -226,6 +236,8 @@ def funding_send(*, leg: FundingLeg, idempotency: IdempotencyRecord | None = Non
     idempotency_renew(idempotency)
     if clock.now() - leg.created_at > PROVIDER_KEY_TTL:
         return funding_leg_find(leg=leg)
+    if queued_since is None and legs_waiting(FundingLeg):
+        return funding_leg_defer(leg)
     outcome = _provider().payment_create(
         amount_cents=to_cents(leg.amount_micro),
         currency="usd",
@@ -234,6 +246,8 @@ def funding_send(*, leg: FundingLeg, idempotency: IdempotencyRecord | None = Non
         metadata=_funding_metadata(leg),
     )
     crash_point("funding_after_provider_call")
+    if getattr(outcome, "not_sent", False):  # no room in Stripe's rate limit: nothing went out
+        return funding_leg_defer(leg, since=queued_since)
     if outcome.unknown and outcome.replayed:
         # The provider keeps an unknown answer (a 500 after its endpoint began) under the key and
         # replays it to every retry: only reading the provider can tell.
@@ -241,6 +255,15 @@ def funding_send(*, leg: FundingLeg, idempotency: IdempotencyRecord | None = Non
         if found is not None:
             outcome = Outcome(OutcomeKind.ACCEPTED, found)
     return funding_record(leg=leg, outcome=outcome)
+
+
+def funding_leg_defer(leg: FundingLeg, *, since: datetime | None = None) -> FundingResult:
+    """The pending leg waits for room in Stripe's rate limit: `since` its place in the queue (now:
+    the end). A leg answered meanwhile is left as it is."""
+    at = since or timezone.now()
+    FundingLeg.objects.filter(pk=leg.pk, status=FundingStatus.PENDING).update(deferred_at=at)
+    leg.deferred_at = at
+    return FundingResult(leg.envelope, leg)
 
 
 def intent_is_the_legs(leg: FundingLeg, intent: dict[str, Any]) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -14,6 +15,7 @@ from envelopes.models import (
     Envelope,
     FundingLeg,
     JournalEntry,
+    RefundLeg,
 )
 from providers import IDEMPOTENCY_KEY_TTL, provider_from_settings
 
@@ -34,6 +36,14 @@ _BALANCE_COLUMNS = {
     "charged_back": "charged_back_micro",
 }
 _LINKS = ("funding_leg", "debit", "refund_leg", "adjustment", "provider_read", "dispute_funds")
+
+
+def legs_waiting(model: type[RefundLeg] | type[FundingLeg]) -> bool:
+    """Whether any leg of this kind waits for room in Stripe's rate limit (never when Vouch runs
+    without budgets: nothing is then ever deferred, and no query is made)."""
+    if getattr(settings, "STRIPE_RATE_LIMITS", "off") == "off":
+        return False
+    return model.objects.filter(deferred_at__isnull=False).exists()
 
 
 def _move(envelope: Envelope | int, kind: str, *, note: str = "", **links: Any) -> None:

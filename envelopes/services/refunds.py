@@ -36,6 +36,7 @@ from envelopes.services.journal import (
     _funding_move_statement,
     _move_statements,
     _provider,
+    legs_waiting,
 )
 from envelopes.services.releases import refund_leg_release
 from providers import Outcome, OutcomeKind
@@ -149,7 +150,8 @@ def refund_send(
     if legs is None:
         legs = list(
             operation.legs.select_related("funding_leg", "operation__envelope")
-            .filter(outcome__in=_OPEN)
+            # A leg waiting for room in Stripe's rate limit is the worker's to send, in its turn.
+            .filter(outcome__in=_OPEN, deferred_at__isnull=True)
             .order_by("sequence")
         )
     for leg in legs:
@@ -158,12 +160,25 @@ def refund_send(
     return operation
 
 
-def refund_leg_send(*, leg: RefundLeg, idempotency: IdempotencyRecord | None = None) -> RefundLeg:
+def refund_leg_send(
+    *,
+    leg: RefundLeg,
+    idempotency: IdempotencyRecord | None = None,
+    queued_since: datetime | None = None,
+) -> RefundLeg:
     """Send one leg (again: the key makes it safe) and record the answer. Once the provider may
-    have forgotten the key, sending again could refund twice: the refund is looked up instead."""
+    have forgotten the key, sending again could refund twice: the refund is looked up instead.
+
+    Stripe's rate limit (issue 40): when legs are already waiting for room, this one joins them at
+    the end of the queue without calling (first come, first sent); when the call finds no room
+    within its wait (`core.budget`: half a second in a web request), nothing was sent and the leg
+    waits (`deferred_at`) for the worker (`envelopes.services.waiting`), which passes
+    `queued_since`, the leg's place in the queue, kept if it finds no room either."""
     idempotency_renew(idempotency)
     if clock.now() - leg.reserved_at > PROVIDER_KEY_TTL:
         return refund_leg_find(leg=leg)
+    if queued_since is None and legs_waiting(RefundLeg):
+        return refund_leg_defer(leg)
     envelope = leg.operation.envelope
     outcome = _provider().refund_create(
         charge=leg.funding_leg.charge_id,
@@ -176,6 +191,8 @@ def refund_leg_send(*, leg: RefundLeg, idempotency: IdempotencyRecord | None = N
         },
     )
     crash_point("refund_after_provider_call")
+    if getattr(outcome, "not_sent", False):  # no room in Stripe's rate limit: nothing went out
+        return refund_leg_defer(leg, since=queued_since)
     if outcome.unknown and outcome.replayed:
         # The provider keeps an unknown answer (a 500 after its endpoint began) under the key and
         # replays it to every retry: only reading the charge's refunds can tell.
@@ -183,6 +200,15 @@ def refund_leg_send(*, leg: RefundLeg, idempotency: IdempotencyRecord | None = N
         if found is not None:
             outcome = Outcome(OutcomeKind.ACCEPTED, found)
     return refund_leg_record(leg=leg, outcome=outcome)
+
+
+def refund_leg_defer(leg: RefundLeg, *, since: datetime | None = None) -> RefundLeg:
+    """The leg waits for room in Stripe's rate limit, its money still reserved: `since` its place
+    in the queue (now: the end). A leg answered meanwhile is left as it is."""
+    at = since or timezone.now()
+    RefundLeg.objects.filter(pk=leg.pk, outcome__in=_OPEN).update(deferred_at=at)
+    leg.deferred_at = at
+    return leg
 
 
 def _refund_of_leg(leg: RefundLeg) -> dict[str, Any] | None:

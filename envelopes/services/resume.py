@@ -30,7 +30,8 @@ def stranded_resume(*, older_than_s: float = 60.0, limit: int = 100) -> int:
     done = 0
     fundings = (
         FundingLeg.objects.select_related("envelope")
-        .filter(status=FundingStatus.PENDING, created_at__lt=cutoff)
+        # A leg waiting for room in Stripe's rate limit is sent by envelopes.send_waiting.
+        .filter(status=FundingStatus.PENDING, created_at__lt=cutoff, deferred_at__isnull=True)
         .exclude(public_id__in=escalated.get("funding_leg", []))
         .order_by("created_at", "id")
     )
@@ -44,7 +45,7 @@ def stranded_resume(*, older_than_s: float = 60.0, limit: int = 100) -> int:
         done += 1
     legs = (
         RefundLeg.objects.select_related("funding_leg", "operation__envelope")
-        .filter(outcome__in=_OPEN, reserved_at__lt=cutoff)
+        .filter(outcome__in=_OPEN, reserved_at__lt=cutoff, deferred_at__isnull=True)
         .exclude(public_id__in=escalated.get("refund_leg", []))
         .order_by("reserved_at", "id")
     )

@@ -87,7 +87,7 @@ def test_a_burst_of_refunds_waits_as_rows_and_a_worker_sends_each_once(
     decided = [leg.decided_at for leg in legs[sent_at_once:]]
     assert decided == sorted(decided)  # first come, first sent
     at_stripe = _refunds_at_stripe(sdk, charge)
-    assert sorted(r.metadata["vouch_leg"] for r in at_stripe) == sorted(l.public_id for l in legs)
+    assert sorted(r.metadata["vouch_leg"] for r in at_stripe) == sorted(leg.public_id for leg in legs)
     assert limited.rate_limits()["refused"]["total"] == 0  # never a 429
     assert ledger_breaches() == []
     final = alice.get(f"/api/v1/escrow/envelopes/{envelope_id}").json()["data"]

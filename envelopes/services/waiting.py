@@ -1,0 +1,122 @@
+"""Legs waiting for room in Stripe's rate limit (issue 40, docs/decisions/0019).
+
+Stripe takes at most 25 refund creations a second on one account (docs.stripe.com/rate-limits),
+and `core.budget` keeps every Vouch process under that. A buyer's request never waits on a full
+budget: its leg is reserved as always, answered `202 pending`, and waits here (`deferred_at`, its
+place in the queue). This worker job sends the waiting legs oldest first, as room frees, under
+their own keys (a resend can never refund or charge twice): a few threads, each reserving the next
+slot of the budget and sleeping until it, so the endpoint is used to its limit while legs wait.
+
+A leg is claimed by clearing its `deferred_at` in a conditional update: two workers never send
+the same leg twice at once, and a worker that dies with a claimed leg leaves it reserved (the
+stranded-leg job resumes it, same key). A leg that finds no room again goes back in its place."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+from django.db import close_old_connections, connections, transaction
+
+from envelopes.models import FundingLeg, FundingStatus, RefundLeg
+from envelopes.services.funding import FUNDING_REFUSALS, funding_send
+from envelopes.services.refunds import _OPEN, refund_leg_send
+
+logger = logging.getLogger("vouch.envelopes")
+
+# How long one run sends before it ends (the next tick starts another): below the periodic job's
+# shortest lease (PERIODIC_RUN_LEASE_MIN_S), so a run never outlives its slot.
+RUN_SECONDS = 45.0
+# Legs in flight at once: each holds one reserved slot of the budget and sleeps until it, so a few
+# keep a 25-a-second endpoint busy however long Stripe takes to answer one.
+THREADS = 6
+
+
+def waiting_count() -> dict[str, int]:
+    """How many refund and funding legs wait for room now (the queue's depth)."""
+    return {
+        "refund_legs": RefundLeg.objects.filter(deferred_at__isnull=False).count(),
+        "funding_legs": FundingLeg.objects.filter(deferred_at__isnull=False).count(),
+    }
+
+
+def _head(model: type[RefundLeg] | type[FundingLeg]) -> tuple[int, datetime] | None:
+    """The oldest waiting leg of this kind that no one else is claiming: (id, its place)."""
+    open_ = {"outcome__in": _OPEN} if model is RefundLeg else {"status": FundingStatus.PENDING}
+    row = (
+        model.objects.select_for_update(skip_locked=True)
+        .filter(deferred_at__isnull=False, **open_)
+        .order_by("deferred_at", "id")
+        .values_list("pk", "deferred_at")
+        .first()
+    )
+    if row is None or row[1] is None:
+        return None
+    return row[0], row[1]
+
+
+def _claim() -> tuple[type[RefundLeg] | type[FundingLeg], int, datetime] | None:
+    """Take the oldest waiting leg, refund or funding: (its model, id, place in the queue)."""
+    for _ in range(5):  # a race lost on SQLite is tried again, a few times
+        with transaction.atomic():
+            heads = [
+                (head[1], head[0], model)
+                for model in (RefundLeg, FundingLeg)
+                if (head := _head(model)) is not None
+            ]
+            if not heads:
+                return None
+            since, pk, model = min(heads, key=lambda head: (head[0], head[1]))
+            # Conditional: on SQLite (no row locks) two claimers may read one head; one wins.
+            if model.objects.filter(pk=pk, deferred_at=since).update(deferred_at=None):
+                return model, pk, since
+    return None
+
+
+def _send_one() -> bool:
+    """Claim and send one waiting leg; False when none waits."""
+    claimed = _claim()
+    if claimed is None:
+        return False
+    model, pk, since = claimed
+    if model is RefundLeg:
+        leg = RefundLeg.objects.select_related("funding_leg", "operation__envelope").get(pk=pk)
+        refund_leg_send(leg=leg, queued_since=since)
+    else:
+        funding = FundingLeg.objects.select_related("envelope").get(pk=pk)
+        # A decline is recorded (the pending leg is gone): nothing else to do here.
+        with contextlib.suppress(*FUNDING_REFUSALS):
+            funding_send(leg=funding, queued_since=since)
+    return True
+
+
+def _drain(deadline: float) -> int:
+    sent = 0
+    try:
+        while time.monotonic() < deadline:
+            try:
+                if not _send_one():
+                    break
+            except Exception:
+                logger.exception("sending a leg that waited for room failed")
+                break
+            sent += 1
+    finally:
+        close_old_connections()
+        connections.close_all()  # this thread's own connections
+    return sent
+
+
+def waiting_send(*, seconds: float = RUN_SECONDS, threads: int = THREADS) -> int:
+    """The worker job: send legs waiting for room, oldest first, for at most `seconds`; the number
+    sent. Ends early when none is left."""
+    deadline = time.monotonic() + seconds
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="waiting") as pool:
+        results = list(pool.map(_drain, [deadline] * max(1, threads)))
+    sent = sum(results)
+    if sent:
+        logger.info("sent %d legs that waited for room in Stripe's rate limit", sent)
+    return sent
