@@ -25,7 +25,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from envelopes.models import LegOutcome, RefundLeg
+from envelopes.models import FundingLeg, LegOutcome, RefundLeg
 from reconciliation.models import Discrepancy
 from verification.models import (
     Escalation,
@@ -107,6 +107,7 @@ class DatabaseCollector(Collector):
 
 def _database_families() -> Iterator[Metric]:
     yield from _refund_legs()
+    yield _waiting_for_room()
     yield from _verdicts()
     yield from _escalations()
     yield _oldest_pending_run()
@@ -138,6 +139,19 @@ def _refund_legs() -> Iterator[Metric]:
         micro.add_metric([outcome], row.get("micro") or 0)
     yield legs
     yield micro
+
+
+def _waiting_for_room() -> Metric:
+    family = GaugeMetricFamily(
+        "vouch_legs_waiting_for_room",
+        "Refund and funding legs waiting for room in Stripe's rate limit (issue 40): answered 202 "
+        "and sent by envelopes.send_waiting, oldest first. Growing for minutes: demand above the "
+        "limit (or no worker consuming the money queue).",
+        labels=["kind"],
+    )
+    for kind, model in (("refund", RefundLeg), ("funding", FundingLeg)):
+        family.add_metric([kind], model.objects.filter(deferred_at__isnull=False).count())
+    return family
 
 
 def _verdicts() -> Iterator[Metric]:

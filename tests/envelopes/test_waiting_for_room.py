@@ -20,6 +20,7 @@ from envelopes.models import FundingLeg, FundingStatus, LegOutcome, RefundLeg
 from envelopes.selectors import ledger_breaches
 from envelopes.selectors.buyer import QUEUED_TEXT
 from envelopes.services import waiting_count, waiting_send
+from ops.collectors import metrics_exposition
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 
@@ -77,6 +78,8 @@ def test_a_burst_of_refunds_waits_as_rows_and_a_worker_sends_each_once(
     # Nothing queued went out: Stripe holds only the refunds answered 200.
     assert len(_refunds_at_stripe(sdk, charge)) == sent_at_once
     assert waiting_count()["refund_legs"] == len(queued)
+    exposition = metrics_exposition()[0].decode()
+    assert f'vouch_legs_waiting_for_room{{kind="refund"}} {float(len(queued))}' in exposition
 
     # One thread: strictly in turn.
     assert waiting_send(seconds=30, threads=1) == len(queued)
@@ -87,7 +90,9 @@ def test_a_burst_of_refunds_waits_as_rows_and_a_worker_sends_each_once(
     decided = [leg.decided_at for leg in legs[sent_at_once:]]
     assert decided == sorted(decided)  # first come, first sent
     at_stripe = _refunds_at_stripe(sdk, charge)
-    assert sorted(r.metadata["vouch_leg"] for r in at_stripe) == sorted(leg.public_id for leg in legs)
+    assert sorted(r.metadata["vouch_leg"] for r in at_stripe) == sorted(
+        leg.public_id for leg in legs
+    )
     assert limited.rate_limits()["refused"]["total"] == 0  # never a 429
     assert ledger_breaches() == []
     final = alice.get(f"/api/v1/escrow/envelopes/{envelope_id}").json()["data"]
