@@ -16,6 +16,21 @@ class SingleRunTask(Task):
     slot was taken again does nothing. Any other message runs as it is."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        request = self.request
+        if not request.called_directly and not request.is_eager:
+            # A worker's task has no one waiting on it: its provider calls may wait longer for
+            # room in Stripe's rate budgets than a web request's (core.budget). Set per task, not
+            # per process, so every pool (prefork, solo, threads, a test's in-process worker)
+            # gets it and nothing outside a task does.
+            from django.conf import settings
+
+            from core.budget import budget_wait
+
+            with budget_wait(settings.STRIPE_BUDGET_WORKER_WAIT_S):
+                return self._run_claimed(*args, **kwargs)
+        return self._run_claimed(*args, **kwargs)
+
+    def _run_claimed(self, *args: Any, **kwargs: Any) -> Any:
         from core import ticks  # the app registry is ready only once a worker runs tasks
 
         request = self.request
@@ -46,7 +61,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # The jobs that finish moving money get a queue of their own, beside the default one, so that a
 # verification backlog (thousands of polls) can never starve them: a worker started without -Q
 # consumes every queue in task_queues and takes from both in turn. Found by bench/soak.py.
-MONEY_TASKS = ("envelopes.resume_stranded", "disputes.resume_filings")
+MONEY_TASKS = ("envelopes.resume_stranded", "disputes.resume_filings", "envelopes.send_waiting")
 MONEY_QUEUE = f"{app.conf.task_default_queue}.money"
 # The money queue first: a worker on both (started without -Q) asks Redis for money work before
 # anything else (CELERY_BROKER_TRANSPORT_OPTIONS' queue_order_strategy "priority").

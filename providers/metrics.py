@@ -30,6 +30,19 @@ PROVIDER_CALL_SECONDS = Histogram(
     ["operation", "outcome"],
     buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
 )
+PROVIDER_BUDGET_WAIT_SECONDS = Histogram(
+    "vouch_provider_budget_wait_seconds",
+    "Time a provider request waited for a slot of Stripe's rate budgets (core.budget), by "
+    "endpoint (e.g. `POST /v1/refunds`) and priority (money, person, readback, reconcile).",
+    ["endpoint", "priority"],
+    buckets=(0.001, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+PROVIDER_NOT_SENT = Counter(
+    "vouch_provider_not_sent",
+    "Provider calls not sent: no room in their rate budgets within their wait, by endpoint and "
+    "priority.",
+    ["endpoint", "priority"],
+)
 
 
 def operation_of(request: Callable[..., Any]) -> str:
@@ -48,3 +61,15 @@ def provider_call_observe(*, operation: str, outcome: str, attempts: int, second
         PROVIDER_CALL_SECONDS.labels(operation, outcome).observe(seconds)
     except Exception:
         logger.exception("provider call metrics not written")
+
+
+def budget_wait_observe(*, endpoint: str, priority: str, seconds: float | None) -> None:
+    """Count one request's wait for its slots (`seconds` None: it found none and was not sent).
+    Never raises, as above."""
+    try:
+        if seconds is None:
+            PROVIDER_NOT_SENT.labels(endpoint, priority).inc()
+        else:
+            PROVIDER_BUDGET_WAIT_SECONDS.labels(endpoint, priority).observe(seconds)
+    except Exception:
+        logger.exception("provider budget metrics not written")

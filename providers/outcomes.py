@@ -36,6 +36,10 @@ class Outcome:
     idempotency_key: str | None = None
     # The response body exactly as received, when accepted (what a caller hashes and stores).
     body: bytes | None = field(default=None, repr=False)
+    # False: the adapter sent nothing (no room in the provider's rate budgets within the call's
+    # wait; `error_code` "budget_full", `attempts` 0). Not evidence of anything at the provider:
+    # send it again later, under the same key.
+    sent: bool = True
 
     @property
     def accepted(self) -> bool:
@@ -48,6 +52,10 @@ class Outcome:
     @property
     def unknown(self) -> bool:
         return self.kind is OutcomeKind.UNKNOWN
+
+    @property
+    def not_sent(self) -> bool:
+        return not self.sent
 
     def require(self) -> dict[str, Any]:
         """The accepted value; a programming error to ask otherwise."""

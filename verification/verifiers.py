@@ -77,13 +77,16 @@ class HttpVerifier:
         if missing(object_id) or not isinstance(object_id, str):
             return Observed({"found": False, "error": f"{channel.read.id} does not resolve"})
         operation = self.READERS[contract.provider][channel.read.resource]
-        # Polling shares one budget of calls a second with every worker that polls.
+        # A readback: after money and people in Stripe's budgets, within verification's cap.
         outcome = getattr(self.provider(), operation)(
             object_id, budget=budget_from_settings("verification")
         )
         if outcome.accepted:
             return Observed(outcome.require())
         # Only `found` and `error`: no key that could shadow a field of the object (`status`).
+        # A read not sent for want of room in Stripe's rate budgets (`budget_full`) is exactly a
+        # read that got no answer: no path into it resolves, so it proves nothing either way and
+        # the run is read again later; never a verdict from it.
         return Observed({"found": False, "error": outcome.error_code})
 
 

@@ -311,6 +311,24 @@ STRIPE_MAX_ATTEMPTS = env.int("STRIPE_MAX_ATTEMPTS", default=3)
 STRIPE_RETRY_BASE_S = env.float("STRIPE_RETRY_BASE_S", default=0.5)
 STRIPE_RETRY_MAX_S = env.float("STRIPE_RETRY_MAX_S", default=8.0)
 
+# Stripe's rate limits (https://docs.stripe.com/rate-limits), one budget per limit shared by every
+# process through the database (core.budget; docs/decisions/0018-one-budget-per-stripe-limit.md).
+# "auto": every call takes a slot of the global limit (from the key's mode: live 100 a second,
+# test 25; STRIPE_GLOBAL_RPS overrides) and of its endpoint's (25; Files 20; Search 20), money
+# first. "off": no budget, nothing written (a test suite; never against Stripe).
+STRIPE_RATE_LIMITS = env.str("STRIPE_RATE_LIMITS", default="auto")
+# Empty: from the key's mode.
+STRIPE_GLOBAL_RPS = float(env.str("STRIPE_GLOBAL_RPS", default="") or 0) or None
+STRIPE_ENDPOINT_RPS = env.float("STRIPE_ENDPOINT_RPS", default=25.0)
+STRIPE_FILES_RPS = env.float("STRIPE_FILES_RPS", default=20.0)
+STRIPE_SEARCH_RPS = env.float("STRIPE_SEARCH_RPS", default=20.0)
+# Slots are (1 + margin) / limit apart: 98% of each limit, the rest for a process that wakes late.
+STRIPE_BUDGET_MARGIN = env.float("STRIPE_BUDGET_MARGIN", default=0.02)
+# How long a call may wait for room before it is not sent: a web request (a buyer waiting), and a
+# Celery task (config/celery_app.py), which has no one waiting on it.
+STRIPE_BUDGET_WAIT_S = env.float("STRIPE_BUDGET_WAIT_S", default=0.5)
+STRIPE_BUDGET_WORKER_WAIT_S = env.float("STRIPE_BUDGET_WORKER_WAIT_S", default=30.0)
+
 # --- Idempotency (SPEC §4) ---------------------------------------------------------------------
 
 # A running request's lease (core.idempotency.lease_for): Vouch's own work around the calls, plus
@@ -348,9 +366,10 @@ VERIFICATION_EVENT_KEEP_DAYS = env.int("VERIFICATION_EVENT_KEEP_DAYS", default=3
 VERIFICATION_EVENT_MAX_ATTEMPTS = env.int("VERIFICATION_EVENT_MAX_ATTEMPTS", default=8)
 VERIFICATION_EVENT_RETRY_BASE_S = env.float("VERIFICATION_EVENT_RETRY_BASE_S", default=60.0)
 VERIFICATION_EVENT_RETRY_MAX_S = env.float("VERIFICATION_EVENT_RETRY_MAX_S", default=3600.0)
-# Provider calls a second for verification's readbacks, all worker processes together
-# (core.budget; 0: unlimited).
-VERIFICATION_MAX_RPS = env.float("VERIFICATION_MAX_RPS", default=50.0)
+# A cap of verification's own on its readbacks a second, all processes together, on top of
+# Stripe's limits (core.budget; 0: none). None by default: readbacks already take only room that
+# money and people leave, within each endpoint's 25 a second.
+VERIFICATION_MAX_RPS = env.float("VERIFICATION_MAX_RPS", default=0.0)
 # Further folders of contract files (tests add contracts with short timing).
 VERIFICATION_CONTRACT_DIRS: list[str] = []
 
@@ -362,8 +381,9 @@ RECONCILIATION_FILING_STUCK_AFTER_S = env.int("RECONCILIATION_FILING_STUCK_AFTER
 # A running run whose heartbeat is older than this died: the next run of its lane resumes it.
 RECONCILIATION_HEARTBEAT_TIMEOUT_S = env.int("RECONCILIATION_HEARTBEAT_TIMEOUT_S", default=300)
 RECONCILIATION_EVENT_OVERLAP_S = 600
-# Provider calls a second for reconciliation, all runs and workers together (core.budget; 0:
-# unlimited): a fifth of Stripe's live limit.
+# A cap of reconciliation's own on its provider calls a second, all runs and workers together, on
+# top of Stripe's limits, where it takes only idle room (core.budget; 0: none): a fifth of
+# Stripe's live limit.
 RECONCILIATION_MAX_RPS = env.float("RECONCILIATION_MAX_RPS", default=20.0)
 
 # --- Receipts (SPEC §8; receipts/keys.py) -----------------------------------------------------

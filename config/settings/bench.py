@@ -6,3 +6,5 @@ from .base import env
 from .test import *
 
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+# Stripe's rate budgets on, as in production: the benches measure Vouch under them.
+STRIPE_RATE_LIMITS = env.str("STRIPE_RATE_LIMITS", default="auto")

@@ -49,6 +49,9 @@ STRIPE_READ_TIMEOUT_S = 0.5
 STRIPE_CONNECT_TIMEOUT_S = 2.0
 STRIPE_RETRY_BASE_S = 0.02
 STRIPE_RETRY_MAX_S = 0.2
+# Stripe's rate budgets lifted where speed is not what a test checks; the tests of the budgets
+# turn them on (the `settings` fixture, or this variable for the processes they start).
+STRIPE_RATE_LIMITS = env.str("STRIPE_RATE_LIMITS", default="off")
 # Contracts with short timing, for tests that watch a run to its end.
 VERIFICATION_CONTRACT_DIRS = [str(BASE_DIR / "tests" / "verification" / "contracts")]
 # Test-only: the name of a crash point (core.crash) at which the process dies (SPEC §3).

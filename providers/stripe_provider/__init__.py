@@ -1,6 +1,7 @@
 """The Stripe adapter: the only package that imports the `stripe` SDK, one module per concern —
 `client` (StripeProvider, its operations, retries and webhook check), `failures` (how an error is
-read, the retry policy), `pages` (lists a page at a time), `transport` (the HTTP client under the
+read, the retry policy), `limits` (Stripe's rate limits as shared budgets, each operation's
+endpoint), `pages` (lists a page at a time), `transport` (the HTTP client under the
 SDK), `configured` (the provider the settings describe). Callers import from here."""
 
 from providers.stripe_provider.client import (
@@ -13,6 +14,7 @@ from providers.stripe_provider.configured import (
     retry_budget_from_settings,
 )
 from providers.stripe_provider.failures import RetryPolicy, classify
+from providers.stripe_provider.limits import Limits, endpoint_of, limits_from_settings
 from providers.stripe_provider.pages import LIST_KINDS, Page
 from providers.stripe_provider.transport import _RequestsClient
 
@@ -20,11 +22,14 @@ __all__ = [
     "DEFAULT_API_BASE",
     "IDEMPOTENCY_KEY_TTL",
     "LIST_KINDS",
+    "Limits",
     "Page",
     "RetryPolicy",
     "StripeProvider",
     "_RequestsClient",  # bench/reconciliation.py times its requests
     "classify",
+    "endpoint_of",
+    "limits_from_settings",
     "provider_from_settings",
     "retry_budget_from_settings",
 ]

@@ -7,10 +7,14 @@ jittered exponential backoff, always with the *same* idempotency key, honouring
 `Stripe-Should-Retry` and `Retry-After`. Every call answers an `Outcome`: accepted, refused
 (the provider definitely did not do it) or unknown.
 
-Reads may draw on a call budget shared by every worker process (`core.budget.CallBudget`): each
-attempt, retries included, takes a slot first, and a 429 holds the whole budget off for the wait
-the provider asked for. Writes that move money never wait on a budget. Lists are streamed a page
-at a time (`list_pages`), each page with the body exactly as received."""
+Every attempt, retries included, first takes one slot of Stripe's global budget and one of its
+endpoint's (`limits`, shared by every process through the database: core.budget), plus one of the
+caller's lane (`budget=`, reads only), all at once and by priority: writes with an idempotency key
+first, then a person's reads, then readbacks, then reconciliation
+(docs/decisions/0018-one-budget-per-stripe-limit.md). A call that finds no room within its wait
+(`core.budget.current_wait_s`) sends nothing and answers a not-sent outcome (`sent=False`,
+`budget_full`). A 429 holds off the budgets it names for the wait the provider asked for. Lists
+are streamed a page at a time (`list_pages`), each page with the body exactly as received."""
 
 from __future__ import annotations
 
@@ -22,14 +26,16 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import stripe
 
+from core.budget import CallBudget, current_wait_s
 from core.timing import provider_wait
 from providers.metrics import operation_of, provider_call_observe
 from providers.outcomes import Outcome, OutcomeKind, ProviderUnavailable, WebhookSignatureError
 from providers.stripe_provider.failures import RetryPolicy, classify
+from providers.stripe_provider.limits import CallSlots, Limits, endpoint_of
 from providers.stripe_provider.pages import (
     LIST_KINDS,
     Page,
@@ -40,9 +46,6 @@ from providers.stripe_provider.pages import (
     _Request,
 )
 from providers.stripe_provider.transport import _RequestsClient
-
-if TYPE_CHECKING:
-    from core.budget import CallBudget
 
 DEFAULT_API_BASE = "https://api.stripe.com"
 
@@ -66,8 +69,11 @@ class StripeProvider:
         read_timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        limits: Limits | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
+        # Stripe's limits this adapter's calls take from (None: none, only a caller's lane).
+        self.limits = limits
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self._sleep = sleep
@@ -342,7 +348,7 @@ class StripeProvider:
         following: dict[str, Any] | None = params
         while following is not None:
             sent = following
-            outcome = self._call(request_for(sent), budget=budget)
+            outcome = self._call(request_for(sent), budget=budget, kind=kind)
             if not outcome.accepted:
                 raise ProviderUnavailable(kind=kind, params=sent, outcome=outcome)
             answer = outcome.require()
@@ -420,42 +426,67 @@ class StripeProvider:
         *,
         idempotency_key: str | None = None,
         budget: CallBudget | None = None,
+        kind: str | None = None,
     ) -> Outcome:
         if idempotency_key is not None and not 1 <= len(idempotency_key) <= MAX_KEY_LENGTH:
             # Stripe refuses such a key (400 idempotency_error) and does nothing: a key is
             # derived from our rows, so one this long is a programming error, never sent.
             raise ValueError(f"an idempotency key is 1 to {MAX_KEY_LENGTH} characters")
         if budget is not None and idempotency_key is not None:
-            # A write that moves money is never held back behind reads.
-            raise ValueError("a write (one with an idempotency key) never draws on a call budget")
+            # A write that moves money takes from Stripe's limits ahead of every read, never
+            # from a lane of reads.
+            raise ValueError(
+                "a write (one with an idempotency key) never draws on a call budget of a lane"
+            )
+        operation = operation_of(request)
+        slots = CallSlots.of(
+            endpoint=endpoint_of(operation, kind),
+            limits=self.limits,
+            lane=budget,
+            writes=idempotency_key is not None,
+        )
         started = time.perf_counter()
         outcome_kind, attempts = "error", 1
         try:
-            outcome = self._attempts(request, idempotency_key=idempotency_key, budget=budget)
-            outcome_kind, attempts = outcome.kind.value, outcome.attempts
+            outcome = self._attempts(request, idempotency_key=idempotency_key, slots=slots)
+            outcome_kind = "not_sent" if outcome.not_sent else outcome.kind.value
+            attempts = outcome.attempts
             return outcome
         finally:
             provider_call_observe(
-                operation=operation_of(request),
+                operation=operation,
                 outcome=outcome_kind,
                 attempts=attempts,
                 seconds=time.perf_counter() - started,
             )
 
     def _attempts(
-        self, request: _Request, *, idempotency_key: str | None, budget: CallBudget | None
+        self, request: _Request, *, idempotency_key: str | None, slots: CallSlots
     ) -> Outcome:
         """Make the request until it is answered or not worth retrying: the call's outcome."""
         options: stripe.RequestOptions = {}
         if idempotency_key is not None:
             options["idempotency_key"] = idempotency_key
         attempt = 0
+        last: Outcome | None = None  # the previous attempt's, while retrying
         while True:
+            if not slots.take():
+                # No room within the wait: this attempt is not sent. A retry's earlier attempt
+                # was, so its outcome stands (unknown: it may have been applied).
+                return last or Outcome(
+                    OutcomeKind.UNKNOWN,
+                    error_code="budget_full",
+                    error_message=(
+                        f"not sent: Stripe's rate budget for {slots.endpoint} had no room within "
+                        f"{current_wait_s():g} s"
+                    ),
+                    attempts=0,
+                    idempotency_key=idempotency_key,
+                    sent=False,
+                )
             attempt += 1
             try:
                 with provider_wait():
-                    if budget is not None:
-                        budget.take()
                     obj = request(options)
             except stripe.StripeError as exc:
                 failure = classify(exc)
@@ -466,17 +497,14 @@ class StripeProvider:
                 # more. The caller reads the provider instead.
                 replayed = headers.get("Idempotent-Replayed") == "true"
                 delay = None if replayed else self._delay(attempt, failure.retry_after_s)
-                if budget is not None and failure.code == "rate_limit":
+                if failure.code == "rate_limit":
                     # The limit is the account's: every process sharing the budget holds off.
-                    budget.penalize(
-                        failure.retry_after_s if failure.retry_after_s is not None else delay or 0
+                    slots.penalize(
+                        headers.get("Stripe-Rate-Limited-Reason"),
+                        failure.retry_after_s if failure.retry_after_s is not None else 1.0,
                     )
-                if failure.retry and attempt < self.retry.max_attempts and delay is not None:
-                    with provider_wait():  # backing off is waiting for the provider too
-                        self._sleep(delay)
-                    continue
                 error = getattr(exc, "error", None)
-                return Outcome(
+                outcome = Outcome(
                     failure.kind,
                     error_code=failure.code,
                     error_message=exc.user_message or str(exc),
@@ -487,6 +515,12 @@ class StripeProvider:
                     request_id=exc.request_id,
                     idempotency_key=idempotency_key,
                 )
+                if failure.retry and attempt < self.retry.max_attempts and delay is not None:
+                    with provider_wait():  # backing off is waiting for the provider too
+                        self._sleep(delay)
+                    last = outcome
+                    continue
+                return outcome
             # A raw request answers the response itself; an SDK call, an object carrying it.
             response = obj if isinstance(obj, stripe.StripeResponse) else obj.last_response
             # The JSON as the provider sent it (already parsed), not a copy of the SDK's objects.

@@ -7,6 +7,7 @@ from typing import Any
 
 from providers.stripe_provider.client import StripeProvider
 from providers.stripe_provider.failures import RetryPolicy
+from providers.stripe_provider.limits import limits_from_settings
 
 _cached: dict[tuple[Any, ...], StripeProvider] = {}
 
@@ -24,6 +25,7 @@ def provider_from_settings() -> StripeProvider:
         settings.STRIPE_MAX_ATTEMPTS,
         settings.STRIPE_RETRY_BASE_S,
         settings.STRIPE_RETRY_MAX_S,
+        limits_from_settings(settings),
     )
     provider = _cached.get(config)
     if provider is None:
@@ -47,4 +49,5 @@ def _build(settings: Any) -> StripeProvider:
             base_delay_s=settings.STRIPE_RETRY_BASE_S,
             max_delay_s=settings.STRIPE_RETRY_MAX_S,
         ),
+        limits=limits_from_settings(settings),
     )
