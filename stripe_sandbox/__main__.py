@@ -1,7 +1,8 @@
 """The command line:
 
     python -m stripe_sandbox --host 127.0.0.1 --port 12111 \\
-        [--webhook-url URL --webhook-secret whsec_...] [--state-file PATH]
+        [--webhook-url URL --webhook-secret whsec_...] [--state-file PATH] \\
+        [--rate-limits stripe|off] [--live-keys]
 """
 
 from __future__ import annotations
@@ -35,6 +36,18 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the state in this file across restarts: loaded at start if it exists, saved "
         "soon after each change and at exit (delete it to start afresh)",
     )
+    parser.add_argument(
+        "--rate-limits",
+        choices=["stripe", "off"],
+        default="stripe",
+        help="stripe (the default): enforce Stripe's documented rate limits, answering 429 past "
+        "them; off: never refuse for volume (POST /_sandbox/rate-limits changes them later)",
+    )
+    parser.add_argument(
+        "--live-keys",
+        action="store_true",
+        help="also accept sk_live_/rk_live_ keys, limited at Stripe's live-mode figures",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     if bool(args.webhook_url) != bool(args.webhook_secret):
@@ -48,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             verbose=args.verbose,
             seed=args.seed,
             state_file=args.state_file,
+            rate_limits=args.rate_limits == "stripe",
+            live_keys=args.live_keys,
         )
     except StateFileError as exc:
         print(f"stripe_sandbox: {exc}", file=sys.stderr)

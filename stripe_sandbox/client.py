@@ -117,8 +117,15 @@ class SandboxControl:
         created: list[dict[str, Any]] = answer["charges"]
         return created
 
-    def rate_limit(self, per_second: int) -> None:
-        self.call("POST", "rate-limit", {"per_second": per_second})
+    def rate_limits(self) -> dict[str, Any]:
+        """`{"enabled", "limits", "refused": {"total", "by_endpoint", "by_reason"}, "served":
+        {endpoint: {unix second: n}}}` (README: *Rate limits*)."""
+        return self.call("GET", "rate-limits")
+
+    def rate_limits_set(self, **figures: Any) -> dict[str, Any]:
+        """`enabled=False` lifts Stripe's limits, `enabled=True` restores Stripe's figures; a
+        figure (`endpoint_rps=5`, ...) overrides that one. Answers `rate_limits()`."""
+        return self.call("POST", "rate-limits", figures)
 
     def advance_clock(self, seconds: float) -> dict[str, Any]:
         return self.call("POST", "clock", {"advance_s": seconds})

@@ -131,11 +131,12 @@ def handle(
             seed = _int(body, "seed")
             state.reset(seed)
             sandbox.dispatcher.reset()
+            sandbox.limits.reset()  # counters and buckets; the configuration stays
             if sandbox.persistence is not None:
                 sandbox.persistence.save()  # at once: a restart never brings the old world back
             return 200, {"reset": True}
         if route == ("GET", "state"):
-            return 200, state.summary()
+            return 200, {**state.summary(), "rate_limits": sandbox.limits.summary(served=False)}
         if route == ("POST", "webhooks"):
             url, secret = _str(body, "url"), _str(body, "secret")
             endpoint = sandbox.dispatcher.add_endpoint(
@@ -234,10 +235,14 @@ def handle(
             return 200, backstage.tamper(state, parts[1], body)
         if route == ("POST", "seed"):
             return 200, backstage.seed(state, sandbox.base_url, body)
-        if route == ("POST", "rate-limit"):
-            state.world.rate_limit_per_second = _int(body, "per_second") or 0
-            sandbox.limiter.configure(state.world.rate_limit_per_second)
-            return 200, {"per_second": state.world.rate_limit_per_second}
+        if route == ("POST", "rate-limits"):
+            try:
+                sandbox.limits.configure(body)
+            except ValueError as exc:
+                raise _bad(str(exc)) from exc
+            return 200, sandbox.limits.summary()
+        if route == ("GET", "rate-limits"):
+            return 200, sandbox.limits.summary()
         if route == ("POST", "clock"):
             advance = body.get("advance_s", 0)
             if isinstance(advance, bool) or not isinstance(advance, int | float) or advance < 0:

@@ -124,7 +124,6 @@ class StateFile:
             sandbox.state.world = world
             sandbox.state.random.setstate(payload["random"])
             sandbox.clock.set_offset(payload["clock_offset"])
-            sandbox.limiter.configure(world.rate_limit_per_second)
             sandbox.dispatcher.restore(payload["webhooks"])
 
     # --- saving ----------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from stripe_sandbox.errors import (
 from stripe_sandbox.ids import new_id
 from stripe_sandbox.params import decode_form
 from stripe_sandbox.persistence import StateFile
+from stripe_sandbox.rate_limits import RateLimits, key_mode, rate_limited
 from stripe_sandbox.state import IdempotencyRecord, RequestContext, State
 from stripe_sandbox.webhooks import Dispatcher
 
@@ -78,37 +79,8 @@ class Response:
     drop: bool = False  # close the connection without answering
 
 
-class RateLimiter:
-    """A token bucket over all of Stripe's routes: `per_second` requests a second, 0 = off."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.per_second = 0
-        self._tokens = 0.0
-        self._last = time.monotonic()
-
-    def configure(self, per_second: int) -> None:
-        with self._lock:
-            self.per_second = per_second
-            self._tokens = float(per_second)
-            self._last = time.monotonic()
-
-    def allow(self) -> bool:
-        with self._lock:
-            if self.per_second <= 0:
-                return True
-            now = time.monotonic()
-            self._tokens = min(
-                float(self.per_second), self._tokens + (now - self._last) * self.per_second
-            )
-            self._last = now
-            if self._tokens >= 1:
-                self._tokens -= 1
-                return True
-            return False
-
-
 def _rate_limited() -> StripeError:
+    """The injected `rate_limit` fault's 429 (a test's, not the limiter's: rate_limits.py)."""
     return StripeError(
         429, "Too many requests hit the API too quickly.", code="rate_limit", stored=False
     )
@@ -157,14 +129,23 @@ class Sandbox:
     """The sandbox without its HTTP server: `handle()` takes a request and gives a response."""
 
     def __init__(
-        self, *, base_url: str = "http://127.0.0.1:12111", seed: int | None = None
+        self,
+        *,
+        base_url: str = "http://127.0.0.1:12111",
+        seed: int | None = None,
+        rate_limits: bool = True,
+        live_keys: bool = False,
     ) -> None:
+        """`rate_limits`: enforce Stripe's documented limits (rate_limits.py), on by default.
+        `live_keys`: also accept `sk_live_`/`rk_live_` keys, whose requests count against the
+        live mode's limits (objects stay test objects): for a test of the live figures."""
         self.base_url = base_url
+        self.live_keys = live_keys
         self.clock = Clock()
         self.state = State(self.clock, seed)
         self.dispatcher = Dispatcher(self.state)
         self.state.dispatcher = self.dispatcher
-        self.limiter = RateLimiter()
+        self.limits = RateLimits(enabled=rate_limits)
         self.persistence: StateFile | None = None
 
     def open_state_file(self, path: str | os.PathLike[str]) -> None:
@@ -204,8 +185,11 @@ class Sandbox:
         with self.state.lock:
             requests = self.state.world.requests
             requests[route_name] = requests.get(route_name, 0) + 1
-        if not self.limiter.allow():
-            return _error(_rate_limited(), common, log_url)
+        # Stripe's limits, before anything runs (nothing stored under a key; README).
+        object_id = route[2][0] if route and route[2] else None
+        refused = self.limits.admit(key_mode(api_key), route[0] if route else None, object_id)
+        if refused is not None:
+            return _error(rate_limited(refused), common, log_url)
         if route is None:
             return _error(
                 StripeError(
@@ -322,7 +306,9 @@ class Sandbox:
                 "(e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
                 stored=False,
             )
-        if not key.startswith("sk_test_"):
+        if not key.startswith("sk_test_") and not (
+            self.live_keys and key.startswith(("sk_live_", "rk_live_"))
+        ):
             shown = key[:8] + "*" * max(0, len(key) - 12) + key[-4:]
             return StripeError(401, f"Invalid API Key provided: {shown}", stored=False)
         return key
@@ -504,12 +490,15 @@ class SandboxServer:
         verbose: bool = False,
         seed: int | None = None,
         state_file: str | os.PathLike[str] | None = None,
+        rate_limits: bool = True,
+        live_keys: bool = False,
     ) -> None:
         """`state_file`: keep the state there across restarts (persistence.py); a file that cannot
-        be loaded raises StateFileError, a port that cannot be had OSError."""
+        be loaded raises StateFileError, a port that cannot be had OSError. `rate_limits=False`
+        lifts Stripe's limits (on by default); `live_keys` accepts live keys (Sandbox)."""
         if webhook_url and not webhook_secret:
             raise ValueError("a webhook URL needs its signing secret (whsec_...)")
-        self.sandbox = Sandbox(seed=seed)
+        self.sandbox = Sandbox(seed=seed, rate_limits=rate_limits, live_keys=live_keys)
         try:
             if webhook_url and webhook_secret:
                 self.sandbox.dispatcher.add_endpoint(webhook_url, webhook_secret, permanent=True)

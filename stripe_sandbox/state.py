@@ -131,7 +131,6 @@ class World:
     tampered: set[str] = field(default_factory=set)
     requests: dict[str, int] = field(default_factory=dict)
     readback_lag_ms: int = 0
-    rate_limit_per_second: int = 0
     webhook_behaviour: WebhookBehaviour = field(default_factory=WebhookBehaviour)
 
 
@@ -313,6 +312,5 @@ class State:
             "requests": dict(sorted(world.requests.items())),
             "faults": [fault.describe() for fault in world.faults],
             "readback_lag_ms": world.readback_lag_ms,
-            "rate_limit_per_second": world.rate_limit_per_second,
             "webhooks": self.dispatcher.describe() if self.dispatcher else {"endpoints": []},
         }

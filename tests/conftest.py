@@ -129,7 +129,10 @@ def celery_broker() -> str:
 @pytest.fixture(scope="session")
 def sandbox_server() -> Iterator[SandboxServer]:
     """One Stripe sandbox for the session, on a free port, in this process."""
-    server = SandboxServer(port=0, seed=1234).start()
+    # Stripe's rate limits lifted: tests here check behaviour, not speed, and a suite's bursts of
+    # setup calls would be refused 429 as Stripe would. The limits themselves are tested at
+    # Stripe's figures on sandboxes of their own (tests/stripe_sandbox/test_rate_limits.py).
+    server = SandboxServer(port=0, seed=1234, rate_limits=False).start()
     yield server
     server.stop()
 

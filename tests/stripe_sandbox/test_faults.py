@@ -215,24 +215,6 @@ def test_readback_lag_hides_new_objects_from_reads(
     assert client.v1.refunds.retrieve(refund.id).id == refund.id
 
 
-def test_rate_limit_per_second(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
-    charge_id = paid_charge(client)
-    sandbox.rate_limit(2)
-    statuses, codes = [], []
-    for _ in range(6):
-        try:
-            client.v1.charges.retrieve(charge_id)
-            statuses.append(200)
-        except stripe.RateLimitError as exc:
-            statuses.append(429)
-            codes.append(exc.error.code)
-    assert 429 in statuses
-    assert set(codes) == {"rate_limit"}
-    assert statuses[:2] == [200, 200]
-    sandbox.rate_limit(0)
-    assert client.v1.charges.retrieve(charge_id).id == charge_id
-
-
 def test_reset_forgets_everything(client: stripe.StripeClient, sandbox: SandboxControl) -> None:
     paid_charge(client)
     sandbox.add_fault("/v1/x", "delay")
