@@ -254,7 +254,7 @@ def _try(budgets: list[CallBudget], priority: Priority, remaining: float) -> tup
             cursor.execute(
                 f"UPDATE {table} SET next_slot_at = CASE name {cases} END "  # noqa: S608
                 f"WHERE name IN ({marks})",
-                [p for b in budgets for p in (b.name, start + b.spacing)] + names,
+                [*(p for b in budgets for p in (b.name, start + b.spacing)), *names],
             )
             return True, start - now
 
