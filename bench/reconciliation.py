@@ -320,7 +320,10 @@ def serve_sandbox(port: int) -> int:
 
     from stripe_sandbox.server import Response, SandboxServer
 
-    server = SandboxServer("127.0.0.1", port)
+    # Limits lifted: (a)-(c) measure the engine with no budget (RECONCILIATION_MAX_RPS=0), as
+    # fast as it goes; (d) counts the arrivals Vouch's own budget lets through, which a 429
+    # would not change.
+    server = SandboxServer("127.0.0.1", port, rate_limits=False)
     sandbox = server.sandbox
     arrivals: list[tuple[float, str, str]] = []  # list.append is atomic under the GIL
     handle = sandbox.handle

@@ -200,7 +200,10 @@ def bench_sandbox(args: argparse.Namespace, logdir: Path) -> tuple[str, bool]:
     """Measure the sandbox and check its state; return the summary line and whether it passed."""
     port = port_or_free(args.sandbox_port)
     url = f"http://127.0.0.1:{port}"
+    # Limits lifted: this measures the sandbox's own speed (against stripe-mock's), which
+    # Stripe's 25 a second (enforced by default) would cap at 25.
     cmd = [sys.executable, "-m", "stripe_sandbox", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--rate-limits", "off"]
     proc = start_server("stripe_sandbox", cmd, port, logdir / "sandbox.log")
     try:
         http_json(f"{url}/_sandbox/reset", {})

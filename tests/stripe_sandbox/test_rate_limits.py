@@ -31,6 +31,9 @@ from tests.helpers import CARD_ONLY, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 OK = "ok"
+RATE_LIMITS = "https://docs.stripe.com/rate-limits"
+IDEMPOTENCY = "https://docs.stripe.com/api/idempotent_requests"
+TOKEN_BUCKET = "https://stripe.com/blog/rate-limiters"
 
 
 @pytest.fixture
@@ -108,6 +111,11 @@ def seeded_charge(control: SandboxControl, amount: int = 1_000_000) -> str:
     return str(control.seed([{"amount": amount}])[0]["id"])
 
 
+@pytest.mark.stripe_behaviour(
+    "the documented limits: 100/s live, 25/s sandbox, 25/s per endpoint, Files 20 reads and "
+    "20 writes/s, Search 20/s, 1,000 updates per PaymentIntent an hour",
+    source=RATE_LIMITS,
+)
 def test_stripe_figures_are_the_defaults(control: SandboxControl) -> None:
     answer = control.rate_limits()
     assert answer["enabled"] is True
@@ -123,6 +131,10 @@ def test_stripe_figures_are_the_defaults(control: SandboxControl) -> None:
     assert answer["limits"] == STRIPE_LIMITS
 
 
+@pytest.mark.stripe_behaviour(
+    "a sandbox account is limited to 25 requests a second across endpoints (global-rate)",
+    source=RATE_LIMITS,
+)
 def test_sandbox_key_global_limit_is_25_a_second_across_endpoints(
     server: SandboxServer, control: SandboxControl
 ) -> None:
@@ -136,6 +148,10 @@ def test_sandbox_key_global_limit_is_25_a_second_across_endpoints(
     assert sum(by_endpoint.values()) == counts["global-rate"]
 
 
+@pytest.mark.stripe_behaviour(
+    "a live-mode account is limited to 100 requests a second (global-rate)",
+    source=RATE_LIMITS,
+)
 def test_live_key_global_limit_is_100_a_second(
     server: SandboxServer, control: SandboxControl
 ) -> None:
@@ -162,6 +178,10 @@ def test_live_key_global_limit_is_100_a_second(
     assert control.rate_limits()["refused"]["by_reason"] == {"global-rate": counts["global-rate"]}
 
 
+@pytest.mark.stripe_behaviour(
+    "each endpoint is limited to 25 requests a second, ids sharing it (endpoint-rate)",
+    source=RATE_LIMITS,
+)
 def test_each_endpoint_is_limited_to_25_a_second_while_another_still_answers(
     server: SandboxServer, control: SandboxControl
 ) -> None:
@@ -179,6 +199,10 @@ def test_each_endpoint_is_limited_to_25_a_second_while_another_still_answers(
     }
 
 
+@pytest.mark.stripe_behaviour(
+    "the Files API is limited to 20 read requests a second",
+    source=RATE_LIMITS,
+)
 def test_files_api_reads_are_limited_to_20_a_second(
     server: SandboxServer, control: SandboxControl
 ) -> None:
@@ -208,6 +232,10 @@ def _download(server: SandboxServer, file_id: str) -> bytes:
     return body
 
 
+@pytest.mark.stripe_behaviour(
+    "the Files API is limited to 20 write requests a second",
+    source=RATE_LIMITS,
+)
 def test_files_api_writes_are_limited_to_20_a_second(
     server: SandboxServer, control: SandboxControl
 ) -> None:
@@ -222,6 +250,10 @@ def test_files_api_writes_are_limited_to_20_a_second(
     assert control.state()["counts"]["files"] == counts[OK]
 
 
+@pytest.mark.stripe_behaviour(
+    "the Search API is limited to 20 read requests a second",
+    source=RATE_LIMITS,
+)
 def test_search_api_is_limited_to_20_a_second(
     server: SandboxServer, control: SandboxControl
 ) -> None:
@@ -238,6 +270,10 @@ def test_search_api_is_limited_to_20_a_second(
     }
 
 
+@pytest.mark.stripe_behaviour(
+    "1,000 update requests per PaymentIntent an hour (resource-specific)",
+    source=RATE_LIMITS,
+)
 def test_payment_intent_updates_are_limited_per_payment_intent_per_hour(
     server: SandboxServer, control: SandboxControl
 ) -> None:
@@ -261,6 +297,10 @@ def test_payment_intent_updates_are_limited_per_payment_intent_per_hour(
     }
 
 
+@pytest.mark.stripe_behaviour(
+    "a request over a limit is answered 429 rate_limit with Stripe-Rate-Limited-Reason",
+    source=RATE_LIMITS,
+)
 def test_the_429_as_the_sdk_sees_it(server: SandboxServer, control: SandboxControl) -> None:
     client = sdk(server)
     control.rate_limits_set(endpoint_rps=1)
@@ -287,6 +327,10 @@ def test_the_429_as_the_sdk_sees_it(server: SandboxServer, control: SandboxContr
     )
 
 
+@pytest.mark.stripe_behaviour(
+    "the limiter is a token bucket: an even pace under the limit is never refused",
+    source=TOKEN_BUCKET,
+)
 def test_an_evenly_paced_client_at_98_percent_of_the_limit_is_never_refused(
     server: SandboxServer, control: SandboxControl
 ) -> None:
@@ -307,6 +351,10 @@ def test_an_evenly_paced_client_at_98_percent_of_the_limit_is_never_refused(
     assert sum(control.rate_limits()["served"]["GET /v1/refunds"].values()) == len(outcomes)
 
 
+@pytest.mark.stripe_behaviour(
+    "a 429 is answered before the endpoint begins: not saved under the key, a retry executes",
+    source=IDEMPOTENCY,
+)
 def test_a_refused_write_retried_with_its_key_executes_once(
     server: SandboxServer, control: SandboxControl
 ) -> None:
