@@ -18,7 +18,7 @@ from django.conf import LazySettings
 from core.models import ProviderCallBudget
 from envelopes.models import FundingLeg, FundingStatus, LegOutcome, RefundLeg
 from envelopes.selectors import ledger_breaches
-from envelopes.selectors.buyer import QUEUED_TEXT
+from envelopes.selectors.leg_states import QUEUED_TEXT
 from envelopes.services import waiting_count, waiting_send
 from ops.collectors import metrics_exposition
 from stripe_sandbox.client import SandboxControl
