@@ -246,7 +246,7 @@ def funding_send(
         metadata=_funding_metadata(leg),
     )
     crash_point("funding_after_provider_call")
-    if getattr(outcome, "not_sent", False):  # no room in Stripe's rate limit: nothing went out
+    if outcome.not_sent:  # no room in Stripe's rate limit: nothing went out
         return funding_leg_defer(leg, since=queued_since)
     if outcome.unknown and outcome.replayed:
         # The provider keeps an unknown answer (a 500 after its endpoint began) under the key and

@@ -41,7 +41,7 @@ _LINKS = ("funding_leg", "debit", "refund_leg", "adjustment", "provider_read", "
 def legs_waiting(model: type[RefundLeg] | type[FundingLeg]) -> bool:
     """Whether any leg of this kind waits for room in Stripe's rate limit (never when Vouch runs
     without budgets: nothing is then ever deferred, and no query is made)."""
-    if getattr(settings, "STRIPE_RATE_LIMITS", "off") == "off":
+    if settings.STRIPE_RATE_LIMITS == "off":
         return False
     return model.objects.filter(deferred_at__isnull=False).exists()
 

@@ -191,7 +191,7 @@ def refund_leg_send(
         },
     )
     crash_point("refund_after_provider_call")
-    if getattr(outcome, "not_sent", False):  # no room in Stripe's rate limit: nothing went out
+    if outcome.not_sent:  # no room in Stripe's rate limit: nothing went out
         return refund_leg_defer(leg, since=queued_since)
     if outcome.unknown and outcome.replayed:
         # The provider keeps an unknown answer (a 500 after its endpoint began) under the key and

@@ -13,14 +13,15 @@ stranded-leg job resumes it, same key). A leg that finds no room again goes back
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
+from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 
+from core.budget import budget_wait
 from envelopes.models import FundingLeg, FundingStatus, RefundLeg
 from envelopes.services.funding import FUNDING_REFUSALS, funding_send
 from envelopes.services.refunds import _OPEN, refund_leg_send
@@ -77,36 +78,43 @@ def _claim() -> tuple[type[RefundLeg] | type[FundingLeg], int, datetime] | None:
 
 
 def _send_one() -> bool:
-    """Claim and send one waiting leg; False when none waits."""
+    """Claim and send one waiting leg; False when none waits, or when the leg found no room
+    again (it is back in its place: the budget is held off longer than a worker waits)."""
     claimed = _claim()
     if claimed is None:
         return False
     model, pk, since = claimed
     if model is RefundLeg:
         leg = RefundLeg.objects.select_related("funding_leg", "operation__envelope").get(pk=pk)
-        refund_leg_send(leg=leg, queued_since=since)
-    else:
-        funding = FundingLeg.objects.select_related("envelope").get(pk=pk)
-        # A decline is recorded (the pending leg is gone): nothing else to do here.
-        with contextlib.suppress(*FUNDING_REFUSALS):
-            funding_send(leg=funding, queued_since=since)
-    return True
+        return refund_leg_send(leg=leg, queued_since=since).deferred_at is None
+    funding = FundingLeg.objects.select_related("envelope").get(pk=pk)
+    try:
+        return funding_send(leg=funding, queued_since=since).leg.deferred_at is None
+    except FUNDING_REFUSALS:
+        return True  # a decline is recorded (the pending leg is gone): it was sent
 
 
-def _drain(deadline: float) -> int:
+def _drain(deadline: float, wait_s: float) -> int:
     sent = 0
     try:
-        while time.monotonic() < deadline:
-            try:
-                if not _send_one():
-                    break
-            except Exception:
-                logger.exception("sending a leg that waited for room failed")
-                break
-            sent += 1
+        with budget_wait(wait_s):
+            sent = _drain_until(deadline)
     finally:
         close_old_connections()
         connections.close_all()  # this thread's own connections
+    return sent
+
+
+def _drain_until(deadline: float) -> int:
+    sent = 0
+    while time.monotonic() < deadline:
+        try:
+            if not _send_one():
+                break
+        except Exception:
+            logger.exception("sending a leg that waited for room failed")
+            break
+        sent += 1
     return sent
 
 
@@ -114,8 +122,12 @@ def waiting_send(*, seconds: float = RUN_SECONDS, threads: int = THREADS) -> int
     """The worker job: send legs waiting for room, oldest first, for at most `seconds`; the number
     sent. Ends early when none is left."""
     deadline = time.monotonic() + seconds
-    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="waiting") as pool:
-        results = list(pool.map(_drain, [deadline] * max(1, threads)))
+    # A worker's wait, wherever this runs (the job, or `manage.py shell`): these legs are the ones
+    # that may wait; each thread starts its own context (contextvars do not cross threads).
+    wait_s = settings.STRIPE_BUDGET_WORKER_WAIT_S
+    count = max(1, threads)
+    with ThreadPoolExecutor(max_workers=count, thread_name_prefix="waiting") as pool:
+        results = list(pool.map(_drain, [deadline] * count, [wait_s] * count))
     sent = sum(results)
     if sent:
         logger.info("sent %d legs that waited for room in Stripe's rate limit", sent)

@@ -39,7 +39,7 @@ def limited(settings: LazySettings, sandbox: SandboxControl) -> Iterator[Sandbox
     settings.STRIPE_GLOBAL_RPS = RPS
     settings.STRIPE_ENDPOINT_RPS = RPS
     settings.STRIPE_BUDGET_WAIT_S = 0.2
-    sandbox.rate_limits_set(enabled=True, global_sandbox_rps=RPS, endpoint_rps=RPS)
+    sandbox.rate_limits_set(enabled=True, global_rps_sandbox=RPS, endpoint_rps=RPS)
     yield sandbox
     sandbox.rate_limits_set(enabled=False)
 
