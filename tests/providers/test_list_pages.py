@@ -17,7 +17,7 @@ import pytest
 import stripe
 from django.db import connections
 
-from core.budget import CallBudget
+from core.budget import CallBudget, budget_wait
 from core.models import ProviderCallBudget
 from providers import OutcomeKind, Page, ProviderUnavailable, StripeProvider
 from providers.stripe_provider import RetryPolicy
@@ -123,19 +123,36 @@ def _make_refunds(sdk: stripe.StripeClient, count: int) -> list[str]:
 
 
 class CountingBudget(CallBudget):
-    """A real budget (the shared row and all) that also counts what the adapter asked of it."""
+    """A real budget (the shared row and all) whose slots the adapter takes through
+    `core.budget.slots_take` / `slots_penalize` (every budget of a call at once: decision 0018);
+    `counting` records each call that names it."""
 
     def __init__(self, name: str, per_second: float) -> None:
         super().__init__(name, per_second)
         object.__setattr__(self, "calls", [])
 
-    def take(self) -> float:
-        self.calls.append("take")  # type: ignore[attr-defined]
-        return super().take()
 
-    def penalize(self, seconds: float) -> None:
-        self.calls.append(("penalize", seconds))  # type: ignore[attr-defined]
-        super().penalize(seconds)
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Record, on every CountingBudget a call names, the adapter's takes and penalties."""
+    from providers.stripe_provider import limits
+
+    real_take, real_penalize = limits.slots_take, limits.slots_penalize
+
+    def take(budgets: Any, **kwargs: Any) -> Any:
+        for budget in budgets:
+            if isinstance(budget, CountingBudget):
+                budget.calls.append("take")  # type: ignore[attr-defined]
+        return real_take(budgets, **kwargs)
+
+    def penalize(budgets: Any, seconds: float) -> None:
+        for budget in budgets:
+            if isinstance(budget, CountingBudget):
+                budget.calls.append(("penalize", seconds))  # type: ignore[attr-defined]
+        real_penalize(budgets, seconds)
+
+    monkeypatch.setattr(limits, "slots_take", take)
+    monkeypatch.setattr(limits, "slots_penalize", penalize)
 
 
 def _row(name: str) -> ProviderCallBudget | None:
@@ -297,7 +314,7 @@ def test_refunds_of_charge_answers_an_outcome_with_attempts_summed(
 
 
 def test_a_429_with_retry_after_penalizes_the_budget_and_the_page_is_read_after(
-    sandbox: SandboxControl, sdk: stripe.StripeClient, tap: Tap
+    sandbox: SandboxControl, sdk: stripe.StripeClient, tap: Tap, counting: None
 ) -> None:
     made = _make_refunds(sdk, 3)
     slept: list[float] = []
@@ -306,7 +323,8 @@ def test_a_429_with_retry_after_penalizes_the_budget_and_the_page_is_read_after(
     budget = CountingBudget("test-429", 20)
     sandbox.add_fault("/v1/refunds", "rate_limit", method="GET", times=1, retry_after_s=2)
     started_at, started = time.time(), time.monotonic()
-    page = next(provider.list_pages("refunds", budget=budget))
+    with budget_wait(5):  # a worker's wait: longer than the provider's 2 s
+        page = next(provider.list_pages("refunds", budget=budget))
     waited = time.monotonic() - started
 
     assert [obj["id"] for obj in page.data] == list(reversed(made))
@@ -321,7 +339,7 @@ def test_a_429_with_retry_after_penalizes_the_budget_and_the_page_is_read_after(
 
 
 def test_every_attempt_takes_from_the_budget(
-    provider: StripeProvider, sandbox: SandboxControl, sdk: stripe.StripeClient
+    provider: StripeProvider, sandbox: SandboxControl, sdk: stripe.StripeClient, counting: None
 ) -> None:
     refund = _make_refunds(sdk, 1)[0]
     budget = CountingBudget("test-attempts", 1000)
