@@ -572,8 +572,9 @@ def main(argv: list[str] | None = None) -> int:
         STRIPE_API_KEY=soak.STRIPE_KEY,
         PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
     )
+    os.environ["STRIPE_RATE_LIMITS"] = "auto"  # Vouch's budgets, at 98% of each limit
     if args.limit:
-        os.environ["STRIPE_RATE_LIMITS"] = f"global={args.limit},endpoint={args.limit}"
+        os.environ.update(STRIPE_GLOBAL_RPS=str(args.limit), STRIPE_ENDPOINT_RPS=str(args.limit))
     os.environ.pop("VOUCH_CRASH_AT", None)
     database = Database(maintenance, name)
     system: soak.System | None = None
