@@ -45,12 +45,23 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from core.models import ProviderCallBudget
+if TYPE_CHECKING:
+    from core.models import ProviderCallBudget
+
+
+def _model() -> type[ProviderCallBudget]:
+    """The budgets' table, imported when first used: the provider adapter imports this module,
+    and a process that only counts its metrics (no Django app registry) must be able to."""
+    from core.models import ProviderCallBudget
+
+    return ProviderCallBudget
+
 
 # A lane's budget (verification, reconciliation): each one-second window holds at most per_second
 # slots with this much to spare. Stripe's limits use STRIPE_BUDGET_MARGIN.
@@ -106,7 +117,7 @@ class CallBudget:
     margin: float = WINDOW_MARGIN_S
 
     def __post_init__(self) -> None:
-        limit = ProviderCallBudget._meta.get_field("name").max_length or 0
+        limit = _model()._meta.get_field("name").max_length or 0
         if not self.name or len(self.name) > limit:
             raise ValueError(f"a budget's name is 1 to {limit} characters, not {self.name!r}")
 
@@ -261,7 +272,7 @@ def _try(budgets: list[CallBudget], priority: Priority, remaining: float) -> tup
 
 @contextmanager
 def _transaction() -> Iterator[BaseDatabaseWrapper]:
-    alias = router.db_for_write(ProviderCallBudget)
+    alias = router.db_for_write(_model())
     connection = connections[alias]
     if connection.vendor not in _NOW:  # pragma: no cover - Vouch runs on PostgreSQL and SQLite
         raise NotImplementedError(f"call budgets are not written for {connection.vendor}")
@@ -291,4 +302,4 @@ def _transaction() -> Iterator[BaseDatabaseWrapper]:
 
 
 def _table(connection: BaseDatabaseWrapper) -> str:
-    return str(connection.ops.quote_name(ProviderCallBudget._meta.db_table))
+    return str(connection.ops.quote_name(_model()._meta.db_table))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Case, Count, Min, Q, Sum, Value, When
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
@@ -149,8 +149,17 @@ def _waiting_for_room() -> Metric:
         "limit (or no worker consuming the money queue).",
         labels=["kind"],
     )
-    for kind, model in (("refund", RefundLeg), ("funding", FundingLeg)):
-        family.add_metric([kind], model.objects.filter(deferred_at__isnull=False).count())
+    kinds = (("refund", RefundLeg), ("funding", FundingLeg))
+    counts = ", ".join(
+        f"(SELECT COUNT(*) FROM {connection.ops.quote_name(model._meta.db_table)} "  # noqa: S608
+        "WHERE deferred_at IS NOT NULL)"
+        for _, model in kinds
+    )
+    with connection.cursor() as cursor:  # one statement for both
+        cursor.execute(f"SELECT {counts}")
+        row = cursor.fetchone()
+    for (kind, _), count in zip(kinds, row, strict=True):
+        family.add_metric([kind], int(count))
     return family
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import stripe
 
 from tests.helpers import wait_until
 from tests.test_smoke_run import ROOT, make_run
@@ -147,8 +148,12 @@ def test_make_run_serves_concurrent_fundings_declines_and_refunds(tmp_path: Path
     var_dir = tmp_path / "var"
     # Without the reloader: an edit elsewhere in the checkout must not drop requests in flight.
     # One buyer sends every request here, faster than a person does: the money throttle (30 a
-    # minute by default) is raised so that what this test measures is SQLite under concurrency.
-    with make_run(var_dir, noreload=True, extra_env={"VOUCH_THROTTLE_MONEY": "10000/min"}) as run:
+    # minute by default) is raised, and Stripe's rate limits lifted on both sides (60 payments in
+    # two seconds would queue: tests/envelopes/test_waiting_for_room.py and
+    # test_make_run_queues_what_stripe_has_no_room_for below), so that what this test measures is
+    # SQLite under concurrency.
+    lifted = {"VOUCH_THROTTLE_MONEY": "10000/min", "STRIPE_RATE_LIMITS": "off"}
+    with make_run(var_dir, noreload=True, extra_env=lifted) as run:
         buyers = [Buyer(run.base, n) for n in range(CLIENTS)]
         for b in buyers:
             b.login()
@@ -221,3 +226,77 @@ def test_make_run_serves_concurrent_fundings_declines_and_refunds(tmp_path: Path
     )
     assert ledger.returncode == 0, ledger.stdout + ledger.stderr
     assert f"{CLIENTS * ROUNDS} envelope(s) checked" in ledger.stdout, ledger.stdout
+
+
+BURST = 10  # refunds per buyer, all at once: 40 in about a second, past Stripe's 25 a second
+
+
+def test_make_run_queues_what_stripe_has_no_room_for(tmp_path: Path) -> None:
+    """Issue 40 under `make run` (SQLite, the filesystem broker, the sandbox at Stripe's documented
+    limits): a burst of refunds past 25 a second is answered at once, 200 or 202 with its legs
+    queued, never 429 or 5xx; the worker sends the queued legs as room frees; Stripe holds each
+    refund once, never answered a 429, and the ledger is clean."""
+    var_dir = tmp_path / "var"
+    with make_run(var_dir, noreload=True, extra_env={"VOUCH_THROTTLE_MONEY": "10000/min"}) as run:
+        buyers = [Buyer(run.base, n) for n in range(CLIENTS)]
+        for b in buyers:
+            b.login()
+        envelopes = []
+        for b in buyers:
+            created = b.post(
+                "create", ENVELOPES, {"amount_micro": 50_000_000, "payment_method": "pm_card_visa"}
+            )
+            assert created.status == 201, created
+            envelopes.append(created.data["data"]["envelope_id"])
+
+        def burst(b: Buyer, envelope: str) -> None:
+            for _ in range(BURST):
+                b.post("refund", f"{ENVELOPES}/{envelope}/refund", {"amount_micro": 1_000_000})
+
+        threads = [
+            threading.Thread(target=burst, args=(b, e))
+            for b, e in zip(buyers, envelopes, strict=True)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=WORK_TIMEOUT_S)
+        refunds = [a for b in buyers for a in b.answers if a.what == "refund"]
+        summary = _summary(refunds)
+        assert len(refunds) == CLIENTS * BURST, summary
+        assert {a.status for a in refunds} <= {200, 202}, summary
+        queued = [a for a in refunds if a.status == 202]
+        assert queued, f"nothing was queued: {summary}"
+        assert all(leg["queued"] for a in queued for leg in a.data["data"]["legs"]), summary
+
+        def all_refunded() -> bool:
+            for b in buyers:
+                for a in b.answers:
+                    if a.what != "refund":
+                        continue
+                    refund = a.data["data"]["refund_id"]
+                    now = b.http.get(f"{run.base}/api/v1/escrow/refunds/{refund}", timeout=30)
+                    if now.json()["data"]["status"] != "refunded":
+                        return False
+            return True
+
+        wait_until(all_refunded, timeout=SETTLE_TIMEOUT_S, what="every queued refund sent")
+        limits = run.sandbox.rate_limits()
+        assert limits["enabled"] is True
+        assert limits["refused"]["total"] == 0, limits["refused"]
+        sdk = stripe.StripeClient("sk_test_make_run", base_addresses={"api": run.sandbox.url})
+        made = sdk.v1.refunds.list(params={"limit": 100}).data
+        legs = [refund.metadata["vouch_leg"] for refund in made]
+        assert len(legs) == len(set(legs)) == CLIENTS * BURST  # each refund at Stripe once
+    log = run.log()
+    assert "database is locked" not in log, _errors_logged(log)
+    assert "OperationalError" not in log, _errors_logged(log)
+    ledger = subprocess.run(
+        [sys.executable, "manage.py", "check_ledger"],
+        cwd=ROOT,
+        env=run.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ledger.returncode == 0, ledger.stdout + ledger.stderr

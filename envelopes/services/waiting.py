@@ -1,4 +1,5 @@
-"""Legs waiting for room in Stripe's rate limit (issue 40, docs/decisions/0019).
+"""Legs waiting for room in Stripe's rate limit (issue 40,
+docs/decisions/0019-a-refund-waits-as-a-row.md).
 
 Stripe takes at most 25 refund creations a second on one account (docs.stripe.com/rate-limits),
 and `core.budget` keeps every Vouch process under that. A buyer's request never waits on a full
@@ -33,7 +34,7 @@ logger = logging.getLogger("vouch.envelopes")
 RUN_SECONDS = 45.0
 # Legs in flight at once: each holds one reserved slot of the budget and sleeps until it, so a few
 # keep a 25-a-second endpoint busy however long Stripe takes to answer one.
-THREADS = 6
+THREADS = 12
 
 
 def waiting_count() -> dict[str, int]:
@@ -61,6 +62,8 @@ def _head(model: type[RefundLeg] | type[FundingLeg]) -> tuple[int, datetime] | N
 
 def _claim() -> tuple[type[RefundLeg] | type[FundingLeg], int, datetime] | None:
     """Take the oldest waiting leg, refund or funding: (its model, id, place in the queue)."""
+    if not _any_waiting():  # a plain read first: no write lock (SQLite's) when none waits
+        return None
     for _ in range(5):  # a race lost on SQLite is tried again, a few times
         with transaction.atomic():
             heads = [
@@ -75,6 +78,13 @@ def _claim() -> tuple[type[RefundLeg] | type[FundingLeg], int, datetime] | None:
             if model.objects.filter(pk=pk, deferred_at=since).update(deferred_at=None):
                 return model, pk, since
     return None
+
+
+def _any_waiting() -> bool:
+    return any(
+        model.objects.filter(deferred_at__isnull=False).exists()
+        for model in (RefundLeg, FundingLeg)
+    )
 
 
 def _send_one() -> bool:
@@ -121,6 +131,8 @@ def _drain_until(deadline: float) -> int:
 def waiting_send(*, seconds: float = RUN_SECONDS, threads: int = THREADS) -> int:
     """The worker job: send legs waiting for room, oldest first, for at most `seconds`; the number
     sent. Ends early when none is left."""
+    if not _any_waiting():
+        return 0  # the tick of every second, most of the time: one read, no thread
     deadline = time.monotonic() + seconds
     # A worker's wait, wherever this runs (the job, or `manage.py shell`): these legs are the ones
     # that may wait; each thread starts its own context (contextvars do not cross threads).

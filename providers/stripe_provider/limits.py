@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.budget import CallBudget, Priority, slots_penalize, slots_take
+from django.conf import settings
+
+from core.budget import CallBudget, Priority, current_wait_s, slots_penalize, slots_take
 from core.timing import provider_wait
 from providers.metrics import budget_wait_observe
 
@@ -61,13 +63,13 @@ def global_rps_for_key(api_key: str) -> float:
 @dataclass(frozen=True)
 class Limits:
     """The limits one Stripe account enforces, as Vouch spends them: spacing `(1 + margin) /
-    limit`, so 98% of each with the default margin."""
+    limit`, so 99.5% of each with the default margin."""
 
     global_rps: float
     endpoint_rps: float = 25.0
     files_rps: float = 20.0
     search_rps: float = 20.0
-    margin: float = 0.02
+    margin: float = 0.005
 
     def budgets_for(self, endpoint: str) -> tuple[CallBudget, ...]:
         """The global budget and the endpoint's (Files and Search as Stripe groups them)."""
@@ -143,8 +145,14 @@ class CallSlots:
         and nothing is written."""
         if not self.budgets:
             return True
+        wait_s = None  # the context's: a web request's short wait, a worker task's long one
+        if self.priority in (Priority.READBACK, Priority.RECONCILE):
+            # A lane's reads run in workers and commands, often on threads of their own (a
+            # reconciliation run reads the next page ahead), which the context does not reach:
+            # they may always wait as long as a worker's task, and they only take free room.
+            wait_s = max(current_wait_s(), float(settings.STRIPE_BUDGET_WORKER_WAIT_S))
         with provider_wait():  # waiting for room is waiting for the provider too
-            waited = slots_take(self.budgets, priority=self.priority)
+            waited = slots_take(self.budgets, priority=self.priority, wait_s=wait_s)
         budget_wait_observe(endpoint=self.endpoint, priority=self.priority, seconds=waited)
         return waited is not None
 

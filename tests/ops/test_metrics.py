@@ -88,11 +88,12 @@ def test_the_text_parses_and_names_every_required_metric(scrape: Any) -> None:
         "vouch_metrics_database_up",
         "vouch_metrics_database_statements",
         "vouch_metrics_database_seconds",
+        "vouch_legs_waiting_for_room",
     ):
         assert required in names, required
     assert _value(samples, "vouch_metrics_database_up") == 1
     # A fixed number of aggregate queries, whatever the tables hold.
-    assert _value(samples, "vouch_metrics_database_statements") == 6
+    assert _value(samples, "vouch_metrics_database_statements") == 7
 
 
 @pytest.mark.django_db

@@ -127,6 +127,7 @@ class Command(BaseCommand):
                 webhook_url=f"http://{host}:{port}/webhooks/stripe",
                 webhook_secret=settings.STRIPE_WEBHOOK_SECRETS[0],
                 var_dir=var_dir,
+                rate_limits=settings.STRIPE_RATE_LIMITS != "off",
             )
         commands |= {
             # The ASGI app (config/asgi.py): Django and the MCP server at /mcp. The reloader
@@ -257,16 +258,24 @@ class Command(BaseCommand):
 
 
 def sandbox_command(
-    python: str, *, stripe_api_base: str, webhook_url: str, webhook_secret: str, var_dir: Path
+    python: str,
+    *,
+    stripe_api_base: str,
+    webhook_url: str,
+    webhook_secret: str,
+    var_dir: Path,
+    rate_limits: bool = True,
 ) -> list[str]:
     """The Stripe sandbox as `make run` starts it: at the address the app calls, delivering its
-    events, signed, to the app's webhook endpoint, its state kept beside the database."""
+    events, signed, to the app's webhook endpoint, its state kept beside the database, enforcing
+    Stripe's rate limits as Vouch's budgets expect them (`STRIPE_RATE_LIMITS=off` lifts both)."""
     sandbox = urlsplit(stripe_api_base)
     return [
         python, "-m", "stripe_sandbox",
         "--host", sandbox.hostname or "127.0.0.1", "--port", str(sandbox.port or 12111),
         "--webhook-url", webhook_url, "--webhook-secret", webhook_secret,
         "--state-file", str(var_dir / SANDBOX_STATE_FILE),
+        "--rate-limits", "stripe" if rate_limits else "off",
     ]  # fmt: skip
 
 
