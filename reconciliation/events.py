@@ -8,7 +8,9 @@ adjustment, or in flight) — every page of its refunds. That one charge is then
 sweep compares it (`reconciliation.engine.charges.charge_compare`, the sweep's own comparers):
 the reads are stored as observations with their SHA-256, and a refund nobody here made opens
 `refund_foreign` (money: its escalation and the notification to ops) there and then. A charge
-whose refunds Vouch accounts for costs one read and records nothing.
+whose refunds Vouch accounts for costs one read and records nothing; an event that shows so by
+itself (its refund names one of Vouch's legs, or its refunded amount is within Vouch's count:
+`envelopes.services.refund_event_needs_no_read`) costs none (issue 40: Stripe's rate limits).
 
 The findings need a run to belong to: each comparison is a small completed run of the events lane
 (kind `catch_up`, the lane whose job is "the provider's events"), created only after the provider
@@ -31,6 +33,7 @@ from django.db.models import Sum
 from core.budget import budget_from_settings
 from core.services import audit_record
 from envelopes.models import MICRO_PER_CENT, FundingLeg, FundingStatus
+from envelopes.services import refund_event_needs_no_read
 from providers import provider_from_settings
 from reconciliation.engine.charges import charge_compare
 from reconciliation.models import Discrepancy, DiscrepancyClass, Lane, Run, RunKind, RunStatus
@@ -61,6 +64,8 @@ def charge_on_refund_event(*, event: dict[str, Any]) -> None:
     funding = FundingLeg.objects.filter(charge_id=charge_id, status=FundingStatus.SUCCEEDED).first()
     if funding is None:
         return  # not a charge Vouch counts money on
+    if refund_event_needs_no_read(event, funding):
+        return  # its own refund, or nothing beyond what Vouch counts: no read (issue 40)
     provider = provider_from_settings()
     budget = budget_from_settings("reconciliation")
     charge = provider.charge_read(charge_id, budget=budget)

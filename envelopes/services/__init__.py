@@ -32,7 +32,11 @@ from envelopes.services.funding import (
     funding_send,
 )
 from envelopes.services.journal import PROVIDER_KEY_TTL, _provider
-from envelopes.services.provider_events import charge_on_refunded_event, funding_on_provider_event
+from envelopes.services.provider_events import (
+    charge_on_refunded_event,
+    funding_on_provider_event,
+    refund_event_needs_no_read,
+)
 from envelopes.services.refunds import (
     REFUND_CONTRACT,
     envelope_refund,
@@ -75,6 +79,7 @@ __all__ = [
     "funding_record",
     "funding_send",
     "refund_allocate",
+    "refund_event_needs_no_read",
     "refund_leg_find",
     "refund_leg_on_provider_event",
     "refund_leg_on_verdict",
