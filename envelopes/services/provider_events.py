@@ -41,15 +41,15 @@ def funding_on_provider_event(*, event: dict[str, Any]) -> None:
 
 
 def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
-    """`charge.refunded`: list the charge's refunds again (events may be stale), every
-    page (Stripe includes `charge.refunds` only when expanded since API 2022-11-15, and an
-    expanded list holds ten), and compare what the provider has refunded on it with what Vouch's
-    refund legs hold (the charge itself is read again only when the event shows more refunded
-    than Vouch counts: `refund_event_needs_no_read`). A refund Vouch has not seen go back (failed or canceled) is released
-    through the one release service; more refunded at the provider than Vouch holds or has in
-    flight is a refund made elsewhere (the Dashboard): recorded as an audit event — no money
-    moves by itself (a person, or reconciliation, acts). Reconciliation, which stands above
-    envelopes, handles the same event itself (reconciliation.events): it opens the
+    """`charge.refunded`: list the charge's refunds again (events may be stale), every page
+    (Stripe includes `charge.refunds` only when expanded since API 2022-11-15, and an expanded
+    list holds ten), and compare what the provider has refunded on it with what Vouch's refund
+    legs hold; the charge itself is read again only when the event shows more refunded than
+    Vouch counts (`refund_event_needs_no_read`). A refund Vouch has not seen go back (failed or
+    canceled) is released through the one release service; more refunded at the provider than
+    Vouch holds or has in flight is a refund made elsewhere (the Dashboard): recorded as an audit
+    event — no money moves by itself (a person, or reconciliation, acts). Reconciliation, which
+    stands above envelopes, handles the same event itself (reconciliation.events): it opens the
     `refund_foreign` discrepancy at once, and the buyer's pages say the money is under review
     while it is open (envelopes.selectors.buyer.money_under_review)."""
     obj = (event.get("data") or {}).get("object") or {}
