@@ -97,6 +97,14 @@ def tick_done(claim: Claim) -> None:
     )
 
 
+def tick_hold(name: str, *, seconds: float) -> None:
+    """A long run of `name` holds its slot `seconds` more (from now), so that no second run
+    starts beside it while it still has work (the legs waiting for room, say)."""
+    PeriodicSlot.objects.filter(name=name, state=SlotState.RUNNING).update(
+        held_until=timezone.now() + timedelta(seconds=seconds)
+    )
+
+
 def claim_from_headers(headers: dict[str, object] | None) -> Claim | None:
     """The claim a message carries, or None for a message no tick sent (a test, `.delay()`)."""
     if not headers:

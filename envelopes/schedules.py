@@ -1,5 +1,9 @@
 from core.periodic import Schedule
 
+# The job that sends legs waiting for room in Stripe's rate limit (envelopes.services.waiting):
+# its slot's name, which a long run holds (core.ticks.tick_hold).
+WAITING_SCHEDULE = "envelopes: send legs waiting for room"
+
 SCHEDULES = [
     Schedule(
         name="envelopes: resume stranded legs",
@@ -8,7 +12,7 @@ SCHEDULES = [
         description="Repeats provider calls whose outcome is unknown, with the same key.",
     ),
     Schedule(
-        name="envelopes: send legs waiting for room",
+        name=WAITING_SCHEDULE,
         task="envelopes.send_waiting",
         every_seconds=1,
         description="Sends refunds and payments that found Stripe's rate limit full, oldest first, "

@@ -330,6 +330,10 @@ STRIPE_BUDGET_MARGIN = env.float("STRIPE_BUDGET_MARGIN", default=0.005)
 # Celery task (config/celery_app.py), which has no one waiting on it.
 STRIPE_BUDGET_WAIT_S = env.float("STRIPE_BUDGET_WAIT_S", default=0.1)
 STRIPE_BUDGET_WORKER_WAIT_S = env.float("STRIPE_BUDGET_WORKER_WAIT_S", default=30.0)
+# Readbacks and reconciliation only take room money leaves free: they wait this long for it (in a
+# worker or a command), then count as a read without an answer and are tried again, so a worker
+# process is never held for long while a backlog of refunds drains (issue 40).
+STRIPE_BUDGET_LANE_WAIT_S = env.float("STRIPE_BUDGET_LANE_WAIT_S", default=5.0)
 
 # --- Idempotency (SPEC §4) ---------------------------------------------------------------------
 

@@ -16,22 +16,27 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime
 
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 
 from core.budget import budget_wait
+from core.ticks import tick_hold
 from envelopes.models import FundingLeg, FundingStatus, RefundLeg
+from envelopes.schedules import WAITING_SCHEDULE
 from envelopes.services.funding import FUNDING_REFUSALS, funding_send
 from envelopes.services.refunds import _OPEN, refund_leg_send
 
 logger = logging.getLogger("vouch.envelopes")
 
-# How long one run sends before it ends (the next tick starts another): below the periodic job's
-# shortest lease (PERIODIC_RUN_LEASE_MIN_S), so a run never outlives its slot.
-RUN_SECONDS = 45.0
+# How long one run may send before it ends (the next tick starts another). A run holds its slot
+# while it sends (core.ticks.tick_hold, every HOLD_EVERY_S for HOLD_S): a backlog of minutes is
+# drained by one run, never paused while its next tick waits for a free worker process.
+RUN_SECONDS = 600.0
+HOLD_EVERY_S = 10.0
+HOLD_S = 60.0
 # Legs in flight at once: each holds one reserved slot of the budget and sleeps until it, so a few
 # keep a 25-a-second endpoint busy however long Stripe takes to answer one.
 THREADS = 12
@@ -139,8 +144,12 @@ def waiting_send(*, seconds: float = RUN_SECONDS, threads: int = THREADS) -> int
     wait_s = settings.STRIPE_BUDGET_WORKER_WAIT_S
     count = max(1, threads)
     with ThreadPoolExecutor(max_workers=count, thread_name_prefix="waiting") as pool:
-        results = list(pool.map(_drain, [deadline] * count, [wait_s] * count))
-    sent = sum(results)
+        futures = [pool.submit(_drain, deadline, wait_s) for _ in range(count)]
+        running = set(futures)
+        while running:
+            tick_hold(WAITING_SCHEDULE, seconds=HOLD_S)
+            _, running = wait(running, timeout=HOLD_EVERY_S)
+    sent = sum(future.result() for future in futures)
     if sent:
         logger.info("sent %d legs that waited for room in Stripe's rate limit", sent)
     return sent

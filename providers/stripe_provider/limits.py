@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from core.budget import CallBudget, Priority, current_wait_s, slots_penalize, slots_take
+from core.budget import CallBudget, Priority, slots_penalize, slots_take
 from core.timing import provider_wait
 from providers.metrics import budget_wait_observe
 
@@ -148,9 +148,10 @@ class CallSlots:
         wait_s = None  # the context's: a web request's short wait, a worker task's long one
         if self.priority in (Priority.READBACK, Priority.RECONCILE):
             # A lane's reads run in workers and commands, often on threads of their own (a
-            # reconciliation run reads the next page ahead), which the context does not reach:
-            # they may always wait as long as a worker's task, and they only take free room.
-            wait_s = max(current_wait_s(), float(settings.STRIPE_BUDGET_WORKER_WAIT_S))
+            # reconciliation run reads the next page ahead), which the context does not reach,
+            # and they only take free room: they wait STRIPE_BUDGET_LANE_WAIT_S wherever they
+            # run, never so long that they hold a worker process while money drains (issue 40).
+            wait_s = float(settings.STRIPE_BUDGET_LANE_WAIT_S)
         with provider_wait():  # waiting for room is waiting for the provider too
             waited = slots_take(self.budgets, priority=self.priority, wait_s=wait_s)
         budget_wait_observe(endpoint=self.endpoint, priority=self.priority, seconds=waited)

@@ -3,6 +3,7 @@ through the real adapter against the sandbox over HTTP, whose limits are set to 
 paced by the budgets, Vouch's calls are never refused; a call with no room sends nothing; a 429
 holds off what it names; a not-sent readback is no evidence (docs/decisions/0018)."""
 
+import contextlib
 import inspect
 import threading
 import time
@@ -181,6 +182,10 @@ def test_a_429_holds_off_the_budget_it_names(
     done: dict[str, Outcome] = {}
 
     def second_refund() -> None:
+        # The bucket's one token, taken by someone else just before (it may have refilled while
+        # a loaded machine started this thread): Vouch's call then finds none, whatever the pace.
+        with contextlib.suppress(stripe.RateLimitError):
+            sdk.v1.refunds.create(params={"charge": charge, "amount": 1})
         try:
             with budget_wait(10):
                 done["second"] = provider.refund_create(
@@ -201,7 +206,7 @@ def test_a_429_holds_off_the_budget_it_names(
         assert thread.is_alive()
         time.sleep(0.01)
     # While the refunds' endpoint is held off, another endpoint goes at once: the global was not.
-    with budget_wait(0):
+    with budget_wait(0.5):  # less than the endpoint's penalty: the global was not held off
         assert provider.charge_read(charge).accepted
     thread.join(timeout=30)
     second = done["second"]
@@ -209,7 +214,7 @@ def test_a_429_holds_off_the_budget_it_names(
     # Refused once (endpoint-rate), held off by the endpoint's budget, then accepted.
     assert (second.accepted, second.attempts) == (True, 2)
     limiter = sandbox.call("GET", "rate-limits")
-    assert limiter["refused"]["by_reason"] == {"endpoint-rate": 1}
+    assert set(limiter["refused"]["by_reason"]) == {"endpoint-rate"}
 
 
 def test_a_not_sent_readback_is_no_evidence(
