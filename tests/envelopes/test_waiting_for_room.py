@@ -20,6 +20,7 @@ from envelopes.models import FundingLeg, FundingStatus, LegOutcome, RefundLeg
 from envelopes.selectors import ledger_breaches
 from envelopes.selectors.leg_states import QUEUED_TEXT
 from envelopes.services import waiting_count, waiting_send
+from envelopes.services.refunds import refund_leg_defer, refund_leg_send
 from ops.collectors import metrics_exposition
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
@@ -224,3 +225,31 @@ def test_a_real_worker_sends_the_waiting_refunds(
     assert len({r.metadata["vouch_leg"] for r in at_stripe}) == len(at_stripe) == 6
     assert limited.rate_limits()["refused"]["total"] == 0
     assert ledger_breaches() == []
+
+
+def test_an_answer_recorded_ends_the_legs_wait(
+    limited: SandboxControl, alice: Api, sdk: stripe.StripeClient
+) -> None:
+    """A replayed request may mark a leg the worker is sending as waiting again: the answer the
+    worker records ends that wait. A leg left `queued` once answered kept every later refund
+    behind a queue that was empty (the bench saw 93 such legs and a queue that never drained)."""
+    envelope = alice.create(20_000_000)
+    envelope_id = envelope["envelope_id"]
+    answers = _burst(alice, envelope_id, 4)
+    assert 202 in [a.status_code for a in answers]
+    leg = RefundLeg.objects.filter(deferred_at__isnull=False).order_by("id").first()
+    assert leg is not None
+    place = leg.deferred_at
+    RefundLeg.objects.filter(pk=leg.pk).update(deferred_at=None)  # the worker claims it...
+    refund_leg_defer(leg)  # ...a replay of its request marks it waiting again meanwhile...
+    time.sleep(1.1)  # (room for it)
+    sent = RefundLeg.objects.select_related("funding_leg", "operation__envelope").get(pk=leg.pk)
+    refund_leg_send(leg=sent, queued_since=place)  # ...and the worker's call is answered
+
+    leg.refresh_from_db()
+    assert leg.outcome == LegOutcome.ACCEPTED
+    assert leg.deferred_at is None
+    waiting_send(seconds=30, threads=2)
+    assert set(RefundLeg.objects.values_list("outcome", flat=True)) == {LegOutcome.ACCEPTED}
+    assert waiting_count() == {"refund_legs": 0, "funding_legs": 0}
+    assert not RefundLeg.objects.filter(deferred_at__isnull=False).exists()
