@@ -413,7 +413,7 @@ def funding_record(*, leg: FundingLeg, outcome: Outcome) -> FundingResult:
         refusal = _refusal_of(intent)
         if refusal is None:
             FundingLeg.objects.filter(pk=leg.pk, status=FundingStatus.PENDING).update(
-                payment_intent_id=str(intent.get("id") or "")[:100]
+                payment_intent_id=str(intent.get("id") or "")[:100], deferred_at=None
             )
             leg.refresh_from_db()
             return FundingResult(leg.envelope, leg)
@@ -450,7 +450,9 @@ def _funding_succeeded(leg: FundingLeg, intent: dict[str, Any]) -> FundingResult
             fresh.payment_intent_id = intent["id"]
             fresh.charge_id = charge_id
             fresh.funded_at = timezone.now()
-            fresh.save(update_fields=["status", "payment_intent_id", "charge_id", "funded_at"])
+            fresh.deferred_at = None  # an answer ends any wait for room
+            fields = ["status", "payment_intent_id", "charge_id", "funded_at", "deferred_at"]
+            fresh.save(update_fields=fields)
             _move(
                 envelope,
                 JournalEntry.Kind.FUND,

@@ -14,7 +14,9 @@ from core import db
 from envelopes.models import (
     Envelope,
     FundingLeg,
+    FundingStatus,
     JournalEntry,
+    LegOutcome,
     RefundLeg,
 )
 from providers import IDEMPOTENCY_KEY_TTL, provider_from_settings
@@ -43,7 +45,16 @@ def legs_waiting(model: type[RefundLeg] | type[FundingLeg]) -> bool:
     without budgets: nothing is then ever deferred, and no query is made)."""
     if settings.STRIPE_RATE_LIMITS == "off":
         return False
-    return model.objects.filter(deferred_at__isnull=False).exists()
+    return waiting(model).exists()
+
+
+def waiting(model: type[RefundLeg] | type[FundingLeg]) -> Any:
+    """The legs of this kind that wait for room: marked, and not answered since."""
+    if model is RefundLeg:
+        return RefundLeg.objects.filter(
+            deferred_at__isnull=False, outcome__in=[LegOutcome.RESERVED, LegOutcome.UNKNOWN]
+        )
+    return FundingLeg.objects.filter(deferred_at__isnull=False, status=FundingStatus.PENDING)
 
 
 def _move(envelope: Envelope | int, kind: str, *, note: str = "", **links: Any) -> None:

@@ -253,7 +253,7 @@ def _accepted_statements(
     run_id, run_params = db.Ref(VerificationRun, run.run.public_id).sql()
     leg_update = db.Statement(
         f"UPDATE {table} SET outcome = %s, provider_refund_id = %s, decided_at = %s, "  # noqa: S608
-        f"verification_run_id = {run_id}, attempts = attempts + 1 "
+        f"verification_run_id = {run_id}, attempts = attempts + 1, deferred_at = NULL "
         "WHERE id = %s AND outcome IN (%s, %s)",
         (
             LegOutcome.ACCEPTED.value,
@@ -303,6 +303,7 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
                 "provider_refund_id": refund["id"],
                 "decided_at": now,
                 "verification_run": run.run,
+                "deferred_at": None,
             }
         else:
             with transaction.atomic():
@@ -313,6 +314,7 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
                         "outcome": LegOutcome.REFUSED,
                         "error_code": code,
                         "decided_at": now,
+                        "deferred_at": None,  # an answer ends any wait for room
                     }
                     if not _open_leg(leg).update(attempts=F("attempts") + 1, **changed):
                         raise _AlreadyRecorded
@@ -324,6 +326,7 @@ def refund_leg_record(*, leg: RefundLeg, outcome: Outcome) -> RefundLeg:
                     changed = {
                         "outcome": LegOutcome.UNKNOWN,
                         "error_code": outcome.error_code or "unknown",
+                        "deferred_at": None,  # sent: the stranded-leg job follows it now
                     }
                     if not _open_leg(leg).update(attempts=F("attempts") + 1, **changed):
                         raise _AlreadyRecorded

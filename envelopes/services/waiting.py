@@ -24,10 +24,11 @@ from django.db import close_old_connections, connections, transaction
 
 from core.budget import budget_wait
 from core.ticks import tick_hold
-from envelopes.models import FundingLeg, FundingStatus, RefundLeg
+from envelopes.models import FundingLeg, RefundLeg
 from envelopes.schedules import WAITING_SCHEDULE
 from envelopes.services.funding import FUNDING_REFUSALS, funding_send
-from envelopes.services.refunds import _OPEN, refund_leg_send
+from envelopes.services.journal import waiting
+from envelopes.services.refunds import refund_leg_send
 
 logger = logging.getLogger("vouch.envelopes")
 
@@ -45,17 +46,16 @@ THREADS = 12
 def waiting_count() -> dict[str, int]:
     """How many refund and funding legs wait for room now (the queue's depth)."""
     return {
-        "refund_legs": RefundLeg.objects.filter(deferred_at__isnull=False).count(),
-        "funding_legs": FundingLeg.objects.filter(deferred_at__isnull=False).count(),
+        "refund_legs": waiting(RefundLeg).count(),
+        "funding_legs": waiting(FundingLeg).count(),
     }
 
 
 def _head(model: type[RefundLeg] | type[FundingLeg]) -> tuple[int, datetime] | None:
     """The oldest waiting leg of this kind that no one else is claiming: (id, its place)."""
-    open_ = {"outcome__in": _OPEN} if model is RefundLeg else {"status": FundingStatus.PENDING}
     row = (
-        model.objects.select_for_update(skip_locked=True)
-        .filter(deferred_at__isnull=False, **open_)
+        waiting(model)
+        .select_for_update(skip_locked=True)
         .order_by("deferred_at", "id")
         .values_list("pk", "deferred_at")
         .first()
@@ -86,10 +86,7 @@ def _claim() -> tuple[type[RefundLeg] | type[FundingLeg], int, datetime] | None:
 
 
 def _any_waiting() -> bool:
-    return any(
-        model.objects.filter(deferred_at__isnull=False).exists()
-        for model in (RefundLeg, FundingLeg)
-    )
+    return any(waiting(model).exists() for model in (RefundLeg, FundingLeg))
 
 
 def _send_one() -> bool:
