@@ -41,36 +41,36 @@ def funding_on_provider_event(*, event: dict[str, Any]) -> None:
 
 
 def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
-    """`charge.refunded`: list the charge's refunds again (events may be stale), every page
-    (Stripe includes `charge.refunds` only when expanded since API 2022-11-15, and an expanded
-    list holds ten), and compare what the provider has refunded on it with what Vouch's refund
-    legs hold; the charge itself is read again only when the event shows more refunded than
-    Vouch counts (`refund_event_needs_no_read`). A refund Vouch has not seen go back (failed or
-    canceled) is released through the one release service; more refunded at the provider than
-    Vouch holds or has in flight is a refund made elsewhere (the Dashboard): recorded as an audit
-    event — no money moves by itself (a person, or reconciliation, acts). Reconciliation, which
-    stands above envelopes, handles the same event itself (reconciliation.events): it opens the
-    `refund_foreign` discrepancy at once, and the buyer's pages say the money is under review
-    while it is open (envelopes.selectors.buyer.money_under_review)."""
+    """`charge.refunded`: read the charge again (events may be stale) and list its refunds, every
+    page (Stripe includes `charge.refunds` only when expanded since API 2022-11-15, and an
+    expanded list holds ten), and compare what the provider has refunded on it with what Vouch's
+    refund legs hold. An event that shows no more refunded than Vouch counts (the event of each
+    refund Vouch makes) reads nothing (`refund_event_needs_no_read`; issue 40: a read and a list
+    of up to a hundred refunds for every refund, at Stripe's 25 a second, held a busy hour's
+    verdicts back for many minutes); a refund that fails or is canceled later comes as its own
+    `refund.failed` / `refund.updated` event (`refund_leg_on_provider_event`, which reads it).
+    Otherwise a refund Vouch has not seen go back (failed or canceled) is released through the
+    one release service; more refunded at the provider than Vouch holds or has in flight is a
+    refund made elsewhere (the Dashboard): recorded as an audit event — no money moves by itself
+    (a person, or reconciliation, acts). Reconciliation, which stands above envelopes, handles
+    the same event itself (reconciliation.events): it opens the `refund_foreign` discrepancy at
+    once, and the buyer's pages say the money is under review while it is open
+    (envelopes.selectors.buyer.money_under_review)."""
     obj = (event.get("data") or {}).get("object") or {}
     charge_id = obj.get("id") if isinstance(obj, dict) else None
     if not _an_id(charge_id):
         return
     funding = FundingLeg.objects.filter(charge_id=charge_id).first()
-    if funding is None:
-        return
-    charge: dict[str, Any] | None = None
-    # The charge itself is read only when the event shows more refunded than Vouch counts (a
-    # refund made elsewhere, to audit): the refunds' list below says the rest (issue 40).
-    if not refund_event_needs_no_read(event, funding):
-        read = _provider().charge_read(charge_id)
-        if not read.accepted:
-            if read.refused:
-                return
-            raise RuntimeError(
-                f"charge {charge_id} could not be read: {read.error_code} ({read.error_message})"
-            )
-        charge = read.require()
+    if funding is None or refund_event_needs_no_read(event, funding):
+        return  # nothing beyond Vouch's count: no read (issue 40; see the docstring)
+    read = _provider().charge_read(charge_id)
+    if not read.accepted:
+        if read.refused:
+            return
+        raise RuntimeError(
+            f"charge {charge_id} could not be read: {read.error_code} ({read.error_message})"
+        )
+    charge = read.require()
     listed = _provider().refunds_of_charge(charge_id)
     if not listed.accepted:
         raise RuntimeError(
@@ -88,8 +88,6 @@ def charge_on_refunded_event(*, event: dict[str, Any]) -> None:
                 foreign_refund_release(
                     provider_refund=refund, source=f"charge.refunded {event.get('id')}"
                 )
-    if charge is None:
-        return
     funding.refresh_from_db()
     provider_micro = int(charge.get("amount_refunded") or 0) * MICRO_PER_CENT
     if provider_micro > funding.refunded_micro + funding.reserved_micro:

@@ -12,7 +12,11 @@ import stripe
 from core.models import AuditEvent
 from envelopes.models import Envelope, FundingLeg, FundingStatus, RefundLeg
 from envelopes.selectors import ledger_breaches
-from envelopes.services import charge_on_refunded_event, funding_on_provider_event
+from envelopes.services import (
+    charge_on_refunded_event,
+    funding_on_provider_event,
+    refund_leg_on_provider_event,
+)
 from stripe_sandbox.client import SandboxControl
 from tests.drivers.api import Api
 
@@ -88,16 +92,29 @@ def _refunded(sdk: stripe.StripeClient) -> dict[str, Any]:
     return sdk.v1.events.list(params={"type": "charge.refunded", "limit": 1}).data[0].to_dict()
 
 
-def test_a_refund_canceled_at_the_provider_is_released(
+def _latest(sdk: stripe.StripeClient, event_type: str) -> dict[str, Any]:
+    return sdk.v1.events.list(params={"type": event_type, "limit": 1}).data[0].to_dict()
+
+
+def test_a_refund_canceled_at_the_provider_is_released_by_its_own_event(
     alice: Api, sandbox: SandboxControl, sdk: stripe.StripeClient
 ) -> None:
+    """The stale `charge.refunded` of Vouch's own refund reads nothing (issue 40); the refund's
+    own `refund.updated` is what tells, and the refund is read again before money moves."""
     data = alice.create(5_000_000)
     envelope_id = data["envelope_id"]
     alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 1_000_000})
     leg = RefundLeg.objects.get()
     sandbox.set_refund_status(leg.provider_refund_id, "requires_action")
     sandbox.set_refund_status(leg.provider_refund_id, "canceled")
+    before = (_reads(sandbox, "GET /v1/charges/{id}"), _reads(sandbox, "GET /v1/refunds"))
     charge_on_refunded_event(event=_refunded(sdk))
+    assert (_reads(sandbox, "GET /v1/charges/{id}"), _reads(sandbox, "GET /v1/refunds")) == before
+    leg.refresh_from_db()
+    assert not leg.released
+
+    refund_leg_on_provider_event(event=_latest(sdk, "refund.updated"))
+
     leg.refresh_from_db()
     assert leg.released
     assert Envelope.objects.get(public_id=envelope_id).unspent_micro == 5_000_000
@@ -172,6 +189,7 @@ def test_a_charge_whose_refunds_all_failed_shows_nothing_refunded_elsewhere(
     leg = RefundLeg.objects.get()
     sandbox.set_refund_status(leg.provider_refund_id, "failed", failure_reason="declined")
     charge_on_refunded_event(event=_refunded(sdk))
+    refund_leg_on_provider_event(event=_latest(sdk, "refund.failed"))
     assert not AuditEvent.objects.filter(action="charge.refunded_elsewhere").exists()
     assert Envelope.objects.get(public_id=envelope_id).unspent_micro == 5_000_000
 
