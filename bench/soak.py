@@ -1336,6 +1336,9 @@ def system_start(
             metrics = logs / f"prometheus-node{number}"
             metrics.mkdir(exist_ok=True)
             node_env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
+            # Production's pool (10 a process): an ASGI request's database work runs in a
+            # thread of its own, and without a pool every one holds a connection of its own.
+            node_env["DATABASE_POOL"] = "true"
             app = ["config.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
         else:
             app = ["config.wsgi:application"]
