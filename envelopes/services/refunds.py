@@ -174,11 +174,12 @@ def refund_leg_send(
     within its wait (`core.budget`: half a second in a web request), nothing was sent and the leg
     waits (`deferred_at`) for the worker (`envelopes.services.waiting`), which passes
     `queued_since`, the leg's place in the queue, kept if it finds no room either."""
+    expired = clock.now() - leg.reserved_at > PROVIDER_KEY_TTL
+    if queued_since is None and not expired and legs_waiting(RefundLeg):
+        return refund_leg_defer(leg)  # no call: the request's lease needs no renewal for it
     idempotency_renew(idempotency)
-    if clock.now() - leg.reserved_at > PROVIDER_KEY_TTL:
+    if expired:
         return refund_leg_find(leg=leg)
-    if queued_since is None and legs_waiting(RefundLeg):
-        return refund_leg_defer(leg)
     envelope = leg.operation.envelope
     outcome = _provider().refund_create(
         charge=leg.funding_leg.charge_id,

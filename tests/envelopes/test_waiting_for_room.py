@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import stripe
 from django.conf import LazySettings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from core.models import ProviderCallBudget
 from envelopes.models import FundingLeg, FundingStatus, LegOutcome, RefundLeg
@@ -27,6 +29,7 @@ from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+RENEWAL = 'UPDATE "core_idempotencyrecord" SET "lease_until"'
 # Two calls a second: a test's few requests find the budget full, as a busy hour would.
 RPS = 2
 
@@ -110,10 +113,17 @@ def test_a_refund_behind_waiting_legs_joins_the_queue_even_with_room(
     assert 202 in first
     time.sleep(1.5)  # the budget has room again; legs still wait for the worker
 
-    late = alice.post(f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 500_000})
+    with CaptureQueriesContext(connection) as queries:
+        late = alice.post(
+            f"/api/v1/escrow/envelopes/{envelope_id}/refund", {"amount_micro": 500_000}, key="late"
+        )
 
     assert late.status_code == 202, late.content
     assert late.json()["data"]["legs"][0]["queued"] is True
+    # Joining the queue calls nobody: the request's lease is not renewed for a call (a statement
+    # and a commit fewer for every refund of a busy minute).
+    renewals = [q["sql"] for q in queries if q["sql"].startswith(RENEWAL)]
+    assert renewals == []
     assert len(_refunds_at_stripe(sdk, charge)) == first.count(200)
     waiting_send(seconds=30, threads=2)
     assert set(RefundLeg.objects.values_list("outcome", flat=True)) == {LegOutcome.ACCEPTED}
