@@ -28,7 +28,7 @@ takes every provider call from its shared budgets.
 
 Run from the repo root:
     .venv/bin/python bench/rate_limits.py [--seconds 60] [--rate 75] [--envelopes 30]
-        [--fault-rate 0.005] [--seed 1] [--topology] [--keep-db] [--limit N]
+        [--fault-rate 0.005] [--seed 1] [--topology] [--web-workers 2] [--keep-db] [--limit N]
 Exit status 1 if a check or an acceptance figure fails (each printed)."""
 
 from __future__ import annotations
@@ -550,6 +550,13 @@ def main(argv: list[str] | None = None) -> int:
         "Vouch's settings; default Stripe's 25",
     )
     parser.add_argument("--web-threads", type=int, default=16, help="threads of each WSGI worker")
+    parser.add_argument(
+        "--web-workers",
+        type=int,
+        default=2,
+        help="gunicorn worker processes of each web node (--topology: 1 keeps two in all, as the "
+        "single node has, on a 2-core machine)",
+    )
     parser.add_argument("--settle-timeout", type=float, default=900.0, help="seconds")
     parser.add_argument("--keep-db", action="store_true", help="keep the database and logs")
     parser.add_argument(
@@ -620,6 +627,8 @@ def main(argv: list[str] | None = None) -> int:
         sessions, _ = soak.django_setup(args.envelopes)
         system, _ = soak.system_start(bench_url, queue_name, args.seed, logs, args)
         system.sandbox.cmd += ["--rate-limits", "stripe"]  # the default, said
+        for web in system.webs:
+            web.cmd[web.cmd.index("--workers") + 1] = str(args.web_workers)
         if not args.topology:  # sync workers would queue every request waiting for room
             for web in system.webs:
                 web.cmd += ["--threads", str(args.web_threads)]

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from django.db.models.fields.json import KT
+
 from core.budget import budget_from_settings
 from verification.contracts import Channel, Contract
 from verification.expressions import Context, missing
@@ -119,13 +121,18 @@ class WebhookVerifier:
         since = math.floor(started) - math.ceil(skew_s)
         rows = ProviderEvent.objects.filter(
             provider=contract.provider, type__in=selection.types, provider_created__gte=since
-        )
+        ).only("event_id", "type", "provider_created", "payload", "duplicates")  # not `raw`
         if selection.scope is not None:
             scope_value = context.resolve(selection.scope.equals)
-            if not missing(scope_value):
-                rows = rows.filter(
-                    **{f"payload__data__object__{selection.scope.field}": scope_value}
-                )
+            path = f"payload__data__object__{selection.scope.field}"
+            if isinstance(scope_value, str):
+                # As text, the form the object indexes hold (`event_object_charge`): a busy
+                # charge's events are found by the index, not by reading every event of the type
+                # since the operation began (27 ms a read in the rate-limits bench). The loop
+                # below compares the object's own value again.
+                rows = rows.alias(scope_text=KT(path)).filter(scope_text=scope_value)
+            elif not missing(scope_value):
+                rows = rows.filter(**{path: scope_value})
 
         def value(path: str | None) -> Any:
             if path is None:
