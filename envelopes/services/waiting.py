@@ -41,6 +41,22 @@ HOLD_S = 60.0
 # Legs in flight at once: each holds one reserved slot of the budget and sleeps until it, so a few
 # keep a 25-a-second endpoint busy however long Stripe takes to answer one.
 THREADS = 12
+# psycopg_pool's own default when a pool is asked for with no size (`"pool": True`): min_size 4,
+# and max_size equal to it.
+POOL_DEFAULT_MAX = 4
+
+
+def threads_for_pool(asked: int) -> int:
+    """No more sending threads than the process's database pool has connections for, less the
+    one the job's own thread keeps (production gives every process psycopg's pool,
+    DATABASE_POOL_MAX_SIZE): a thread holds its connection for its whole run, and one past the
+    pool waited DATABASE_POOL_TIMEOUT_S for nothing and failed with PoolTimeout, its share of the
+    queue left for later runs. Without a pool, as asked."""
+    pool = (settings.DATABASES["default"].get("OPTIONS") or {}).get("pool")
+    if not pool:
+        return max(1, asked)
+    size = pool.get("max_size") or pool.get("min_size") if isinstance(pool, dict) else None
+    return max(1, min(asked, int(size or POOL_DEFAULT_MAX) - 1))
 
 
 def waiting_count() -> dict[str, int]:
@@ -139,7 +155,7 @@ def waiting_send(*, seconds: float = RUN_SECONDS, threads: int = THREADS) -> int
     # A worker's wait, wherever this runs (the job, or `manage.py shell`): these legs are the ones
     # that may wait; each thread starts its own context (contextvars do not cross threads).
     wait_s = settings.STRIPE_BUDGET_WORKER_WAIT_S
-    count = max(1, threads)
+    count = threads_for_pool(threads)
     with ThreadPoolExecutor(max_workers=count, thread_name_prefix="waiting") as pool:
         futures = [pool.submit(_drain, deadline, wait_s) for _ in range(count)]
         running = set(futures)

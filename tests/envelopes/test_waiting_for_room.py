@@ -7,6 +7,8 @@ the ledger clean."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +27,7 @@ from envelopes.services import waiting_count, waiting_send
 from envelopes.services.refunds import refund_leg_defer, refund_leg_send
 from ops.collectors import metrics_exposition
 from stripe_sandbox.client import SandboxControl
+from tests.conftest import ROOT, _database_url
 from tests.drivers.api import Api
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -264,3 +267,57 @@ def test_an_answer_recorded_ends_the_legs_wait(
     assert set(RefundLeg.objects.values_list("outcome", flat=True)) == {LegOutcome.ACCEPTED}
     assert waiting_count() == {"refund_legs": 0, "funding_legs": 0}
     assert not RefundLeg.objects.filter(deferred_at__isnull=False).exists()
+
+
+SENDER = """
+import django
+django.setup()
+from envelopes.services import waiting_send
+print("SENT", waiting_send(seconds=60, threads=6))
+"""
+
+
+def test_the_sender_runs_no_more_threads_than_its_pool_has_connections(
+    limited: SandboxControl, alice: Api, sdk: stripe.StripeClient
+) -> None:
+    """Production gives every process psycopg's pool (DATABASE_POOL_MAX_SIZE, 10 by default), and
+    a sending thread holds one connection for its whole run (up to ten minutes): threads past the
+    pool waited DATABASE_POOL_TIMEOUT_S, failed with PoolTimeout and left their share of the queue
+    to later runs. In a process of its own, as a worker is, with a pool of 3 and a timeout of 1 s,
+    six threads asked for and legs queued behind a budget of RPS a second."""
+    envelope = alice.create(20_000_000)
+    envelope_id, charge = envelope["envelope_id"], envelope["funding_legs"][0]["charge"]
+    _burst(alice, envelope_id, 8)
+    queued = RefundLeg.objects.filter(deferred_at__isnull=False).count()
+    assert queued >= 5
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.bench",
+        "DATABASE_URL": _database_url(),
+        "DATABASE_POOL": "true",
+        "DATABASE_POOL_MAX_SIZE": "3",
+        "DATABASE_POOL_TIMEOUT_S": "1",
+        "STRIPE_API_BASE": limited.url,
+        "STRIPE_RATE_LIMITS": "auto",
+        "STRIPE_GLOBAL_RPS": str(RPS),
+        "STRIPE_ENDPOINT_RPS": str(RPS),
+    }
+
+    done = subprocess.run(
+        [sys.executable, "-c", SENDER],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert f"SENT {queued}" in done.stdout, output
+    assert "PoolTimeout" not in output, output
+    assert "failed" not in output, output
+    assert set(RefundLeg.objects.values_list("outcome", flat=True)) == {LegOutcome.ACCEPTED}
+    assert len(_refunds_at_stripe(sdk, charge)) == 8
+    assert limited.rate_limits()["refused"]["total"] == 0
