@@ -20,6 +20,7 @@ from core.budget import CallBudget, budget_wait, slots_penalize
 from core.models import ProviderCallBudget
 from providers import Outcome, OutcomeKind, StripeProvider
 from providers.stripe_provider import Limits, RetryPolicy, limits_from_settings
+from providers.stripe_provider import limits as limits_module
 from providers.stripe_provider.limits import ENDPOINTS, LOCAL_OPERATIONS, endpoint_of
 from stripe_sandbox.client import SandboxControl
 from tests.helpers import paid_charge
@@ -59,7 +60,10 @@ def refunds(sdk: stripe.StripeClient) -> Refunds:
 
 @pytest.fixture
 def sandbox_limits(sandbox: SandboxControl) -> Iterator[Any]:
-    """Set the sandbox's enforced limits for a test; put back what they were after it."""
+    """Set the sandbox's enforced limits for a test; put back what they were after it. The
+    budgets' rows start empty and are removed after: slots another test reserved under the same
+    names (`stripe:global` at a few a second) would otherwise decide what this one reads."""
+    ProviderCallBudget.objects.all().delete()
     before = sandbox.call("GET", "rate-limits")
 
     def set_limits(**figures: int) -> dict[str, Any]:
@@ -67,6 +71,7 @@ def sandbox_limits(sandbox: SandboxControl) -> Iterator[Any]:
 
     yield set_limits
     sandbox.call("POST", "rate-limits", {"enabled": before["enabled"], **before["limits"]})
+    ProviderCallBudget.objects.all().delete()
 
 
 def test_every_operation_of_the_adapter_names_its_endpoint() -> None:
@@ -140,8 +145,10 @@ def test_refund_creations_paced_by_the_budgets_get_no_429(
     assert limiter["refused"]["total"] == 0
     per_second = limiter["served"]["POST /v1/refunds"]
     assert sum(per_second.values()) == 16
-    assert max(per_second.values()) <= 4
-    # TODO(lead): bench/ measures the rate against the documented figures (25 a second).
+    # Spaced a quarter second apart; a whole calendar second can still count one more, when a
+    # slot taken at its very end reaches the sandbox in the next (Stripe's token bucket allows
+    # that, and refused none above): never a second's worth more.
+    assert max(per_second.values()) <= 5
 
 
 def test_a_write_with_no_room_sends_nothing(
@@ -173,8 +180,19 @@ def test_limits_off_write_nothing(sandbox: SandboxControl, sdk: stripe.StripeCli
 
 
 def test_a_429_holds_off_the_budget_it_names(
-    sandbox: SandboxControl, sdk: stripe.StripeClient, sandbox_limits: Any
+    sandbox: SandboxControl,
+    sdk: stripe.StripeClient,
+    sandbox_limits: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    penalized: list[tuple[list[str], float]] = []
+    real = limits_module.slots_penalize
+
+    def watched(budgets: Any, seconds: float) -> None:  # the real one, its arguments kept
+        penalized.append(([b.name for b in budgets], seconds))
+        real(budgets, seconds)
+
+    monkeypatch.setattr(limits_module, "slots_penalize", watched)
     charge = paid_charge(sdk, 100_000)
     sandbox_limits(endpoint_rps=1)  # Stripe's endpoint limit at 1; Vouch's budgets far above it
     provider = _provider(sandbox, Limits(global_rps=1000, endpoint_rps=1000))
@@ -205,13 +223,13 @@ def test_a_429_holds_off_the_budget_it_names(
     ).exists():
         assert thread.is_alive()
         time.sleep(0.01)
-    # While the refunds' endpoint is held off, the global budget is not (an endpoint-rate 429
-    # names the endpoint): its next slot is not pushed past the penalty. Read from the rows, not
-    # by a timed call: another test's slots may still be stored under the same names.
+    # The penalty names the refunds' endpoint, not the global budget (an endpoint-rate 429).
+    # (The global's row is not compared: the retry then reserves its slot at the penalty's end
+    # on both budgets at once, so a read of it races the retry.)
     held = ProviderCallBudget.objects.get(name="stripe:POST /v1/refunds").next_slot_at
-    free = ProviderCallBudget.objects.get(name="stripe:global").next_slot_at
     assert held >= asked_at + 1.0
-    assert free < held - 0.5
+    assert [names for names, _ in penalized] == [["stripe:POST /v1/refunds"]]
+    assert penalized[0][1] >= 1.0
     thread.join(timeout=30)
     second = done["second"]
     assert (first.accepted, first.attempts) == (True, 1)
