@@ -577,6 +577,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.envelopes <= 64 or args.rate <= 0 or args.seconds <= 0:
         parser.error("--envelopes must be in [1, 64]; --rate and --seconds positive")
+    if args.web_workers < 1:
+        parser.error("--web-workers must be at least 1")
     soak.BROKER_URL = args.redis_url
     limit = args.limit or ENDPOINT_LIMIT
 
