@@ -116,21 +116,25 @@ def email_address_verify(*, user: User, email: str | None = None) -> EmailAddres
 
 @transaction.atomic
 def demo_users_ensure(*, users: dict[str, dict[str, object]]) -> list[User]:
-    """Create (or reset the password of) the demo users of a local run, each with a verified
-    e-mail address (so the demo buyer can move money at once), and the `ops` group with its
-    permissions (`ops_permissions`); staff users join it. A password of None makes the password
-    unusable (a session is then made without it). Idempotent."""
+    """Create the demo users of a local run, each with a verified e-mail address (so the demo
+    buyer can move money at once), and the `ops` group with its permissions (`ops_permissions`);
+    staff users join it. A password of None makes the password unusable (a session is then made
+    without it). Idempotent, and a restart signs no one out: the password is set only when the
+    user is new or it differs (Django ends a user's sessions when the stored hash changes, and
+    setting even the same password again changes it, with a fresh salt)."""
     group, _ = Group.objects.get_or_create(name=OPS_GROUP)
     group.permissions.set(ops_permissions())
     result = []
     for username, spec in users.items():
-        user, _ = User.objects.get_or_create(username=username)
+        user, created = User.objects.get_or_create(username=username)
         user.email = str(spec["email"])
         user.is_staff = bool(spec["staff"])
-        if spec.get("password") is None:
-            user.set_unusable_password()
-        else:
-            user.set_password(str(spec["password"]))
+        password = spec.get("password")
+        if password is None:
+            if created or user.has_usable_password():
+                user.set_unusable_password()
+        elif created or not user.check_password(str(password)):
+            user.set_password(str(password))
         user.save()
         email_address_verify(user=user)
         if user.is_staff:
