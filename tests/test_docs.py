@@ -6,6 +6,7 @@ settings and commands the docs name exist. No database: these read files."""
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -171,18 +172,86 @@ def test_the_commands_the_docs_name_exist() -> None:
     assert made <= targets, made - targets
 
 
-def test_the_docs_build_strict(tmp_path: Path) -> None:
-    """mkdocs --strict: no broken link, no missing snippet (bench/README.md, bench/MUTATION.md,
-    stripe_sandbox/README.md are included from outside docs/), no page out of the nav."""
+@pytest.fixture(scope="module")
+def built_site(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`mkdocs build --strict` into a temporary folder, once for the tests that read the site."""
     # The venv running the suite: requirements/dev.txt installs mkdocs, so it missing is a failure.
     mkdocs = Path(sys.prefix) / "bin" / "mkdocs"
     assert mkdocs.exists(), "mkdocs is not installed: `make test` installs requirements/dev.txt"
+    site = tmp_path_factory.mktemp("docs") / "site"
     done = subprocess.run(
-        [str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [str(mkdocs), "build", "--strict", "--site-dir", str(site)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
         env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
     )
+    return done, site
+
+
+def test_the_docs_build_strict(built_site: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """mkdocs --strict: no broken link, no missing snippet (bench/README.md, bench/MUTATION.md,
+    stripe_sandbox/README.md are included from outside docs/), no page out of the nav."""
+    done, _ = built_site
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+NESTED_LINK = re.compile(r"\[\[[^\]]*\]\([^)]*\)\]\(")
+
+
+def test_no_link_is_nested_in_another() -> None:
+    """Issue 41: `[[SPEC §1](spec/01-money.md)](spec/01-money.md)` passes --strict (the outer link
+    is good) and shows the inner one as literal text on the page."""
+    pages = [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]
+    nested = [
+        f"{page.relative_to(ROOT)}:{number}"
+        for page in pages
+        for number, line in enumerate(page.read_text().splitlines(), start=1)
+        if NESTED_LINK.search(line)
+    ]
+    assert not nested, f"a link inside a link's text: {nested}"
+
+
+class _ProseText(HTMLParser):
+    """The text a reader sees on a built page, outside code, scripts and styles."""
+
+    SKIPPED = frozenset({"code", "pre", "script", "style"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.depth += tag in self.SKIPPED
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= tag in self.SKIPPED
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth:
+            self.parts.append(data)
+
+
+def test_no_built_page_shows_markdown_link_syntax(
+    built_site: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    """Whatever the Markdown slip (a nested link, a space before the parenthesis, a bracket in
+    a link's text), a link that did not become one leaves a literal `](` in the page's prose."""
+    done, site = built_site
+    assert done.returncode == 0, done.stdout + done.stderr
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 40
+    shown = []
+    for page in pages:
+        text = _ProseText()
+        text.feed(page.read_text())
+        prose = " ".join("".join(text.parts).split())
+        shown += [
+            f"{page.relative_to(site)}: …{prose[max(0, at - 40) : at + 40]}…"
+            for at in [match.start() for match in re.finditer(r"\]\(", prose)]
+        ]
+    assert not shown, "\n".join(shown)
