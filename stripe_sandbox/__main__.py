@@ -2,7 +2,7 @@
 
     python -m stripe_sandbox --host 127.0.0.1 --port 12111 \\
         [--webhook-url URL --webhook-secret whsec_...] [--state-file PATH] \\
-        [--rate-limits stripe|off] [--live-keys]
+        [--rate-limits stripe|off] [--live-keys] [--reference-delay-ms MS]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import signal
 import sys
 from types import FrameType
 
+from stripe_sandbox.objects.payments import REFERENCE_DELAY_MS
 from stripe_sandbox.persistence import StateFileError
 from stripe_sandbox.server import SandboxServer
 
@@ -48,8 +49,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also accept sk_live_/rk_live_ keys, limited at Stripe's live-mode figures",
     )
+    parser.add_argument(
+        "--reference-delay-ms",
+        type=int,
+        default=REFERENCE_DELAY_MS,
+        help="how long after a card refund succeeds its acquirer reference number (ARN) appears "
+        f"in destination_details.card (default {REFERENCE_DELAY_MS}; 0: at once; "
+        "POST /_sandbox/reference-delay changes it later)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
+    if args.reference_delay_ms < 0:
+        parser.error("--reference-delay-ms must be 0 or more")
     if bool(args.webhook_url) != bool(args.webhook_secret):
         parser.error("--webhook-url and --webhook-secret go together")
     try:
@@ -70,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"stripe_sandbox: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
+
+    server.sandbox.state.reference_delay_default_ms = args.reference_delay_ms
+    server.sandbox.state.world.reference_delay_ms = args.reference_delay_ms
 
     def stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt

@@ -95,6 +95,10 @@ class SandboxControl:
     def readback_lag(self, ms: int) -> None:
         self.call("POST", "readback-lag", {"ms": ms})
 
+    def reference_delay(self, ms: int) -> None:
+        """How long after a card refund succeeds its ARN appears (0: at once)."""
+        self.call("POST", "reference-delay", {"ms": ms})
+
     def webhook_behaviour(self, **behaviour: Any) -> dict[str, Any]:
         return self.call("POST", "webhook-behaviour", behaviour)
 

@@ -227,6 +227,10 @@ def handle(
         if route == ("POST", "readback-lag"):
             state.world.readback_lag_ms = _int(body, "ms") or 0
             return 200, {"readback_lag_ms": state.world.readback_lag_ms}
+        if route == ("POST", "reference-delay"):
+            # How long after a card refund succeeds its ARN appears (0: at once).
+            state.world.reference_delay_ms = _int(body, "ms") or 0
+            return 200, {"reference_delay_ms": state.world.reference_delay_ms}
         if route == ("POST", "webhook-behaviour"):
             return 200, _webhook_behaviour(state.world.webhook_behaviour, body)
         if route == ("POST", "forget", "{id}"):

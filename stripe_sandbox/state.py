@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from stripe_sandbox import objects
 from stripe_sandbox.clock import Clock
 from stripe_sandbox.contract_checks import record_event
+from stripe_sandbox.objects.payments import REFERENCE_DELAY_MS, refund_reference_settle
 from stripe_sandbox.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -131,6 +132,8 @@ class World:
     tampered: set[str] = field(default_factory=set)
     requests: dict[str, int] = field(default_factory=dict)
     readback_lag_ms: int = 0
+    # How long after a card refund succeeds its ARN appears (objects.refund_reference_settle).
+    reference_delay_ms: int = REFERENCE_DELAY_MS
     webhook_behaviour: WebhookBehaviour = field(default_factory=WebhookBehaviour)
 
 
@@ -143,6 +146,8 @@ class State:
         self.dispatcher: Dispatcher | None = None
         # Told of every change (the state file's saver, when there is one).
         self.on_change: Callable[[], None] | None = None
+        # The refunds' reference delay a reset comes back to (the command line's).
+        self.reference_delay_default_ms = REFERENCE_DELAY_MS
 
     def changed(self) -> None:
         """Something in the world changed (called under the lock)."""
@@ -151,7 +156,7 @@ class State:
 
     def reset(self, seed: int | None = None) -> None:
         with self.lock:
-            self.world = World()
+            self.world = World(reference_delay_ms=self.reference_delay_default_ms)
             self.random = random.Random(seed)  # noqa: S311 - test faults, not secrets
             self.clock.reset()
 
@@ -221,7 +226,7 @@ class State:
         refund_ids = self.world.refunds_by_charge.get(body["id"], [])
         body["refunds"] = {
             "object": "list",
-            "data": [snapshot(self.world.refunds[rid]) for rid in refund_ids[:-11:-1]],
+            "data": [self.render(self.world.refunds[rid]) for rid in refund_ids[:-11:-1]],
             "has_more": len(refund_ids) > 10,
             "url": f"/v1/charges/{body['id']}/refunds",
         }
@@ -237,7 +242,18 @@ class State:
             and self.clock.now() >= body["available_on"]
         ):
             body["status"] = "available"
+        if body.get("object") == "refund":
+            self.refund_reference_settle(body)
         return body
+
+    def refund_reference_settle(self, refund: dict[str, Any]) -> None:
+        """A refund's ARN as it stands now (objects.payments.refund_reference_settle): on a
+        rendered copy, or on the stored refund before its status changes, so that what was shown
+        stays."""
+        born = self.world.born.get(refund["id"], float(refund["created"]))
+        refund_reference_settle(
+            refund, born=born, now=self.clock.now(), delay_ms=self.world.reference_delay_ms
+        )
 
     # --- events --------------------------------------------------------------------------
 
@@ -312,5 +328,6 @@ class State:
             "requests": dict(sorted(world.requests.items())),
             "faults": [fault.describe() for fault in world.faults],
             "readback_lag_ms": world.readback_lag_ms,
+            "reference_delay_ms": world.reference_delay_ms,
             "webhooks": self.dispatcher.describe() if self.dispatcher else {"endpoints": []},
         }

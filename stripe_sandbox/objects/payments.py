@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -364,3 +365,35 @@ def refund(
         "status": "succeeded",
         "transfer_reversal": None,
     }
+
+
+# How long after a card refund succeeds its acquirer reference number (ARN) appears, unless the
+# command line or the control API says otherwise: Stripe fills `destination_details.card.reference`
+# once the card network has it (https://docs.stripe.com/api/refunds/object#refund_object-
+# destination_details-card-reference_status), days later at Stripe, seconds here.
+REFERENCE_DELAY_MS = 5000
+
+
+def acquirer_reference(refund_id: str) -> str:
+    """The refund's ARN: 23 digits, as Visa and Mastercard write them, the same for a refund on
+    every read (derived from its id)."""
+    digits = str(int(hashlib.sha256(refund_id.encode()).hexdigest(), 16))
+    return "7" + digits[:22]
+
+
+def refund_reference_settle(
+    refund: dict[str, Any], *, born: float, now: float, delay_ms: int
+) -> None:
+    """Fill a card refund's reference as Stripe does once the network has it: `pending` until the
+    refund has succeeded and `delay_ms` passed since it was made, then `available` with the ARN;
+    a refund that failed or was canceled while its reference was pending never gets one
+    (`unavailable`). A reference once available or unavailable stays so."""
+    details = refund.get("destination_details")
+    card = details.get("card") if isinstance(details, dict) else None
+    if not isinstance(card, dict) or card.get("reference_status") != "pending":
+        return
+    if refund.get("status") in ("failed", "canceled"):
+        card["reference_status"] = "unavailable"
+    elif refund.get("status") == "succeeded" and now >= born + delay_ms / 1000:
+        card["reference"] = acquirer_reference(str(refund["id"]))
+        card["reference_status"] = "available"

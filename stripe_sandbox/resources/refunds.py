@@ -226,7 +226,10 @@ def refund_set_status(
             stored=True,
         )
     previous = {"status": refund["status"]}
+    # The reference as shown until now stays; a refund that fails before it came never gets one.
+    state.refund_reference_settle(refund)
     refund_status_fields(refund, status, failure_reason, pending_reason)
+    state.refund_reference_settle(refund)
     if status in ("failed", "canceled"):  # terminal: it was live until now
         state.refund_released(refund)
     if status == "failed":
