@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.paginator import Page, Paginator
 
-from core.amounts import dollars_typed
+from core.amounts import AmountUnreadable, dollars_read
 from core.display import MICRO_PER_DOLLAR, dollars
 from core.exceptions import VouchError
 from envelopes.exceptions import InvalidAmount
@@ -249,11 +249,13 @@ def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
 
 
 def dollars_to_micro(text: str) -> int:
-    """The amount a person typed, in dollars (`12.50`, `$1,200`, `0.01`), as micro-dollars: at
-    least one cent, whole cents, at most MAX_FORM_MICRO; else `invalid_amount` in words."""
-    amount = dollars_typed(text)
-    if amount is None:
-        raise InvalidAmount("Enter the amount in dollars, as a number such as 12.50.")
+    """The amount a person typed, in dollars (`12.50`, `$12.50`, `5,00`, `0.01`: core.amounts), as
+    micro-dollars: at least one cent, whole cents, at most MAX_FORM_MICRO; else `invalid_amount`
+    in words (`1,000` is refused: a comma is never a thousands separator)."""
+    try:
+        amount = dollars_read(text)
+    except AmountUnreadable as unreadable:
+        raise InvalidAmount(unreadable.message) from None
     if amount < Decimal("0.01"):
         raise InvalidAmount("A refund is at least one cent ($0.01).")
     if amount * MICRO_PER_DOLLAR > MAX_FORM_MICRO:

@@ -17,7 +17,8 @@ from core.amounts import MAX_TEXT, dollars_typed, micro_from_dollars
         (" $ 12.5 ", 12_500_000),
         ("12", 12_000_000),
         ("12.", 12_000_000),
-        ("1,250.00", 1_250_000_000),
+        ("1250.00", 1_250_000_000),
+        ("5,00", 5_000_000),  # a decimal comma (issue 41)
         ("0.000001", 1),
         ("0", 0),
         ("3.005433", 3_005_433),
@@ -32,7 +33,8 @@ def test_an_amount_in_dollars_is_read_exactly(text: str, micro: int) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", " ", "$", ".", "1.2.3", "re_123", "12 50", "-5", "+5", "1e3", "NaN", "Infinity", "$-1",
+    ["", " ", "$", ".", "1.2.3", "1,250.00", "1,250",
+     "re_123", "12 50", "-5", "+5", "1e3", "NaN", "Infinity", "$-1",
      "9" * (MAX_TEXT + 1), "\uff11\uff12"],
 )  # fmt: skip
 def test_anything_else_is_not_an_amount(text: str) -> None:

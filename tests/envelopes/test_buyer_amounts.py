@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.amounts import USE_A_DOT
 from envelopes.exceptions import InvalidAmount
 from envelopes.selectors.buyer import MAX_FORM_MICRO, dollars_to_micro
 
@@ -14,7 +15,8 @@ from envelopes.selectors.buyer import MAX_FORM_MICRO, dollars_to_micro
     [
         ("0.01", 10_000),
         ("$12.50", 12_500_000),
-        ("1,200", 1_200_000_000),
+        ("1200", 1_200_000_000),
+        ("12,50", 12_500_000),  # a decimal comma (issue 41)
         ("12.5", 12_500_000),
         ("5000", MAX_FORM_MICRO),
         ("4999.99", MAX_FORM_MICRO - 10_000),
@@ -29,6 +31,7 @@ def test_dollars_in_whole_cents_are_micro_dollars(text: str, micro: int) -> None
     [
         ("ten", "Enter the amount in dollars, as a number such as 12.50."),
         ("-1", "Enter the amount in dollars, as a number such as 12.50."),
+        ("1,200", USE_A_DOT),  # never a thousands separator (issue 41)
         ("0", "A refund is at least one cent ($0.01)."),
         ("0.009", "A refund is at least one cent ($0.01)."),
         ("5000.01", "A refund is at most $5,000.00."),

@@ -168,13 +168,14 @@ def test_the_approval_form_reads_dollars() -> None:
         ("1.00", 1_000_000),
         ("$1.00", 1_000_000),
         ("1", 1_000_000),
-        ("$1,250.50", 1_250_500_000),
+        ("$1250.50", 1_250_500_000),
+        ("1,50", 1_500_000),  # a decimal comma (issue 41)
         ("0.005433", 5_433),
     ):
         form = ApproveForm({"confirmed_amount": typed})
         assert form.is_valid(), (typed, form.errors)
         assert form.cleaned_data["confirmed_amount"] == micro, typed
-    for typed in ("two", "", "1e6", "0.0000001", "1.2.3", "-1.00"):
+    for typed in ("two", "", "$1,250.50", "1e6", "0.0000001", "1.2.3", "-1.00"):
         assert not ApproveForm({"confirmed_amount": typed}).is_valid(), typed
     label = str(ApproveForm().fields["confirmed_amount"].label)
     assert "dollars" in label
