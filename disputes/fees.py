@@ -233,3 +233,28 @@ def posture_costs(
         "own_record": _record(own_record),
         "verdict": _verdict(break_even, own_record),
     }
+
+
+# --- presentation: the break-even as people read it ----------------------------------------------
+
+
+def break_even_words(costs: dict[str, Any]) -> dict[str, str] | None:
+    """A packet's break-even (`costs["break_even"]`, the exact fraction "n/d") as a sentence and a
+    details line: "Contesting pays if you win more than 68% of such disputes." and "break-even
+    win rate 15/22 (0.681818)". None when the costs hold none."""
+    text = costs.get("break_even") if isinstance(costs, dict) else None
+    if not isinstance(text, str) or "/" not in text:
+        return None
+    try:
+        fraction = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
+    percent = Decimal(fraction.numerator) * 100 / Decimal(fraction.denominator)
+    whole = percent.quantize(Decimal(1), rounding=ROUND_HALF_EVEN)
+    # A whole percent, unless it would read as never (0%) or always (100%) when it is neither.
+    shown = whole if 0 < whole < 100 or percent in (0, 100) else percent.quantize(PERCENT_PLACES)
+    decimal = costs.get("break_even_decimal") or percent_text(fraction)
+    return {
+        "sentence": f"Contesting pays if you win more than {shown}% of such disputes.",
+        "details": f"break-even win rate {fraction.numerator}/{fraction.denominator} ({decimal})",
+    }

@@ -35,6 +35,7 @@ import rfc8785
 from django.conf import settings
 
 from disputes.models import FILEABLE_POSTURES, Dispute, Packet, PacketKind, Posture
+from disputes.selectors import not_filed_text
 
 FILING_METADATA_KEY = "vouch_packet_digest"
 APPEAL_METADATA_KEY = "vouch_appeal_digest"  # an appeal's own: the response's digest stays
@@ -368,9 +369,7 @@ def handoff(packet: Packet, *, digest: str, options: dict[str, Any]) -> dict[str
         "request_digest": canonical_digest(request) if request is not None else None,
     }
     if request is None:
-        out["not_filed"] = (
-            f"A {packet.posture} packet is not filed: only contest and refund_already_sent are."
-        )
+        out["not_filed"] = not_filed_text(packet.posture)
     if options:
         out["options"] = dict(options)
     return out

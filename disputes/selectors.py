@@ -10,7 +10,17 @@ from django.db.models import Q, QuerySet
 
 from core.exceptions import NotFound
 from core.models import AuditEvent
-from disputes.models import FILING_CONTRACTS, Dispute, Evidence, Packet
+from disputes.models import (
+    FILING_CONTRACTS,
+    ApprovalStatus,
+    Dispute,
+    Evidence,
+    FilingStatus,
+    Packet,
+    PacketKind,
+    PacketStatus,
+    Posture,
+)
 from envelopes.money import with_usd
 from verification.models import ProviderEvent, VerificationRun
 
@@ -81,6 +91,157 @@ def charges_stripe_will_not_refund(*, charge_ids: list[str]) -> set[str]:
             "charge_id", flat=True
         )
     )
+
+
+# --- words for people: one mapping per code (the API keeps the codes) --------------------------
+
+POSTURE_LABELS: dict[str, str] = {
+    Posture.ACCEPT: "Accept the dispute",
+    Posture.CONTEST: "Contest the dispute",
+    Posture.REFUND_ALREADY_SENT: "Refund already sent",
+    Posture.NEEDS_MORE_EVIDENCE: "Needs more evidence",
+    Posture.OPERATOR_REVIEW: "A person decides",
+}
+# Stripe's dispute statuses (the pinned SDK's `Dispute.status`), as a person reads them.
+PROVIDER_STATUS_LABELS: dict[str, str] = {
+    "": "Not read from Stripe yet",
+    "needs_response": "Waiting for our response",
+    "under_review": "Response sent; the bank is reviewing it",
+    "won": "Won",
+    "lost": "Lost",
+    "prevented": "Prevented",
+    "warning_needs_response": "Inquiry: waiting for our response",
+    "warning_under_review": "Inquiry: response sent, under review",
+    "warning_closed": "Inquiry closed",
+    "appeal_needs_response": "Lost; the card network accepts an appeal",
+    "appeal_under_review": "Appeal sent; the bank is reviewing it",
+}
+# Stripe's dispute reasons (`Dispute.reason`).
+REASON_LABELS: dict[str, str] = {
+    "bank_cannot_process": "The bank cannot process the charge",
+    "check_returned": "Check returned",
+    "credit_not_processed": "Refund or credit not processed",
+    "customer_initiated": "Started by the customer",
+    "debit_not_authorized": "Debit not authorized",
+    "duplicate": "Duplicate charge",
+    "fraudulent": "Fraud (the cardholder did not make the payment)",
+    "general": "General",
+    "incorrect_account_details": "Incorrect account details",
+    "insufficient_funds": "Insufficient funds",
+    "noncompliant": "Card network rules not followed (compliance)",
+    "product_not_received": "Product not received",
+    "product_unacceptable": "Product unacceptable",
+    "subscription_canceled": "Subscription canceled",
+    "unrecognized": "The cardholder does not recognize the payment",
+}
+CE3_STATUS_LABELS: dict[str, str] = {
+    "qualified": "Qualified",
+    "not_qualified": "Not qualified",
+}
+
+
+def _words(labels: dict[str, str], code: str | None) -> str:
+    """A code's words, or the code made readable when the mapping has none."""
+    code = code or ""
+    return labels.get(code) or code.replace("_", " ").capitalize()
+
+
+def posture_label(posture: str | None) -> str:
+    return _words(POSTURE_LABELS, posture)
+
+
+def provider_status_label(status: str | None) -> str:
+    return _words(PROVIDER_STATUS_LABELS, status)
+
+
+def reason_label(reason: str | None) -> str:
+    return _words(REASON_LABELS, reason)
+
+
+def not_filed_text(posture: str) -> str:
+    """Why a packet of this posture has no filing request, in words."""
+    return (
+        f"Nothing is sent to Stripe for \u201c{posture_label(posture)}\u201d: Vouch files only "
+        f"\u201c{posture_label(Posture.CONTEST)}\u201d and "
+        f"\u201c{posture_label(Posture.REFUND_ALREADY_SENT)}\u201d."
+    )
+
+
+# --- the queues: what someone can act on now (the console's counts and the lists behind them) ----
+
+# Stripe's statuses in which the dispute takes a response (empty: a staff entry not yet read).
+RESPONSE_STAGE = ("", "needs_response", "warning_needs_response")
+# ... and an appeal: Vouch may approve one while the dispute is lost (filing waits for the stage).
+APPEAL_STAGE = ("lost", "appeal_needs_response")
+APPEAL_OPEN = "appeal_needs_response"
+
+
+def _filed_response() -> Q:
+    return Q(packets__kind=PacketKind.RESPONSE, packets__status=PacketStatus.FILED)
+
+
+def disputes_awaiting_response() -> QuerySet[Dispute]:
+    """Disputes with a deadline that wait for an answer Vouch can give, deadline first: in the
+    response stage, or in the appeal stage with a response Vouch filed (Stripe takes an appeal
+    only of a decision on filed evidence; a dispute lost with nothing filed has no appeal to
+    make). A dispute the card network allows no response to is not among them."""
+    appealable = Dispute.objects.filter(_filed_response(), provider_status=APPEAL_OPEN)
+    return (
+        Dispute.objects.filter(response_deadline__isnull=False, response_allowed=True)
+        .filter(Q(provider_status__in=RESPONSE_STAGE) | Q(pk__in=appealable.values("pk")))
+        .order_by("response_deadline", "created_at")
+    )
+
+
+def _packets_actionable() -> QuerySet[Packet]:
+    """Current, ready versions whose dispute's stage still takes them: a response while Stripe
+    waits for the response, an appeal while the dispute is lost or awaits its appeal."""
+    return Packet.objects.filter(
+        status=PacketStatus.READY_FOR_REVIEW, dispute__response_allowed=True
+    ).filter(
+        Q(kind=PacketKind.RESPONSE, dispute__provider_status__in=RESPONSE_STAGE)
+        | Q(kind=PacketKind.APPEAL, dispute__provider_status__in=APPEAL_STAGE)
+    )
+
+
+def packets_awaiting_approval() -> QuerySet[Packet]:
+    """Ready versions nobody approved yet, which the dispute's stage still takes."""
+    return _packets_actionable().filter(approval_status=ApprovalStatus.NOT_REQUESTED)
+
+
+def packets_awaiting_filing() -> QuerySet[Packet]:
+    """Approved, ready versions not filed (nor being filed), which the dispute's stage takes."""
+    return _packets_actionable().filter(
+        approval_status=ApprovalStatus.APPROVED, filing_status=FilingStatus.NOT_FILED
+    )
+
+
+def packet_stage_note(packet: Packet) -> str | None:
+    """Why nothing can be done with this unfiled version at the dispute's stage, in words; None
+    when the stage still takes it (or the version is filed, being filed, or superseded)."""
+    if packet.filing_status != FilingStatus.NOT_FILED or packet.status in (
+        PacketStatus.SUPERSEDED,
+        PacketStatus.FILED,
+    ):
+        return None
+    status = packet.dispute.provider_status
+    if packet.kind == PacketKind.RESPONSE and status not in RESPONSE_STAGE:
+        if status in APPEAL_STAGE:
+            return (
+                "The dispute was decided without a response from Vouch: Stripe takes no response "
+                "now, and an appeal can follow only a response Vouch filed. Nothing can be "
+                "approved or filed for it."
+            )
+        return (
+            f"Stripe shows the dispute as \u201c{provider_status_label(status)}\u201d: it takes "
+            "no response now, so this version cannot be approved or filed."
+        )
+    if packet.kind == PacketKind.APPEAL and status not in APPEAL_STAGE:
+        return (
+            f"Stripe shows the dispute as \u201c{provider_status_label(status)}\u201d: it takes "
+            "no appeal now, so this version cannot be approved or filed."
+        )
+    return None
 
 
 def evidence_data(evidence: Evidence) -> dict[str, Any]:
@@ -217,7 +378,7 @@ def _audit_entry(event: AuditEvent, packets: dict[str, Packet]) -> TimelineEntry
     action = event.action
     kind = _ACTION_KINDS.get(action, "readback" if action.startswith("packet.readback") else "")
     if action == "packet.prepare":
-        title = f"Packet {version} prepared: {details.get('posture', '?')}"
+        title = f"Packet {version} prepared: {posture_label(details.get('posture')) or '?'}"
         detail = f"trigger {details.get('trigger', '?')}, digest {str(details.get('digest'))[:16]}…"
         if packet is not None:
             refs += [Ref("receipt", r) for r in packet.receipt_ids]
@@ -315,7 +476,7 @@ def dispute_timeline(dispute: Dispute) -> list[TimelineEntry]:
             title="Dispute entered by staff"
             if dispute.source == "staff"
             else "Dispute recorded from the provider",
-            detail=f"reason {dispute.reason}, "
+            detail=f"reason: {reason_label(dispute.reason)}, "
             + (
                 "deadline " + dispute.response_deadline.strftime("%Y-%m-%d %H:%M:%S %Z")
                 if dispute.response_deadline

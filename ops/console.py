@@ -20,7 +20,12 @@ from django.db.models.functions import TruncDate
 from django.urls import reverse
 from django.utils import timezone
 
-from disputes.models import ApprovalStatus, Dispute, FilingStatus, Packet, PacketStatus
+from disputes.models import Dispute
+from disputes.selectors import (
+    disputes_awaiting_response,
+    packets_awaiting_approval,
+    packets_awaiting_filing,
+)
 from envelopes.models import Envelope, RefundOperation
 from envelopes.selectors import funding_legs_stuck, refund_legs_stuck
 from reconciliation.models import UNRESOLVED, Discrepancy, Severity
@@ -28,15 +33,6 @@ from verification.models import Escalation, EscalationStatus, Verdict, Verificat
 
 CHART_DAYS = 30
 NEXT_DISPUTES = 5
-# A dispute waits for our answer while Stripe says it needs one (or, entered by staff, says
-# nothing), or awaits its appeal (SPEC §17: the deadline is the appeal's); `under_review`,
-# `appeal_under_review`, `won`, `lost` and the `warning_closed` family need nothing from us.
-DISPUTE_STATUSES_AWAITING = (
-    "",
-    "needs_response",
-    "warning_needs_response",
-    "appeal_needs_response",
-)
 DECIDED_VERDICTS = (
     Verdict.VERIFIED,
     Verdict.CONTRADICTED,
@@ -136,28 +132,8 @@ def escalations_open() -> QuerySet[Escalation]:
     return Escalation.objects.open()
 
 
-def disputes_awaiting_response() -> QuerySet[Dispute]:
-    """Disputes with a response deadline that still wait for our answer, deadline first."""
-    return Dispute.objects.filter(
-        response_deadline__isnull=False, provider_status__in=DISPUTE_STATUSES_AWAITING
-    ).order_by("response_deadline", "created_at")
-
-
-def packets_awaiting_approval() -> QuerySet[Packet]:
-    return Packet.objects.filter(
-        status=PacketStatus.READY_FOR_REVIEW, approval_status=ApprovalStatus.NOT_REQUESTED
-    )
-
-
-def packets_awaiting_filing() -> QuerySet[Packet]:
-    """Approved, current, and not filed (nor being filed)."""
-    return Packet.objects.filter(
-        status=PacketStatus.READY_FOR_REVIEW,
-        approval_status=ApprovalStatus.APPROVED,
-        filing_status=FilingStatus.NOT_FILED,
-    )
-
-
+# The disputes and packets someone can act on are the disputes app's selectors
+# (`disputes.selectors`), which the lists' `queue` filters call too.
 def envelopes_with_stuck_funding(*, now: datetime) -> QuerySet[Envelope]:
     return Envelope.objects.filter(
         pk__in=funding_legs_stuck(now=now).values("envelope_id")
@@ -272,12 +248,8 @@ def ops_console(*, now: datetime | None = None) -> Console:
             label="Disputes awaiting a response",
             count=awaiting.count(),
             model="disputes.dispute",
-            url=_changelist(
-                "disputes_dispute",
-                response_deadline__isnull="False",
-                provider_status__in=",".join(DISPUTE_STATUSES_AWAITING),
-            ),
-            help="With a response deadline, deadline first.",
+            url=_changelist("disputes_dispute", queue="awaiting_response"),
+            help="Stripe takes a response or an appeal from Vouch now; deadline first.",
             urgent=True,
         ),
         Tile(
@@ -285,25 +257,16 @@ def ops_console(*, now: datetime | None = None) -> Console:
             label="Packets awaiting approval",
             count=packets_awaiting_approval().count(),
             model="disputes.packet",
-            url=_changelist(
-                "disputes_packet",
-                status__exact=PacketStatus.READY_FOR_REVIEW,
-                approval_status__exact=ApprovalStatus.NOT_REQUESTED,
-            ),
-            help="Ready for review, not approved yet.",
+            url=_changelist("disputes_packet", queue="awaiting_approval"),
+            help="Ready for review, not approved yet, and Stripe still takes them.",
         ),
         Tile(
             key="packets_filing",
             label="Packets awaiting filing",
             count=packets_awaiting_filing().count(),
             model="disputes.packet",
-            url=_changelist(
-                "disputes_packet",
-                status__exact=PacketStatus.READY_FOR_REVIEW,
-                approval_status__exact=ApprovalStatus.APPROVED,
-                filing_status__exact=FilingStatus.NOT_FILED,
-            ),
-            help="Approved, not filed.",
+            url=_changelist("disputes_packet", queue="awaiting_filing"),
+            help="Approved, not filed, and Stripe still takes them.",
         ),
         Tile(
             key="stuck_funding",

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from stripe_sandbox import contract_checks, control, idempotency, objects, resources
+from stripe_sandbox import contract_checks, control, idempotency, object_view, objects, resources
 from stripe_sandbox.clock import Clock
 from stripe_sandbox.errors import (
     IDEMPOTENCY_KEY_MAX,
@@ -167,6 +167,8 @@ class Sandbox:
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
         url = urlsplit(target)
         path = url.path.rstrip("/") or "/"
+        if object_view.wanted(method, path):  # a read-only page of one object, by id
+            return Response(*object_view.respond(self.state, path, url.query))
         if path.startswith("/_sandbox/") or path == "/_sandbox":
             return self._control(method, path, body)
         request_id = new_id("req", 14)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
@@ -30,6 +32,11 @@ from disputes.permissions import (
     READ_PACKETS,
     REVIEW_PERMISSIONS,
     rule_for_permission,
+)
+from disputes.selectors import (
+    disputes_awaiting_response,
+    packets_awaiting_approval,
+    packets_awaiting_filing,
 )
 
 __all__ = ["PERM_ADMIT", "PERM_APPROVE", "PERM_EDIT", "PERM_FILE", "REVIEW_PERMISSIONS"]
@@ -133,3 +140,41 @@ class _DisputesAdmin(ReadOnlyAdmin):
         if rule is None:
             return super().has_view_permission(request, obj)
         return rule.allows(request.user)
+
+
+# --- the queues: the console's counts link to these filters, which call the same selectors -------
+
+
+class DisputeQueueFilter(admin.SimpleListFilter):
+    """Disputes Stripe takes a response or an appeal from Vouch for now (the console's count)."""
+
+    title = "needs a person"
+    parameter_name = "queue"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("awaiting_response", "Awaiting our response or appeal")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "awaiting_response":
+            return queryset.filter(pk__in=disputes_awaiting_response().values("pk"))
+        return queryset
+
+
+class PacketQueueFilter(admin.SimpleListFilter):
+    """Versions someone can approve, or file, now (the console's counts)."""
+
+    title = "needs a person"
+    parameter_name = "queue"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("awaiting_approval", "Awaiting approval"),
+            ("awaiting_filing", "Awaiting filing"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "awaiting_approval":
+            return queryset.filter(pk__in=packets_awaiting_approval().values("pk"))
+        if self.value() == "awaiting_filing":
+            return queryset.filter(pk__in=packets_awaiting_filing().values("pk"))
+        return queryset

@@ -28,6 +28,7 @@ from core.dashboard import stripe_link
 from core.display import money
 from disputes.admin.common import (
     PERM_ADMIT,
+    DisputeQueueFilter,
     _acting_user,
     _DisputesAdmin,
     approval_label,
@@ -65,6 +66,7 @@ class DisputeAdmin(_DisputesAdmin):
         "source",
         "current_packet",
     )
+    list_filter = (DisputeQueueFilter,)
     search_fields = ("provider_dispute_id", "charge_id")
     fields = (
         "public_id",

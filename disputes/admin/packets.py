@@ -25,6 +25,7 @@ from core import exceptions as core_errors
 from core.admin_base import two_lines
 from disputes.admin.common import (
     PERM_EDIT,
+    PacketQueueFilter,
     _acting_user,
     _can_review,
     _DisputesAdmin,
@@ -39,6 +40,7 @@ from disputes.models import (
     Packet,
     ProviderStatus,
 )
+from disputes.selectors import posture_label
 from disputes.services import (
     PERM_APPROVE,
     PERM_FILE,
@@ -66,7 +68,7 @@ class PacketAdmin(_DisputesAdmin):
         "created",
     )
     list_display_links = None
-    list_filter = ("status", "posture", "approval_status", "filing_status")
+    list_filter = (PacketQueueFilter, "status", "posture", "approval_status", "filing_status")
     list_select_related = ("dispute",)
     search_fields = ("public_id", "dispute__provider_dispute_id", "dispute__charge_id")
     review_template = "admin/disputes/packet/review.html"
@@ -141,7 +143,8 @@ class PacketAdmin(_DisputesAdmin):
     def _refused(self, request: HttpRequest, what: str, exc: core_errors.VouchError) -> None:
         if isinstance(exc, core_errors.PermissionDenied):
             raise PermissionDenied(exc.message) from exc
-        self.message_user(request, f"{what}: {exc.code}: {exc.message}", messages.ERROR)
+        # The sentence for the person; the stable code stays, as details.
+        self.message_user(request, f"{what}: {exc.message} (details: {exc.code})", messages.ERROR)
 
     def review_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         user = _acting_user(request, None)
@@ -167,8 +170,8 @@ class PacketAdmin(_DisputesAdmin):
         if not form.is_valid():
             self.message_user(
                 request,
-                "Not approved: confirmation_required: tick the confirmation to approve the "
-                f"digest {short_digest(packet.digest)}.",
+                "Not approved: tick the confirmation to approve the digest "
+                f"{short_digest(packet.digest)}. (details: confirmation_required)",
                 messages.ERROR,
             )
             return self._back(packet)
@@ -203,7 +206,9 @@ class PacketAdmin(_DisputesAdmin):
                 else "give the filing's idempotency key (1-255 characters)"
             )
             self.message_user(
-                request, f"Not filed: confirmation_required: {problem}.", messages.ERROR
+                request,
+                f"Not filed: {problem}. (details: confirmation_required)",
+                messages.ERROR,
             )
             return self._back(packet)
         try:
@@ -279,7 +284,9 @@ class PacketAdmin(_DisputesAdmin):
             problems = "; ".join(
                 f"{name}: {' '.join(str(m) for m in e)}" for name, e in form.errors.items()
             )
-            self.message_user(request, f"Not edited: validation_error: {problems}", messages.ERROR)
+            self.message_user(
+                request, f"Not edited: {problems} (details: validation_error)", messages.ERROR
+            )
             return self._back(packet)
         try:
             changes = form.changes()
@@ -299,7 +306,10 @@ class PacketAdmin(_DisputesAdmin):
             "validation ok"
             if edited.validation.get("ok")
             else "validation failed: "
+            + " ".join(e.get("message", "") for e in edited.validation.get("errors", []))
+            + " (details: "
             + ", ".join(e.get("code", "") for e in edited.validation.get("errors", []))
+            + ")"
         )
         self.message_user(
             request,
@@ -322,7 +332,7 @@ class PacketAdmin(_DisputesAdmin):
             return self._back(packet)
         self.message_user(
             request,
-            f"Version {prepared.version} is prepared: {prepared.posture}, "
+            f"Version {prepared.version} is prepared: {posture_label(prepared.posture)}, "
             f"{prepared.get_status_display().lower()}. You contributed to it and cannot approve "
             "it.",
             messages.SUCCESS,

@@ -24,7 +24,7 @@ from disputes.admin.common import (
     receipt_url,
     review_url,
 )
-from disputes.fees import fee_table
+from disputes.fees import break_even_words, fee_table
 from disputes.forms import ApproveForm, EditForm, FileForm
 from disputes.models import (
     FILING_HOLDS,
@@ -45,10 +45,16 @@ from disputes.packets import (
     packet_budget,
 )
 from disputes.selectors import (
+    CE3_STATUS_LABELS,
     Ref,
     TimelineEntry,
     dispute_timeline,
+    not_filed_text,
     packet_current,
+    packet_stage_note,
+    posture_label,
+    provider_status_label,
+    reason_label,
     response_deadline_note,
 )
 from disputes.services import (
@@ -105,19 +111,42 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
     run = packet.filing_run
     # The card network allows no response (Stripe's `due_by` 0): nothing is approved or filed.
     respondable = dispute.response_allowed
-    can_approve = respondable and live and (not approved or drifted) and user.has_perm(PERM_APPROVE)
-    can_file = respondable and live and approved and not_filing and user.has_perm(PERM_FILE)
+    budget = packet_budget(packet)
+    stage_note = packet_stage_note(packet)
+    # What the approval service would refuse, said before anyone tries (disputes.services.checks).
+    why_not = not_approvable(packet, budget) if live and respondable else None
+    open_stage = respondable and stage_note is None
+    can_approve = (
+        open_stage
+        and live
+        and why_not is None
+        and (not approved or drifted)
+        and user.has_perm(PERM_APPROVE)
+    )
+    can_file = open_stage and live and approved and not_filing and user.has_perm(PERM_FILE)
     can_edit = live and user.has_perm(PERM_EDIT)
     proposed_key = filing_key_proposal(packet)
     citations = set(packet.citations)
     rows = {e.ref: e for e in dispute.evidence.all()}
-    budget = packet_budget(packet)
     return {
         "packet": packet,
         "dispute": dispute,
         "current": current,
         "versions": [(v, review_url(v)) for v in versions],
         "deadline_note": response_deadline_note(dispute),
+        "stage_note": stage_note,
+        "not_approvable": why_not if stage_note is None else None,
+        "posture_label": posture_label(packet.posture),
+        "reason_label": reason_label(dispute.reason),
+        "provider_status_label": provider_status_label(dispute.provider_status),
+        "not_filed_text": not_filed_text(packet.posture),
+        "break_even": break_even_words(packet.costs or {}),
+        "ce3_status_label": CE3_STATUS_LABELS.get(
+            str(((packet.enhanced or {}).get(CE3) or {}).get("status") or ""), ""
+        ),
+        "version_rows": [
+            (v, url, posture_label(v.posture)) for v, url in ((v, review_url(v)) for v in versions)
+        ],
         "status_tone": STATUS_TONES.get(packet.status, "neutral"),
         "amount": format_html(
             '{} <span class="vouch-quiet">({} micro-dollars)</span>',
@@ -167,6 +196,22 @@ def packet_page_context(packet: Packet, user: User) -> dict[str, Any]:
         "file_form": FileForm(packet=packet, proposed_key=proposed_key) if can_file else None,
         "edit_form": EditForm(packet=packet) if can_edit else None,
     }
+
+
+def not_approvable(packet: Packet, budget: Any) -> str | None:
+    """Why this version cannot be approved as it stands, in words (what is missing, what failed,
+    what is over the limits); None when nothing stands in the way of an approval."""
+    if packet.status == PacketStatus.INCOMPLETE:
+        missing = " ".join(str(q) for q in packet.open_questions) or "an answer to its questions."
+        return f"This version is incomplete, so it cannot be approved. What is missing: {missing}"
+    if packet.status == PacketStatus.INVALID or not packet.validation.get("ok"):
+        problems = " ".join(
+            str(e.get("message") or "") for e in packet.validation.get("errors") or []
+        )
+        return f"This version failed validation, so it cannot be approved. {problems}".strip()
+    if budget is not None and not budget.ok:
+        return "This version is over Stripe's limits, so it cannot be approved (see the budget)."
+    return None
 
 
 def compliance_fee_text(packet: Packet) -> str | None:

@@ -40,6 +40,7 @@ from disputes.packets import (
     filing_request,
     packet_digest,
 )
+from disputes.selectors import not_filed_text
 from disputes.services import checks
 from disputes.services.evidence import evidence_file_bytes
 from disputes.services.facts import _facts_void, ledger_facts, provider_facts
@@ -152,7 +153,7 @@ def _reserve(
         checks.check_fileable_content(locked)
         if locked.posture not in FILEABLE_POSTURES:
             raise errors.PacketInvalid(
-                f"A {locked.posture} packet is not filed: only contest and refund_already_sent.",
+                not_filed_text(locked.posture),
                 details={"posture": locked.posture},
             )
         checks.check_budget(locked)  # the limits may have been lowered since the approval
@@ -212,7 +213,7 @@ def _request_of(packet: Packet) -> dict[str, Any]:
     request = filing_request(packet, digest=packet.approved_digest)
     if request is None:
         raise errors.PacketInvalid(
-            f"A {packet.posture} packet is not filed: only contest and refund_already_sent.",
+            not_filed_text(packet.posture),
             details={"posture": packet.posture},
         )
     return request
