@@ -4,13 +4,16 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
+# The Stripe sandbox's port under `make run` (empty: 12111, or the port of STRIPE_API_BASE).
+SANDBOX_PORT ?=
 APPS := config core accounts envelopes disputes verification receipts reconciliation providers stripe_sandbox stripe_contract ops agents
 
 .DEFAULT_GOAL := help
 .PHONY: help run reset test inspector inspector-test soak lint docs docs-serve fidelity typecheck check-migrations check-deploy lock clean mutate
 
 help:
-	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat; PORT=8001 for another port); Ctrl-C stops all"
+	@echo "make run    run Vouch locally on http://127.0.0.1:8000 (web, worker, beat, a Stripe sandbox on 12111); Ctrl-C stops all"
+	@echo "           a port taken? make run PORT=8080 moves the web server, make run SANDBOX_PORT=12112 the sandbox"
 	@echo "make reset  forget what make run kept: its database and the Stripe sandbox's state, together (stop make run first)"
 	@echo "make test   run the whole test suite against PostgreSQL (DATABASE_URL, default local server)"
 	@echo "make inspector-test   the official MCP Inspector CLI against /mcp (installs Node 22 and the Inspector into .ci/node with npm)"
@@ -38,7 +41,7 @@ $(VENV)/.installed-dev: requirements/dev.txt | $(PY)
 	@touch $@ $(VENV)/.installed-base
 
 run: $(VENV)/.installed-base
-	DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py run_local --port $(PORT)
+	DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py run_local --port $(PORT)$(if $(SANDBOX_PORT), --sandbox-port $(SANDBOX_PORT))
 
 # The SQLite database and the sandbox's state file under var/ (VOUCH_VAR_DIR), and the queued
 # tasks: one without the other would name objects the other never held.

@@ -22,9 +22,12 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from ops.local_ports import Listener, ports_problems, wait_listening
 from receipts.keys import key_generate
 
 STOP_GRACE_SECONDS = 10.0
+# How long the servers may take to listen before "Vouch is running" is said anyway.
+LISTEN_TIMEOUT_SECONDS = 120.0
 DEFAULT_SANDBOX_API_BASE = "http://127.0.0.1:12111"
 # What `make run` uses, for the manage.py commands beside it (config/settings/local.py reads it).
 LOCAL_SETTINGS_FILE = "local-settings.json"
@@ -73,6 +76,12 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument(
+            "--sandbox-port",
+            type=int,
+            help="The Stripe sandbox's port (`make run SANDBOX_PORT=…`); by default the port of "
+            "STRIPE_API_BASE, or 12111.",
+        )
+        parser.add_argument(
             "--noreload",
             action="store_true",
             help="Do not restart the web server when a source file changes (the worker and beat "
@@ -90,6 +99,7 @@ class Command(BaseCommand):
         *args: Any,
         host: str,
         port: int,
+        sandbox_port: int | None = None,
         noreload: bool = False,
         reset: bool = False,
         **options: Any,
@@ -100,6 +110,19 @@ class Command(BaseCommand):
                 self.stdout.write(f"removed {path}")
             self.stdout.write("make run's state is reset: the next `make run` starts afresh.")
             return
+        uses_sandbox = bool(getattr(settings, "STRIPE_USES_SANDBOX", False))
+        stripe_api_base = _stripe_api_base(uses_sandbox=uses_sandbox, sandbox_port=sandbox_port)
+        listeners = [Listener("web", host, port)]
+        if uses_sandbox:
+            sandbox = urlsplit(stripe_api_base)
+            listeners.append(
+                Listener("sandbox", sandbox.hostname or "127.0.0.1", sandbox.port or 0)
+            )
+        # Before anything starts: a taken port is one line saying how to move it.
+        if problems := ports_problems(listeners):
+            for line in problems:
+                self.stderr.write(line)
+            sys.exit(1)
         self._warn_unpaired(var_dir)
         self.stdout.write("==> Preparing the database")
         call_command("migrate", interactive=False, verbosity=1)
@@ -109,17 +132,6 @@ class Command(BaseCommand):
 
         python = sys.executable
         commands: dict[str, list[str]] = {}
-        uses_sandbox = bool(getattr(settings, "STRIPE_USES_SANDBOX", False))
-        # The sandbox's address from the environment (or the default), never from the file the
-        # previous start wrote (which local settings read for the other commands).
-        stripe_api_base = str(
-            os.environ.get("STRIPE_API_BASE")
-            or (
-                getattr(settings, "SANDBOX_API_BASE", DEFAULT_SANDBOX_API_BASE)
-                if uses_sandbox
-                else settings.STRIPE_API_BASE
-            )
-        )
         if uses_sandbox:
             commands["sandbox"] = sandbox_command(
                 python,
@@ -160,6 +172,7 @@ class Command(BaseCommand):
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         }
         exit_code = 0
+        started = False
         try:
             for name, command in commands.items():
                 # Each child leads its own process group, so stopping it reaches its children
@@ -168,6 +181,15 @@ class Command(BaseCommand):
                     command, cwd=settings.BASE_DIR, env=env, start_new_session=True
                 )
                 self.stdout.write(f"started {name} (pid {children[name].pid})")
+            failed = wait_listening(listeners, children, timeout=LISTEN_TIMEOUT_SECONDS)
+            if failed is not None:
+                self.stderr.write(
+                    f"{failed} stopped as it started (exit status {children[failed].returncode}; "
+                    "its own message is above): Vouch is not running. Stopping the rest."
+                )
+                exit_code = 1
+                raise _Stop()
+            started = True
             stripe_line = (
                 f"Stripe sandbox: {stripe_api_base}"
                 if "sandbox" in children
@@ -196,7 +218,9 @@ class Command(BaseCommand):
             # A second Ctrl-C must not interrupt the cleanup.
             for sig in previous:
                 signal.signal(sig, signal.SIG_IGN)
-            self._stop_all(children)
+            # Processes still starting up answer Ctrl-C's signal with a traceback from
+            # wherever their imports were: they are told to terminate instead.
+            self._stop_all(children, signal.SIGINT if started else signal.SIGTERM)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if exit_code:
@@ -238,13 +262,15 @@ class Command(BaseCommand):
     def _receipt_key_env(self) -> dict[str, str]:
         return receipt_key_env(Path(settings.VAR_DIR), environ=os.environ, say=self.stdout.write)
 
-    def _stop_all(self, children: dict[str, "subprocess.Popen[bytes]"]) -> None:
+    def _stop_all(
+        self, children: dict[str, "subprocess.Popen[bytes]"], signum: int = signal.SIGINT
+    ) -> None:
         self.stdout.write("\n==> Stopping")
         for child in children.values():
             # What a terminal's Ctrl-C does: SIGINT to the whole group, which each of these
             # programs (and the worker's pool) answers with a clean shutdown.
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGINT)
+                os.killpg(child.pid, signum)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for name, child in children.items():
             while time.monotonic() < deadline and (child.poll() is None or _group_alive(child.pid)):
@@ -255,6 +281,26 @@ class Command(BaseCommand):
                     os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
             self.stdout.write(f"stopped {name}")
+
+
+def _stripe_api_base(*, uses_sandbox: bool, sandbox_port: int | None) -> str:
+    """The address Vouch calls Stripe at: the sandbox's from the environment (or the default),
+    at `sandbox_port` when one is given (`make run SANDBOX_PORT=…`), never from the file the
+    previous start wrote (which local settings read for the other commands); Stripe's own when a
+    real test-mode key is used."""
+    if not uses_sandbox:
+        return str(os.environ.get("STRIPE_API_BASE") or settings.STRIPE_API_BASE)
+    base = urlsplit(
+        str(
+            os.environ.get("STRIPE_API_BASE")
+            or getattr(settings, "SANDBOX_API_BASE", DEFAULT_SANDBOX_API_BASE)
+        )
+    )
+    if sandbox_port is None:
+        return base.geturl()
+    host = base.hostname or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return base._replace(netloc=f"{host}:{sandbox_port}").geturl()
 
 
 def sandbox_command(
