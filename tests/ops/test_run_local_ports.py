@@ -121,3 +121,6 @@ def test_the_makefile_passes_sandbox_port_and_help_names_it() -> None:
     assert "make run SANDBOX_PORT=" in help_text, help_text
     assert "make run PORT=" in help_text, help_text
     assert "PORT=8001" not in help_text, "8001 is docs-serve's port"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "`make run SANDBOX_PORT=12112`" in readme
+    assert "`make run PORT=8080`" in readme
