@@ -11,6 +11,8 @@ class EnvelopesConfig(AppConfig):
 
         # A refund leg's verdict: FAILED (or the `reversed` contradiction) gives the money back.
         verdicts.on_verdict(services.REFUND_CONTRACT, services.refund_leg_on_verdict)
+        # A VERIFIED one: its readback's reference at the card network recorded, then followed.
+        verdicts.on_verdict(services.REFUND_CONTRACT, services.refund_leg_reference_on_verdict)
         for event_type in ("refund.failed", "refund.updated", "charge.refund.updated"):
             events.register(event_type, services.refund_leg_on_provider_event)
         for event_type in ("payment_intent.succeeded", "payment_intent.payment_failed"):

@@ -18,4 +18,11 @@ SCHEDULES = [
         description="Sends refunds and payments that found Stripe's rate limit full, oldest first, "
         "as room frees (same keys).",
     ),
+    Schedule(
+        name="envelopes: follow refunds' references",
+        task="envelopes.follow_refund_references",
+        every_seconds=60,
+        description="Reads again refunds whose reference at the card network (the ARN a buyer's "
+        "bank needs) Stripe has not settled yet, less often as they age, for three weeks at most.",
+    ),
 ]

@@ -12,3 +12,7 @@ refund_leg_released = Signal()
 # An adjustment was approved and written to the journal (inside that transaction).
 # sender=Adjustment, adjustment=<the applied adjustment>.
 adjustment_applied = Signal()
+
+# A refund leg's reference at the card network (its ARN) was first recorded available (inside that
+# transaction). sender=RefundLeg, leg=<the leg, with refund_reference* set>.
+refund_leg_reference_known = Signal()

@@ -7,8 +7,10 @@ from providers.stripe_provider import (
     IDEMPOTENCY_KEY_TTL,
     LIST_KINDS,
     Page,
+    RefundReference,
     StripeProvider,
     provider_from_settings,
+    refund_reference_of,
 )
 
 __all__ = [
@@ -18,7 +20,9 @@ __all__ = [
     "OutcomeKind",
     "Page",
     "ProviderUnavailable",
+    "RefundReference",
     "StripeProvider",
     "WebhookSignatureError",
     "provider_from_settings",
+    "refund_reference_of",
 ]

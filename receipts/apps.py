@@ -14,7 +14,7 @@ class ReceiptsConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks
 
-        from envelopes.signals import refund_leg_released
+        from envelopes.signals import refund_leg_reference_known, refund_leg_released
         from receipts import services
         from receipts.checks import receipt_keys_check
         from receipts.exceptions import ReceiptKeyMissing
@@ -51,4 +51,14 @@ class ReceiptsConfig(AppConfig):
         verdicts.on_every_verdict(on_decided)
         refund_leg_released.connect(
             on_released, dispatch_uid="receipts.on_refund_leg_released", weak=False
+        )
+
+        def on_reference(sender: Any, leg: Any, **kwargs: Any) -> None:
+            guarded(
+                f"the reference of {leg.public_id}",
+                lambda: services.receipt_reference_write(leg=leg),
+            )
+
+        refund_leg_reference_known.connect(
+            on_reference, dispatch_uid="receipts.on_refund_leg_reference_known", weak=False
         )

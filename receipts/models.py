@@ -20,6 +20,9 @@ class ReceiptKind(models.TextChoices):
     CHARGE = "charge"
     REFUND = "refund"
     REFUND_REVERSAL = "refund_reversal"
+    # A refund's reference at the card network (its ARN), once Stripe shows it: a receipt of its
+    # own whose parent is the refund's (docs/decisions/0020-...).
+    REFUND_REFERENCE = "refund_reference"
 
 
 class ReceiptQuerySet(models.QuerySet["Receipt"]):

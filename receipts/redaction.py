@@ -69,7 +69,18 @@ ALLOWED_NESTED: dict[str, dict[str, Nested]] = {
             {"card": Nested(frozenset({"brand", "fingerprint"}))},
         )
     },
-    "refund": {},
+    # A card refund's reference at the network (the ARN a buyer's bank traces it by) and its
+    # status: issue 41 item 9.
+    "refund": {
+        "destination_details": Nested(
+            frozenset({"type"}),
+            {
+                "card": Nested(
+                    frozenset({"reference", "reference_status", "reference_type", "type"})
+                )
+            },
+        )
+    },
 }
 # Fields that name another object by id (Stripe may expand them into the object itself).
 ID_FIELDS = frozenset({"payment_intent", "charge"})

@@ -8,6 +8,10 @@ native detail is what the deciding attempt read back (or what the releasing call
   receipt; without a charge receipt yet, it waits (written when the charge receipt is).
 - A verified refund whose leg is later released (the provider says failed or canceled) gives a
   `refund_reversal` receipt whose parent is the refund's receipt.
+- A verified refund whose reference at the card network (its ARN) Vouch recorded available gives
+  a `refund_reference` receipt whose parent is the refund's receipt: a receipt is signed once,
+  and the reference comes days after it (docs/decisions/0020-a-refunds-reference-has-its-own-
+  receipt.md).
 
 Every write is idempotent: one receipt per (kind, provider object); a second call returns it.
 
@@ -245,6 +249,9 @@ def receipt_for_run(*, run: VerificationRun) -> Receipt | None:
         receipts_waiting_for_charge(charge_receipt=receipt)
     else:
         _reversal_of_released(run)
+        leg = RefundLeg.objects.filter(verification_run=run).first()
+        if leg is not None:
+            receipt_reference_write(leg=leg, run=run)
     return receipt
 
 
@@ -350,6 +357,61 @@ def receipt_on_refund_leg_released(
 ) -> Receipt | None:
     """The refund_leg_released listener's service."""
     return receipt_reversal_write(leg=leg, provider_refund=provider_refund, reason=reason)
+
+
+# --- a refund's reference at the card network ----------------------------------------------------
+
+
+def receipt_reference_write(
+    *, leg: RefundLeg, run: VerificationRun | None = None
+) -> Receipt | None:
+    """A verified refund's reference at the card network, recorded available on its leg: a
+    `refund_reference` receipt whose parent is the refund's receipt, its detail the reference as
+    Stripe showed it and the SHA-256 of the read that showed it, its time when that read was
+    made. None if the leg holds no available reference or the refund has no receipt yet (its
+    receipt, when written, writes this one). `run`: the leg's run as the caller holds it."""
+    run = run if run is not None else leg.verification_run
+    if (
+        leg.refund_reference_status != "available"
+        or not leg.refund_reference
+        or leg.refund_reference_seen_at is None
+        or run is None
+        or run.verdict != Verdict.VERIFIED
+    ):
+        return None
+    refund_receipt = Receipt.objects.filter(
+        kind=ReceiptKind.REFUND, provider_object_id=leg.provider_refund_id
+    ).first()
+    if refund_receipt is None:
+        return None
+    occurred_at = leg.refund_reference_seen_at.replace(microsecond=0)
+    body = receipt_body(
+        kind=ReceiptKind.REFUND_REFERENCE,
+        provider=refund_receipt.provider,
+        livemode=livemode_of(None, refund_receipt, f"the reference of {leg.public_id}"),
+        provider_object_id=refund_receipt.provider_object_id,
+        amount_micro=refund_receipt.amount_micro,
+        currency=refund_receipt.currency,
+        charge_id=refund_receipt.charge_id,
+        occurred_at=occurred_at,
+        parent_id=refund_receipt.id,
+        run_id=run.public_id,
+        verdict=run.verdict,
+        detail={
+            "id": refund_receipt.provider_object_id,
+            "object": "refund",
+            "destination_details": {
+                "type": "card",
+                "card": {
+                    "reference": leg.refund_reference,
+                    "reference_status": leg.refund_reference_status,
+                    "reference_type": leg.refund_reference_type,
+                },
+            },
+            "read_sha256": leg.refund_reference_sha256,
+        },
+    )
+    return _write(body=body, parent=refund_receipt, run=run, occurred_at=occurred_at)
 
 
 # --- catching up ---------------------------------------------------------------------------------

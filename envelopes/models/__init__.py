@@ -250,6 +250,17 @@ class LegOutcome(models.TextChoices):
     VOID = "void"
 
 
+class ReferenceStatus(models.TextChoices):
+    """Where a refund leg's reference at the card network (the ARN) stands: Stripe's three
+    `reference_status` values, and Vouch's own for a reference Stripe never settled within the
+    window Vouch asks in (envelopes.services.refund_references)."""
+
+    PENDING = "pending"
+    AVAILABLE = "available"
+    UNAVAILABLE = "unavailable"
+    NOT_AVAILABLE = "not_available"  # Vouch stopped asking: still pending after the window
+
+
 class RefundLeg(models.Model):
     public_id = models.CharField(max_length=40, unique=True, default=_leg_id, editable=False)
     operation = models.ForeignKey(RefundOperation, on_delete=models.PROTECT, related_name="legs")
@@ -281,14 +292,33 @@ class RefundLeg(models.Model):
         related_name="+",
     )
 
+    # The refund's acquirer reference number as Stripe last showed it (issue 41 item 9; decision
+    # 0020): blank status until a verified readback showed one. Followed until Stripe settles it.
+    refund_reference = models.CharField(max_length=100, blank=True)
+    refund_reference_status = models.CharField(
+        max_length=16, choices=ReferenceStatus.choices, blank=True
+    )
+    refund_reference_type = models.CharField(max_length=40, blank=True)
+    # When the read that showed it was made, and the SHA-256 of what it read (a verification
+    # observation's digest, or a stored provider read's).
+    refund_reference_seen_at = models.DateTimeField(null=True, blank=True)
+    refund_reference_sha256 = models.CharField(max_length=64, blank=True)
+    # When the follow-up reads the refund again; null: nothing to follow.
+    refund_reference_next_at = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         ordering = ("operation", "sequence")
         indexes = [
             models.Index(
+                fields=["refund_reference_next_at", "id"],
+                condition=Q(refund_reference_next_at__isnull=False),
+                name="refundleg_reference_due",
+            ),
+            models.Index(
                 fields=["deferred_at", "id"],
                 condition=Q(deferred_at__isnull=False),
                 name="refundleg_waiting",
-            )
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(amount_micro__gt=0), name="leg_amount_gt_0"),
@@ -424,6 +454,7 @@ __all__ = [
     "LegOutcome",
     "ProviderAnswer",
     "ProviderRead",
+    "ReferenceStatus",
     "RefundLeg",
     "RefundOperation",
     "_adjustment_id",

@@ -11,6 +11,7 @@ operation resumes and is never repeated).
 - `refunds`: reserve, send and record a refund's legs;
 - `releases`: the one release service, and what leads to it (verdicts, provider events);
 - `resume`: the scheduled resumption of legs left without an answer;
+- `refund_references`: a refund's reference at the card network (its ARN), followed until known;
 - `dispute_funds`: the money a chargeback holds, gives back or takes (SPEC §18).
 
 The names callers use are re-exported here: `from envelopes.services import X` keeps working."""
@@ -36,6 +37,11 @@ from envelopes.services.provider_events import (
     charge_on_refunded_event,
     funding_on_provider_event,
     refund_event_needs_no_read,
+)
+from envelopes.services.refund_references import (
+    refund_leg_reference_on_verdict,
+    refund_leg_reference_record,
+    refund_references_follow_up,
 )
 from envelopes.services.refunds import (
     REFUND_CONTRACT,
@@ -84,8 +90,11 @@ __all__ = [
     "refund_leg_on_provider_event",
     "refund_leg_on_verdict",
     "refund_leg_record",
+    "refund_leg_reference_on_verdict",
+    "refund_leg_reference_record",
     "refund_leg_release",
     "refund_leg_send",
+    "refund_references_follow_up",
     "refund_send",
     "stranded_resume",
     "waiting_count",
