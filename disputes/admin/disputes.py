@@ -41,8 +41,15 @@ from disputes.forms import EvidenceForm
 from disputes.models import (
     Dispute,
     Packet,
+    PacketStatus,
 )
-from disputes.selectors import packet_current, response_deadline_note
+from disputes.selectors import (
+    packet_current,
+    posture_label,
+    provider_status_label,
+    reason_label,
+    response_deadline_note,
+)
 from disputes.services import evidence_admit
 from envelopes.selectors import dispute_funds_of
 
@@ -61,7 +68,7 @@ class DisputeAdmin(_DisputesAdmin):
         "provider_dispute_id",
         "charge_id",
         "amount",
-        "reason",
+        "reason_words",
         "deadline",
         "source",
         "current_packet",
@@ -75,9 +82,9 @@ class DisputeAdmin(_DisputesAdmin):
         "charge",
         "amount_money",
         "currency",
-        "reason",
+        "reason_words",
         "deadline",
-        "provider_status",
+        "status_at_stripe",
         "case_type",
         "is_charge_refundable",
         "source",
@@ -127,6 +134,24 @@ class DisputeAdmin(_DisputesAdmin):
             '<span class="vouch-quiet vouch-no-deadline">{}</span>', response_deadline_note(obj)
         )
 
+    @admin.display(description="reason", ordering="reason")
+    def reason_words(self, obj: Dispute) -> SafeString:
+        """Stripe's reason in words, its code beside it."""
+        return format_html(
+            '{} <span class="vouch-quiet vouch-mono">{}</span>',
+            reason_label(obj.reason),
+            obj.reason,
+        )
+
+    @admin.display(description="at Stripe now")
+    def status_at_stripe(self, obj: Dispute) -> SafeString:
+        """Stripe's status of the dispute in words, the code as details."""
+        return format_html(
+            '{} <span class="vouch-quiet">(details: <span class="vouch-mono">{}</span>)</span>',
+            provider_status_label(obj.provider_status),
+            obj.provider_status or "none",
+        )
+
     @admin.display(description="provider dispute id")
     def provider_dispute(self, obj: Dispute) -> SafeString | str:
         return stripe_link(obj.provider_dispute_id)
@@ -142,8 +167,10 @@ class DisputeAdmin(_DisputesAdmin):
             return "—"
         return format_html(
             '<strong>{}</strong> · {}<br>{} · {}<br><a href="{}" class="vouch-review">Review…</a>',
-            obj.current_posture,
-            obj.current_status,
+            posture_label(obj.current_posture),
+            PacketStatus(obj.current_status).label
+            if obj.current_status in PacketStatus.values
+            else obj.current_status,
             approval_label(obj.current_approval, obj.current_digest, obj.current_approved_digest),
             filing_label(obj.current_filing),
             reverse("admin:disputes_packet_review", args=[obj.current_packet_pk]),
@@ -172,6 +199,7 @@ class DisputeAdmin(_DisputesAdmin):
                     review_url(packet),
                     approval_label(packet.approval_status, packet.digest, packet.approved_digest),
                     filing_label(packet.filing_status),
+                    posture_label(packet.posture),
                 )
                 for packet in obj.packets.order_by("-version")
             ],

@@ -96,9 +96,10 @@ def test_the_changelist_puts_the_nearest_deadline_first(packet: Packet, ops: Ops
     # The real dispute's row: its charge, the amount in micro-dollars and dollars, and its
     # current packet's state, linked to the review page.
     row = html[positions[1] : positions[2]]
-    for text in (real.charge_id, "10,000,000", "$10.00", "product_not_received", "contest"):
+    for text in (real.charge_id, "10,000,000", "$10.00", "Product not received", "Contest the"):
         assert text in row
-    assert "ready_for_review" in row
+    assert "product_not_received" in row  # the code beside the words
+    assert "Ready for review" in row
     assert "not approved" in row
     assert "not filed" in row
     assert f'href="{review_url(packet)}"' in row
@@ -123,7 +124,7 @@ def test_the_dispute_page_shows_its_evidence_and_packet_versions(packet: Packet,
     # Two versions: the one the system prepared on the event (needs evidence), and the contest.
     assert text.count('class="vouch-version"') == 2
     assert f'href="{review_url(packet)}"' in text
-    assert "operator_review" in text
+    assert "A person decides" in text
 
 
 # --- the review page --------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def test_the_review_page_shows_what_the_packet_says_cites_and_whether_it_is_vali
     packet: Packet, ops: Ops
 ) -> None:
     html = page(client_for(ops.approver), packet)
-    assert 'id="posture">contest<' in html
+    assert 'id="posture">Contest the dispute<' in html
     assert section(html, "packet-identity").count(packet.digest) == 1  # the full digest
 
     # Citations: the charge receipt, linked to its admin page, and the evidence with its kind,

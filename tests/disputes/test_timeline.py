@@ -112,9 +112,9 @@ def test_the_dispute_page_shows_everything_in_time_order_with_links(
     expected = [
         "webhook Webhook charge.dispute.created",
         "dispute Dispute recorded from the provider",
-        "packet Packet version 1 prepared: operator_review",
+        "packet Packet version 1 prepared: A person decides",
         "evidence Evidence pod:1 admitted",
-        "packet Packet version 2 prepared: contest",
+        "packet Packet version 2 prepared: Contest the dispute",
         "packet Packet version 1 superseded by version 2",
         "edit Packet version 2 edited (summary)",
         "approval Packet version 2 approved",

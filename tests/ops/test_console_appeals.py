@@ -1,5 +1,6 @@
 """The console's disputes awaiting our answer include one awaiting its appeal (SPEC §17): its
-deadline is the appeal's, and nobody else will act on it."""
+deadline is the appeal's, and nobody else will act on it. Only one whose response Vouch filed:
+a dispute lost with nothing filed has no appeal Vouch can make (issue 41 item 6)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from disputes.models import Dispute
+from disputes.models import Dispute, Packet
 from ops.console import disputes_awaiting_response
 
 
@@ -26,7 +27,17 @@ def dispute(provider_id: str, status: str) -> Dispute:
 
 @pytest.mark.django_db
 def test_a_dispute_awaiting_its_appeal_awaits_our_answer() -> None:
-    dispute("dp_appeal", "appeal_needs_response")
+    appealed = dispute("dp_appeal", "appeal_needs_response")
+    Packet.objects.create(
+        dispute=appealed,
+        version=1,
+        drafter="test",
+        posture="contest",
+        summary="Delivered.",
+        digest="0" * 64,
+        status="filed",
+    )
+    dispute("dp_lost_unfiled", "appeal_needs_response")  # nothing filed: no appeal to make
     dispute("dp_first", "needs_response")
     dispute("dp_appealed", "appeal_under_review")
     dispute("dp_lost", "lost")
