@@ -85,10 +85,13 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/lint-imports --no-cache
 
 # The docs site (mkdocs.yml, docs/): --strict turns a broken link or a page left out of the nav
-# into an error. `make docs-serve` serves it on http://127.0.0.1:8001 while you edit.
+# into an error. The site opens from files, search included, with no server and no network
+# (tests/browser/test_docs_site.py); `make docs-serve` serves it on http://127.0.0.1:8001 and
+# rebuilds it as you edit.
 # NO_MKDOCS_2_WARNING: Material's end-of-life notice (2027-05-05), said once in docs/architecture.md.
 docs: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir var/site
+	@echo "The docs site is in var/site: open var/site/index.html in a browser"
 
 docs-serve: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
