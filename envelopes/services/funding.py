@@ -141,6 +141,31 @@ def envelope_create(
         if envelope is None:
             raise _gone(idempotency.resource)
         return funding_send(leg=envelope.funding_legs.get(sequence=1), idempotency=idempotency)
+    leg = envelope_reserve(
+        owner=owner,
+        amount_micro=amount_micro,
+        payment_method=payment_method,
+        currency=currency,
+        idempotency=idempotency,
+        facts=facts,
+    )
+    crash_point("funding_after_reserve")
+    return funding_send(leg=leg, idempotency=idempotency)
+
+
+def envelope_reserve(
+    *,
+    owner: User,
+    amount_micro: Any,
+    payment_method: str,
+    currency: str | None = None,
+    idempotency: IdempotencyRecord | None = None,
+    facts: FundingFacts | None = None,
+) -> FundingLeg:
+    """An envelope and its first funding leg, pending and committed, with nothing sent: the
+    reserve phase of `envelope_create`. Alone, it serves a caller that records a payment the
+    provider already holds for this leg (`funding_leg_find`, by the leg's metadata): the
+    `demo_ce3` command's earlier payments (disputes/demo.py)."""
     amount = _check_funding(amount_micro, currency)
     with transaction.atomic():
         envelope = Envelope.objects.create(owner=owner)
@@ -155,8 +180,7 @@ def envelope_create(
         leg.idempotency_key = f"{envelope.public_id}:{leg.public_id}"  # this leg's alone
         leg.save()
         idempotency_attach(idempotency, envelope.public_id)
-    crash_point("funding_after_reserve")
-    return funding_send(leg=leg, idempotency=idempotency)
+    return leg
 
 
 def envelope_top_up(
@@ -203,8 +227,9 @@ def envelope_top_up(
     return funding_send(leg=leg, idempotency=idempotency)
 
 
-def _funding_metadata(leg: FundingLeg) -> dict[str, str]:
-    # A leg made before data elements were recorded holds none, and sends what it sent then.
+def funding_metadata(leg: FundingLeg) -> dict[str, str]:
+    """The metadata a funding leg's PaymentIntent carries (the lookup finds it by them). A leg made
+    before data elements were recorded holds none, and sends what it sent then."""
     return {
         "vouch_envelope": leg.envelope.public_id,
         "vouch_funding": leg.public_id,
@@ -243,7 +268,7 @@ def funding_send(
         currency="usd",
         payment_method=leg.payment_method,
         idempotency_key=leg.idempotency_key,
-        metadata=_funding_metadata(leg),
+        metadata=funding_metadata(leg),
     )
     crash_point("funding_after_provider_call")
     if outcome.not_sent:  # no room in Stripe's rate limit: nothing went out
