@@ -3,7 +3,9 @@ import secrets
 from datetime import timedelta
 
 from allauth.account.models import EmailAddress
+from django.conf import settings
 from django.contrib.auth.models import Group, Permission
+from django.contrib.sites.models import Site
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -141,6 +143,16 @@ def demo_users_ensure(*, users: dict[str, dict[str, object]]) -> list[User]:
             user.groups.add(group)
         result.append(user)
     return result
+
+
+def local_site_set(*, domain: str) -> Site:
+    """The Site that allauth's e-mails speak for (SITE_ID), named SITE_NAME at `domain`: the
+    address a local run serves at, set at each start (the port may change)."""
+    site, _ = Site.objects.update_or_create(
+        pk=settings.SITE_ID, defaults={"name": settings.SITE_NAME, "domain": domain}
+    )
+    Site.objects.clear_cache()
+    return site
 
 
 @transaction.atomic

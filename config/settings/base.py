@@ -39,6 +39,11 @@ USE_I18N = False
 # 5 always applies the locale's formats over DATETIME_FORMAT, so they are set in config/formats/.
 FORMAT_MODULE_PATH = ["config.formats"]
 SITE_ID = 1
+# The Site (django.contrib.sites) that allauth's e-mails speak for ("Hello from Vouch!"), named
+# by accounts/migrations/0003_site_name.py; SITE_DOMAIN empty: the first of ALLOWED_HOSTS.
+# `make run` gives it the address it serves at. Once named, the admin's Sites page changes it.
+SITE_NAME = env.str("SITE_NAME", default="Vouch")
+SITE_DOMAIN = env.str("SITE_DOMAIN", default="")
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

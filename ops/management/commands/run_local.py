@@ -128,7 +128,7 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=1)
         call_command("setup_periodic_tasks")
         self.stdout.write("==> Demo users")
-        call_command("seed_demo")
+        call_command("seed_demo", domain=f"{host}:{port}")
 
         python = sys.executable
         commands: dict[str, list[str]] = {}
