@@ -281,6 +281,22 @@ class Envelope(EnvelopeListItem):
     )
 
 
+class BankReference(Out):
+    status: Literal["pending", "available", "unavailable", "not_available"] = Field(
+        description="Stripe's reference_status (pending, available, unavailable), or "
+        "not_available: still pending three weeks after the refund, Vouch stopped asking."
+    )
+    reference: str | None = Field(
+        description="The acquirer reference number (ARN), e.g. 74987512345678901234567: what the "
+        "buyer's bank needs to find the refund. Null until available."
+    )
+    reference_type: str | None = Field(description="e.g. acquirer_reference_number.")
+    how_to_use: str = Field(
+        description='One sentence to pass on to the buyer, e.g. "Give your bank this reference '
+        '(ARN) if the refund has not reached your statement after 10 business days".'
+    )
+
+
 class RefundLeg(Out):
     leg_id: str
     charge: str
@@ -301,6 +317,10 @@ class RefundLeg(Out):
     queued: bool = Field(
         description="Stripe's rate limit had no room when this leg was to be sent: it waits, its "
         "money reserved, and Vouch sends it as room frees, in turn, under the same key."
+    )
+    bank_reference: BankReference | None = Field(
+        description="The refund's reference at the card network (ARN) and how to use it; null "
+        "until a verified readback showed it."
     )
 
 

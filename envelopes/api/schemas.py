@@ -143,6 +143,28 @@ class DebitCreatedOut(serializers.Serializer):
     envelope = EnvelopeListItemOut()
 
 
+class BankReferenceOut(serializers.Serializer):
+    """A refund leg's reference at the card network (issue 41 item 9)."""
+
+    status = serializers.ChoiceField(
+        choices=["pending", "available", "unavailable", "not_available"],
+        help_text="Stripe's `reference_status` (pending, available, unavailable), or "
+        "not_available: still pending three weeks after the refund, Vouch stopped asking.",
+    )
+    reference = serializers.CharField(
+        allow_null=True,
+        help_text="The acquirer reference number (ARN), e.g. 74987512345678901234567: what the "
+        "buyer's bank needs to find the refund. Null until available.",
+    )
+    reference_type = serializers.CharField(
+        allow_null=True, help_text="As Stripe names it, e.g. acquirer_reference_number."
+    )
+    how_to_use = serializers.CharField(
+        help_text='One sentence for the buyer, e.g. "Give your bank this reference (ARN) if the '
+        'refund has not reached your statement after 10 business days".'
+    )
+
+
 RefundLegOut = money_serializer(
     "RefundLegOut",
     {
@@ -166,6 +188,12 @@ RefundLegOut = money_serializer(
             help_text="Stripe's rate limit (25 refunds a second on an account) had no room when "
             "this leg was to be sent: it waits, its money reserved, and Vouch sends it as room "
             "frees, oldest first, under the same idempotency key. False once it is sent."
+        ),
+        "bank_reference": BankReferenceOut(
+            allow_null=True,
+            help_text="The refund's reference at the card network (ARN), as Stripe last showed "
+            "it, with a sentence on how to use it; null until a verified readback showed it. "
+            "Vouch reads it again until Stripe settles it.",
         ),
     },
     ["amount"],

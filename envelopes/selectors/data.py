@@ -23,6 +23,7 @@ from envelopes.models import (
     RefundOperation,
 )
 from envelopes.money import with_usd
+from envelopes.selectors.refund_references import refund_reference_data
 
 # The allocation rule is one function, shared with the refund that reserves it (a pure function:
 # no write happens through this import).
@@ -186,6 +187,7 @@ def _leg(leg: RefundLeg) -> dict[str, Any]:
         "verification_verdict": run.verdict if run is not None else None,
         "verification_run": run.public_id if run is not None else None,
         "queued": leg.deferred_at is not None,
+        "bank_reference": refund_reference_data(leg),
     }
 
 
