@@ -22,6 +22,7 @@ from core.exceptions import NotFound, VouchError
 from disputes.selectors import charges_stripe_will_not_refund
 from envelopes.models import Envelope, RefundOperation
 from envelopes.selectors import refund_data, refund_preview
+from envelopes.selectors.buyer import RefundRow, buyer_refund_row, funding_label
 from verification import clock
 
 PENDING = "pending_confirmation"
@@ -134,6 +135,14 @@ def usd_text(micro: int) -> str:
     return f"{sign}${abs(amount):,}"
 
 
+# Why a request was refused (its stored code, which the MCP tools answer), in the person's words.
+_REFUSAL_TEXT = {
+    "declined_by_person": "you declined it when your assistant asked",
+    "email_unverified": "moving money needs a verified e-mail address",
+    "amount_exceeds_unspent": "it asked for more than the envelope's unspent balance",
+    "nothing_to_refund": "the envelope had no unspent money left to refund",
+}
+
 _STATUS_TEXT = {
     PENDING: "waiting for your confirmation",
     CONFIRMED: "confirmed",
@@ -173,6 +182,15 @@ class ConfirmPage:
     refusal_now: VouchError | None  # why confirming would be refused now
     refund: dict[str, Any] | None  # the refund, once confirmed (or begun)
     begun: bool  # a confirmation began the refund and did not finish: confirming finishes it
+    # The refund as the envelope's page shows it: its status and each leg's state in the
+    # buyer's words (issue 41: no verdict enum, no leg id in the page's prose).
+    refund_row: RefundRow | None = None
+
+    @property
+    def refusal_text(self) -> str:
+        """Why the request was refused, in words ("" unless refused)."""
+        code = self.request.refusal_code
+        return _REFUSAL_TEXT.get(code, "Vouch could not make this refund") if code else ""
 
     @property
     def disputed_text(self) -> str:
@@ -199,10 +217,9 @@ def _page_legs(preview: dict[str, Any]) -> list[PageLeg]:
         charge_ids=[leg["charge"] for leg in preview["legs"] if leg["charge"]]
     )
     for leg in preview["legs"]:
-        label = "original charge" if leg["kind"] == "original" else f"top-up #{leg['sequence']}"
         legs.append(
             PageLeg(
-                label=label,
+                label=funding_label(kind=leg["kind"], sequence=leg["sequence"]),
                 charge=str(leg["charge"]),  # a succeeded funding leg always has its charge
                 amount_micro=leg["amount_micro"],
                 amount_text=usd_text(leg["amount_micro"]),
@@ -255,6 +272,7 @@ def refund_request_page(*, user: User, request_id: str) -> ConfirmPage:
         refusal_now=refusal,
         refund=refund_data(refund) if refund is not None else None,
         begun=begun,
+        refund_row=buyer_refund_row(refund=refund) if refund is not None else None,
     )
 
 
@@ -330,6 +348,20 @@ class ConnectedAssistant:
     scopes: list[str]
     last_used: datetime | None  # the latest token issued to it for this person
     unverified: bool  # it registered itself
+
+    @property
+    def scope_words(self) -> list[tuple[str, str]]:
+        """Each scope with what it lets the assistant do, in words (settings.AGENT_SCOPES)."""
+        return [(scope, settings.AGENT_SCOPES[scope]) for scope in self.scopes]
+
+
+def assistant_connected(*, user: User, client_id: str) -> ConnectedAssistant:
+    """One of the assistants `user` authorized that still holds access, or NotFound, the same for
+    another person's and an unknown one (SPEC §5)."""
+    for assistant in assistants_connected(user=user):
+        if assistant.client_id == client_id:
+            return assistant
+    raise NotFound()
 
 
 def assistants_connected(*, user: User) -> list[ConnectedAssistant]:

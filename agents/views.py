@@ -1,7 +1,7 @@
-"""The buyer's pages of the agent surface (SPEC §16): their connected assistants (each revocable),
-and the refund request confirmation page: a logged-in session, CSRF on the form, owner
-only (another buyer's request is the same 404 as an unknown id, byte for byte). The view parses,
-calls agents.services / agents.selectors, and renders."""
+"""The buyer's pages of the agent surface (SPEC §16): their connected assistants (each revocable,
+after a confirmation page: issue 41), and the refund request confirmation page: a logged-in
+session, CSRF on the form, owner only (another buyer's request is the same 404 as an unknown id,
+byte for byte). The view parses, calls agents.services / agents.selectors, and renders."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -58,14 +58,23 @@ def assistants_page(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_http_methods(["POST"])
+@require_http_methods(["GET", "POST"])
 def assistant_revoke(request: HttpRequest) -> HttpResponse:
-    """Revoke the assistant named by the form's `client_id` (any client id, a metadata document's
-    URL included). Another person's assistant, an unknown id and a missing one answer the same
-    404 (SPEC §5)."""
+    """GET: the confirmation page for revoking the assistant named by `client_id` (nothing
+    changes; Cancel goes back). POST: revoke it (any client id, a metadata document's URL
+    included). Another person's assistant, an unknown id and a missing one answer the same 404
+    (SPEC §5)."""
     user = request.user
     if not isinstance(user, User):
         return redirect_to_login(request.get_full_path())
+    if request.method == "GET":
+        try:
+            assistant = selectors.assistant_connected(
+                user=user, client_id=request.GET.get("client_id", "")
+            )
+        except NotFound:
+            return render(request, "agents/assistants_not_found.html", status=404)
+        return render(request, "agents/assistant_revoke.html", {"assistant": assistant})
     try:
         name = oauth_client_access_revoke(user=user, client_id=request.POST.get("client_id", ""))
     except NotFound:

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
 
 from core.amounts import AmountUnreadable, dollars_read
 from core.display import MICRO_PER_DOLLAR, dollars
@@ -110,8 +111,16 @@ def dispute_money_words(held_micro: int, charged_back_micro: int) -> list[str]:
     return words
 
 
+def funding_label(*, kind: str, sequence: int) -> str:
+    """A payment into an envelope, as the buyer reads it everywhere: "original payment", or the
+    top-ups numbered from 1 (`sequence` counts the original payment as 1, issue 41)."""
+    if kind == FundingLeg.Kind.ORIGINAL:
+        return "original payment"
+    return f"top-up #{max(1, sequence - 1)}"
+
+
 def _funding_label(leg: FundingLeg) -> str:
-    return "original payment" if leg.kind == FundingLeg.Kind.ORIGINAL else f"top-up #{leg.sequence}"
+    return funding_label(kind=leg.kind, sequence=leg.sequence)
 
 
 @dataclass(frozen=True)
@@ -192,42 +201,12 @@ def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
     )
     labels = {leg.pk: _funding_label(leg) for leg in funding}
     legs_by_refund: dict[int, list[RefundLeg]] = {}
-    for leg in (
-        RefundLeg.objects.filter(operation__envelope=envelope)
-        .select_related("funding_leg", "verification_run")
-        .only(
-            *(f.name for f in RefundLeg._meta.concrete_fields),
-            "funding_leg__charge_id",
-            "verification_run__verdict",
-        )
-        .order_by("sequence")
-    ):
+    for leg in _refund_legs().filter(operation__envelope=envelope):
         legs_by_refund.setdefault(leg.operation_id, []).append(leg)
-    refunds = []
-    for refund in envelope.refunds.order_by("-created_at", "-id"):
-        legs = legs_by_refund.get(refund.pk, [])
-        status = refund_status(legs)
-        refunds.append(
-            RefundRow(
-                refund=refund,
-                status=status,
-                status_text=refund_status_text(status, legs),
-                refunded_micro=sum(
-                    leg.amount_micro
-                    for leg in legs
-                    if leg.outcome == LegOutcome.ACCEPTED and not leg.released
-                ),
-                back_micro=sum(leg.amount_micro for leg in legs if leg.released),
-                legs=[
-                    RefundLegRow(
-                        leg=leg,
-                        label=labels.get(leg.funding_leg_id, ""),
-                        state=refund_leg_state(leg),
-                    )
-                    for leg in legs
-                ],
-            )
-        )
+    refunds = [
+        _refund_row(refund, legs_by_refund.get(refund.pk, []), labels)
+        for refund in envelope.refunds.order_by("-created_at", "-id")
+    ]
     review = money_under_review([leg.charge_id for leg in funding])
     return EnvelopePage(
         envelope=envelope,
@@ -243,6 +222,53 @@ def buyer_envelope_page(*, user: User, envelope_id: str) -> EnvelopePage:
         debits=list(envelope.debits.order_by("created_at", "id")),
         refunds=refunds,
     )
+
+
+def _refund_legs() -> QuerySet[RefundLeg]:
+    return (
+        RefundLeg.objects.select_related("funding_leg", "verification_run")
+        .only(
+            *(f.name for f in RefundLeg._meta.concrete_fields),
+            "funding_leg__charge_id",
+            "verification_run__verdict",
+        )
+        .order_by("sequence")
+    )
+
+
+def _refund_row(
+    refund: RefundOperation, legs: list[RefundLeg], labels: dict[int, str]
+) -> RefundRow:
+    status = refund_status(legs)
+    return RefundRow(
+        refund=refund,
+        status=status,
+        status_text=refund_status_text(status, legs),
+        refunded_micro=sum(
+            leg.amount_micro
+            for leg in legs
+            if leg.outcome == LegOutcome.ACCEPTED and not leg.released
+        ),
+        back_micro=sum(leg.amount_micro for leg in legs if leg.released),
+        legs=[
+            RefundLegRow(
+                leg=leg, label=labels.get(leg.funding_leg_id, ""), state=refund_leg_state(leg)
+            )
+            for leg in legs
+        ],
+    )
+
+
+def buyer_refund_row(*, refund: RefundOperation) -> RefundRow:
+    """One refund as the envelope's page shows it, its status and each leg's state in words
+    (also what the confirmation page of an assistant's refund request shows, once confirmed)."""
+    labels = {
+        leg.pk: _funding_label(leg)
+        for leg in FundingLeg.objects.filter(envelope_id=refund.envelope_id).only(
+            "pk", "kind", "sequence"
+        )
+    }
+    return _refund_row(refund, list(_refund_legs().filter(operation=refund)), labels)
 
 
 # --- the refund form -----------------------------------------------------------------------------
@@ -402,7 +428,8 @@ def _micro(value: object) -> int | None:
 
 
 def refusal_text(error: VouchError, *, envelope: Envelope | None = None) -> str:
-    """A refusal of the refund form in words (every code the form can meet; any other is named)."""
+    """A refusal of the refund form in words (every code the form can meet; any other by its
+    message: the page keeps the code in a details line)."""
     unspent = dollars(envelope.unspent_micro) if envelope is not None else ""
     # Money a dispute holds is not unspent: say so where a refund meets it (SPEC §18).
     held = held_note(envelope) if envelope is not None else None
@@ -442,7 +469,8 @@ def refusal_text(error: VouchError, *, envelope: Envelope | None = None) -> str:
             "Nothing was refunded: the form was incomplete. Open the refund form again."
         ),
     }
-    return texts.get(error.code, f"Nothing was refunded: {error.message} ({error.code}).")
+    # Any other: its message (for people); its code only in the page's details line.
+    return texts.get(error.code, f"Nothing was refunded: {error.message}")
 
 
 def held_is(note: str) -> str:

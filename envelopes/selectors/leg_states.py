@@ -1,5 +1,6 @@
 """Where a refund or funding leg stands, in a buyer's words (SPEC §10.1): a stable slug and a
-sentence for each state, and a refund's status in words."""
+sentence for each state, and a refund's status in words. A code meant for machines (Stripe's
+error code) never reaches the sentence: it stays in the state's `details` line (issue 41)."""
 
 from __future__ import annotations
 
@@ -15,23 +16,32 @@ _REFUSAL_REASONS = {
     "amount_too_large": "it was more than the payment has left to refund",
     "charge_already_refunded": "the payment was already refunded in full",
     "charge_not_refundable": "Stripe cannot refund this payment",
+    "resource_missing": "Stripe no longer finds the payment to refund",
 }
 
 
 def refusal_reason(code: str) -> str:
-    """Why Stripe refused, in words; an unknown code is named as Stripe gave it."""
+    """Why Stripe refused, in words; a code Vouch has no words for is said to be one (the code
+    itself goes to the details line, never into the sentence)."""
     if not code:
         return "Stripe gave no reason"
-    return _REFUSAL_REASONS.get(code, f"Stripe answered {code}")
+    return _REFUSAL_REASONS.get(code, "Stripe gave a reason Vouch has no words for")
+
+
+def code_details(code: str) -> str:
+    """The details line that keeps Stripe's code for whoever needs it ("" when none)."""
+    return f"Stripe's code: {code}" if code else ""
 
 
 @dataclass(frozen=True)
 class LegState:
     """A leg's state for people: a stable slug (`on_its_way`, `confirmed`, `refused`, `back`,
-    `checking`, `pending`, `charged`, `not_charged`) and the words."""
+    `checking`, `pending`, `charged`, `not_charged`), the words, and a details line for codes
+    ("" when none)."""
 
     slug: str
     text: str
+    details: str = ""
 
 
 # A leg waiting for room in Stripe's rate limit (issue 40), in the buyer's words.
@@ -52,6 +62,7 @@ def refund_leg_state(leg: RefundLeg) -> LegState:
             "refused",
             f"Refused by Stripe: {refusal_reason(leg.error_code)}. "
             "The money is back in your envelope.",
+            code_details(leg.error_code),
         )
     if leg.outcome == LegOutcome.VOID:
         return LegState("back", "Money back in your envelope: Stripe never made this refund.")

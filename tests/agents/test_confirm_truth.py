@@ -114,9 +114,9 @@ def test_a_partly_refused_refund_says_which_part_is_back_in_the_envelope(
     # $1.00 of the top-up is held by the chargeback; its other $2.00 is on a disputed charge.
     assert "$2.00 of this refund is on a disputed charge" in preview
     # Newest funding first: the top-up, then the original charge.
-    assert re.findall(r"<tr[^>]*><td[^>]*>(original charge|top-up #\d+)", preview) == [
-        "top-up #2",  # funding legs are numbered from the original charge (#1)
-        "original charge",
+    assert re.findall(r"<tr[^>]*><td[^>]*>(original payment|top-up #\d+)", preview) == [
+        "top-up #1",  # top-ups are numbered from 1 (issue 41), one word: "payment"
+        "original payment",
     ]
 
     level, message = _banner(text(owner.confirm(request_id)))

@@ -83,7 +83,7 @@ def test_a_buyer_refunds_part_and_then_the_rest_and_sees_a_refusal_explained(
     artifacts: Path,
 ) -> None:
     envelope_id = alice.create(10_000_000)["envelope_id"]  # $10.00, the original payment
-    alice.top_up(envelope_id, 3_000_000)  # $3.00, top-up #2
+    alice.top_up(envelope_id, 3_000_000)  # $3.00, top-up #1 (issue 41: numbered from 1)
     legs = alice.get(f"/api/v1/escrow/envelopes/{envelope_id}").json()["data"]["funding_legs"]
     original = next(leg["charge"] for leg in legs if leg["sequence"] == 1)
     sandbox.open_dispute(original, reason="fraudulent")  # Stripe will refuse to refund it
@@ -115,7 +115,7 @@ def test_a_buyer_refunds_part_and_then_the_rest_and_sees_a_refusal_explained(
     window.get_by_role("button", name="Preview the refund").click()
     expect(window.locator("#preview-total")).to_have_text("$2.00")
     expect(window.locator("#preview tbody tr")).to_have_count(1)
-    expect(window.locator("#preview")).to_contain_text("top-up #2")
+    expect(window.locator("#preview")).to_contain_text("top-up #1")
     check(window, artifacts, "4-refund-preview")
     assert RefundOperation.objects.count() == 0  # a preview moves nothing
     window.get_by_role("button", name="Refund $2.00").click()
@@ -129,7 +129,7 @@ def test_a_buyer_refunds_part_and_then_the_rest_and_sees_a_refusal_explained(
     window.get_by_label("Everything unspent ($11.00)").check()
     window.get_by_role("button", name="Preview the refund").click()
     expect(window.locator("#preview-total")).to_have_text("$11.00")
-    expect(window.locator("#preview tbody tr").first).to_contain_text("top-up #2")
+    expect(window.locator("#preview tbody tr").first).to_contain_text("top-up #1")
     expect(window.locator("#preview tbody tr").last).to_contain_text("original payment")
     window.get_by_role("button", name="Refund $11.00").click()
     expect(window.locator(".messagelist")).to_contain_text(

@@ -86,7 +86,7 @@ def test_a_buyer_confirms_a_refund_request_in_the_browser(
 
     window.get_by_role("button", name="Confirm refund of $13.00").click()
     expect(window.locator(".messagelist")).to_contain_text("Confirmed")
-    expect(window.locator("[data-refund-status]")).to_have_text("refunded")
+    expect(window.locator("[data-refund-status]")).to_have_text("Sent to the cards")
     expect(window.locator("[data-status]")).to_have_text("confirmed")
     expect(window.get_by_role("button")).to_have_count(0)
     expect(window.get_by_role("link", name="Back to Vouch")).to_be_visible()

@@ -146,7 +146,7 @@ def test_the_envelope_page_shows_legs_debits_and_a_refund_in_words(
     assert charges[1] in source
     assert charges[2] in source
     assert "original payment" in text
-    assert "top-up #2" in text
+    assert "top-up #1" in text
     assert "claim-42" in text
     assert "$1.00" in text  # the debit
     # $12.00 of unspent money: $3.00 asked of the disputed top-up (refused, back), $9.00 of the
@@ -185,7 +185,7 @@ def test_refund_part_then_the_rest_through_the_form(alice: Api, sandbox: Sandbox
     key, expected, preview = _previewed(alice, envelope_id, "4")
     text = _text(preview)
     assert "Total refunded $4.00" in text
-    assert text.index("top-up #2") < text.index("original payment")
+    assert text.index("top-up #1") < text.index("original payment")
     assert 'id="preview-total">$4.00<' in preview.content.decode()
     assert RefundOperation.objects.count() == 0  # a preview moves nothing
 

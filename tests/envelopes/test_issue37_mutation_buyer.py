@@ -79,7 +79,7 @@ def test_money_under_review_on_two_payments_names_both_and_what_is_left(
         "refundable_micro": 2_500_000,
     }
     assert refused.message.startswith(
-        "Nothing was refunded: $1.00 of the original payment and $0.50 of the top-up #2 were "
+        "Nothing was refunded: $1.00 of the original payment and $0.50 of the top-up #1 were "
         "refunded outside Vouch and are being reviewed"
     )
     assert refused.message.endswith("so up to $2.50 can be refunded now.")
