@@ -50,7 +50,7 @@ def test_an_ops_user_admits_a_file_and_opens_it_from_the_review_page(
     expect(page).to_have_url(f"{live_server.url}{dispute_url}")
     timeline = page.locator("#dispute-timeline")
     expect(timeline).to_contain_text("Dispute recorded from the provider")
-    expect(timeline).to_contain_text("Packet version 1 prepared: operator_review")
+    expect(timeline).to_contain_text("Packet version 1 prepared: A person decides")
     expect(timeline.locator(f'a[href$="/disputes/{dispute.provider_dispute_id}"]')).to_have_count(1)
     expect(page.locator("#dispute-evidence")).to_contain_text("No evidence is admitted")
     shot("dispute-and-timeline")
@@ -75,7 +75,7 @@ def test_an_ops_user_admits_a_file_and_opens_it_from_the_review_page(
     expect(row).to_contain_text(sha256)
     expect(row.locator("a.vouch-evidence-file")).to_have_text("signed-pod.pdf")
     expect(timeline).to_contain_text("Evidence pod:signed admitted")
-    expect(timeline).to_contain_text("Packet version 2 prepared: contest")
+    expect(timeline).to_contain_text("Packet version 2 prepared: Contest the dispute")
     shot("evidence-admitted")
     # Long references and digests in the timeline wrap: the page never scrolls sideways at 1366 px.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
@@ -86,7 +86,7 @@ def test_an_ops_user_admits_a_file_and_opens_it_from_the_review_page(
     expect(page).to_have_url(
         f"{live_server.url}{reverse('admin:disputes_packet_review', args=[packet.pk])}"
     )
-    expect(page.locator("#posture")).to_have_text("contest")
+    expect(page.locator("#posture")).to_have_text("Contest the dispute")
     link = page.locator("#packet-evidence a.vouch-evidence-file")
     expect(link).to_have_text("pod:signed")
     expect(page.locator("#packet-budget")).to_contain_text("within limits")

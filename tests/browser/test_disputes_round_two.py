@@ -108,7 +108,7 @@ def test_a_lost_dispute_is_appealed_through_the_console(
     page.set_viewport_size({"width": 1366, "height": 900})
     log_in(page, live_server.url, "pat", review(response))
     expect(page.locator("#filing-status")).to_have_text("filed (readback verified)")
-    expect(page.locator("#dispute-provider-status")).to_have_text("lost")
+    expect(page.locator("#dispute-provider-status")).to_have_text("Lost")
     shot("01-filed-response-lost")
     page.get_by_role("button", name="Prepare an appeal").click()
     appeal = dispute.packets.get(kind="appeal")

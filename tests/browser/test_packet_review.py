@@ -62,7 +62,7 @@ def test_an_approver_then_a_filer_take_a_packet_to_filed(
     steps.shot("approver-queue")
     row.get_by_role("link", name="Review…").click()
     expect(page).to_have_url(f"{live_server.url}{review}")
-    expect(page.locator("#posture")).to_have_text("contest")
+    expect(page.locator("#posture")).to_have_text("Contest the dispute")
     expect(page.locator("#digest")).to_have_text(packet.digest)
     expect(page.locator("#packet-validation")).to_contain_text("found nothing wrong")
     receipt = page.locator("#packet-citations a.vouch-receipt")
