@@ -1,15 +1,18 @@
 """An example MCP session against Vouch, with the official SDK's client (README, "The agent
 surface"): what an assistant does, runnable by hand.
 
-    .venv/bin/python -m agents.example_session [--client-id <client id>] [--server URL]
-        [--port 8765] [--refund env_… [--amount N]]
+    .venv/bin/python -m agents.example_session [--server URL] [--client-id <client id>]
+        [--port N] [--refund env_… [--amount N]]
+
+`--server` is Vouch's address (default http://127.0.0.1:8000, where `make run` serves; `make run
+PORT=8001` needs `--server http://127.0.0.1:8001`).
 
 With no `--client-id` the SDK registers the script itself (RFC 7591), as a generic MCP host does,
 and the consent page marks it unverified; with one, the client registered in the admin is used
 (Applications: public, authorization code, redirect URI `http://127.0.0.1/callback`; any port on
-the loopback address is accepted). The script
-listens on http://127.0.0.1:<port>/callback, prints the authorization URL (and opens it in a
-browser if there is one): sign in, read the scopes (the ones /mcp's 401 names: escrow:read and
+the loopback address is accepted). The script listens on http://127.0.0.1:<port>/callback (a
+free port unless `--port` names one), prints the authorization URL (and opens it in a browser if
+there is one): sign in, read the scopes (the ones /mcp's 401 names: escrow:read and
 escrow:refund_request), Allow. Then it lists the tools, calls
 `whoami` and `envelopes_list`, and with `--refund` asks for a refund of that envelope: it prints
 the `confirm_url`, which moves no money until you open it signed in and confirm, and waits for
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import threading
 import uuid
 import webbrowser
@@ -101,7 +105,7 @@ class Callback:
         except OSError as exc:
             raise SystemExit(
                 f"Cannot listen on 127.0.0.1:{port} for the callback ({exc.strerror}): pass "
-                "another --port (0 picks a free one)."
+                "another --port, or none for a free one."
             ) from exc
         self.uri = f"http://127.0.0.1:{self.server.server_port}/callback"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -157,6 +161,21 @@ async def session(args: argparse.Namespace) -> int:
         redirect_handler=callback.redirect,
         callback_handler=callback.result,
     )
+    try:
+        return await _converse(args, auth)
+    except* httpx2.ConnectError:
+        print(
+            f"Cannot reach Vouch at {args.server}: is `make run` going? "
+            "(--server names another address)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return 1
+
+
+async def _converse(args: argparse.Namespace, auth: OAuthClientProvider) -> int:
+    """Tools, `whoami`, `envelopes_list`, and with `--refund` a refund request followed to its
+    end."""
     async with (
         httpx2.AsyncClient(auth=auth, timeout=60) as http,
         Client(streamable_http_client(f"{args.server}/mcp", http_client=http)) as client,
@@ -199,15 +218,26 @@ async def session(args: argparse.Namespace) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server", default="http://127.0.0.1:8000")
+    parser.add_argument(
+        "--server",
+        default="http://127.0.0.1:8000",
+        help="Vouch's address (default: http://127.0.0.1:8000, make run's)",
+    )
     parser.add_argument(
         "--client-id",
         help="from the admin's Applications page (default: the script registers itself)",
     )
-    parser.add_argument("--port", type=int, default=8765, help="the loopback callback's port")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="the loopback callback's port (default: a free one)",
+    )
     parser.add_argument("--refund", metavar="ENVELOPE_ID", help="ask for a refund of it")
     parser.add_argument("--amount", type=int, help="micro-dollars (default: all unspent)")
-    raise SystemExit(asyncio.run(session(parser.parse_args())))
+    args = parser.parse_args()
+    args.server = args.server.rstrip("/")
+    raise SystemExit(asyncio.run(session(args)))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ settings and commands the docs name exist. No database: these read files."""
 import re
 import subprocess
 import sys
+import threading
 from html.parser import HTMLParser
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -165,7 +167,7 @@ def test_the_commands_the_docs_name_exist() -> None:
         "\n".join(page.read_text() for page in DOCS.rglob("*.md"))
         + (ROOT / "README.md").read_text()
     )
-    named = set(re.findall(r"manage\.py ([a-z_]+)", text))
+    named = set(re.findall(r"manage\.py ([a-z][a-z0-9_]*)", text))
     builtin = {"shell", "migrate", "check", "createsuperuser", "makemigrations"}
     assert named - builtin <= commands, named - builtin - commands
     made = set(re.findall(r"`make ([a-z-]+)", text))
@@ -255,3 +257,49 @@ def test_no_built_page_shows_markdown_link_syntax(
             for at in [match.start() for match in re.finditer(r"\]\(", prose)]
         ]
     assert not shown, "\n".join(shown)
+
+
+def test_the_walkthrough_runs_afresh_with_new_keys(tmp_path: Path) -> None:
+    """Issue 41: pasted again, the walkthrough replayed its first answers (its fixed
+    `Idempotency-Key`s: "unspent 25000000" where $13 was left). The page says why, and its
+    `session_post` helper adds `DEMO_RUN` to every key, so a second run acts afresh."""
+    page = (DOCS / "getting-started.md").read_text()
+    start = page.index("<!-- demo:start -->")
+    helpers = re.search(r"^```sh\n(.*?)^```$", page[start:], flags=re.S | re.M)
+    assert helpers is not None
+    assert "session_post()" in helpers.group(1)
+    keys: list[str | None] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            keys.append(self.headers.get("Idempotency-Key"))
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(201)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        script = helpers.group(1) + (
+            "session_post demo-create-1 /api/v1/escrow/envelopes '{}'\n"
+            "DEMO_RUN=2 session_post demo-create-1 /api/v1/escrow/envelopes '{}'\n"
+        )
+        done = subprocess.run(
+            ["bash", "-euc", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "BASE": f"http://127.0.0.1:{server.server_port}"},
+        )
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr
+    assert keys == ["demo-create-1", "demo-create-1-2"]
+    note = " ".join(page[page.index("<!-- demo:end -->") :].split())
+    assert "Running it again" in note
+    for words in ("replay", "`DEMO_RUN=2`", "`make reset`"):
+        assert words in note
