@@ -21,8 +21,8 @@ class ReceiptKind(models.TextChoices):
     REFUND = "refund"
     REFUND_REVERSAL = "refund_reversal"
     # A refund's reference at the card network (its ARN), once Stripe shows it: a receipt of its
-    # own whose parent is the refund's (docs/decisions/
-    # 0020-a-refunds-reference-has-its-own-receipt.md).
+    # own whose parent is the refund's:
+    # docs/decisions/0020-a-refunds-reference-has-its-own-receipt.md
     REFUND_REFERENCE = "refund_reference"
 
 

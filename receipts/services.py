@@ -10,8 +10,8 @@ native detail is what the deciding attempt read back (or what the releasing call
   `refund_reversal` receipt whose parent is the refund's receipt.
 - A verified refund whose reference at the card network (its ARN) Vouch recorded available gives
   a `refund_reference` receipt whose parent is the refund's receipt: a receipt is signed once,
-  and the reference comes days after it (docs/decisions/0020-a-refunds-reference-has-its-own-
-  receipt.md).
+  and the reference comes days after it:
+  docs/decisions/0020-a-refunds-reference-has-its-own-receipt.md.
 
 Every write is idempotent: one receipt per (kind, provider object); a second call returns it.
 

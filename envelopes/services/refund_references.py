@@ -1,6 +1,6 @@
 """A refund leg's reference at the card network: the acquirer reference number (ARN) a buyer's
-bank needs to find a refund that "never arrived" (issue 41 item 9; docs/decisions/
-0020-a-refunds-reference-has-its-own-receipt.md).
+bank needs to find a refund that "never arrived" (issue 41 item 9; why, and its receipt:
+docs/decisions/0020-a-refunds-reference-has-its-own-receipt.md).
 
 Stripe shows it on the Refund (`destination_details.card`, read only through
 `providers.refund_reference_of`) once the card network assigns it, days after the refund. Vouch
