@@ -6,6 +6,7 @@ script."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -65,3 +66,18 @@ def test_a_port_asked_for_and_taken_is_refused_in_words(port_8765_taken: None) -
     assert done.returncode != 0
     assert "Cannot listen on 127.0.0.1:8765 for the callback" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_mcp_page_runs_the_script_with_the_flags_it_takes() -> None:
+    """docs/mcp.md's example session names Vouch's address (`make run PORT=…` moves it) and no
+    flag the script does not take."""
+    page = (ROOT / "docs" / "mcp.md").read_text()
+    commands = re.findall(r"python -m agents\.example_session[^`\n]*", page)
+    assert commands, "docs/mcp.md no longer runs the example session"
+    taken = set(re.findall(r"--[a-z][a-z-]*", _example_session("--help").stdout))
+    for command in commands:
+        assert "--server" in command, command
+        assert set(re.findall(r"--[a-z][a-z-]*", command)) <= taken, command
+    described = " ".join(page.split())
+    for flag in taken - {"--help"}:
+        assert f"`{flag}" in described, f"docs/mcp.md does not say what {flag} does"
