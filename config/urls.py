@@ -1,10 +1,13 @@
 from django.contrib import admin
+from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
-from django.views.decorators.cache import cache_control
+from django.views.decorators.cache import cache_control, never_cache
+from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts.views import admin_login
+from core.api.responses import error_body
 from ops import views as ops_views
 from ops.admin_views import console_index
 from verification.api.webhooks import stripe_webhook
@@ -13,6 +16,24 @@ from verification.api.webhooks import stripe_webhook
 # the unversioned alias /api/... (namespace "api-alias"). Later issues add routes to
 # config/api_urls.py only.
 API_ROUTES = ("config.api_urls", "api")
+
+
+@csrf_exempt
+@never_cache
+def mcp_needs_asgi(request: HttpRequest) -> JsonResponse:
+    """/mcp under the WSGI app (`manage.py runserver`, config/wsgi.py), which never serves the
+    MCP server: say where it runs rather than a bare 404. Under the ASGI app config/asgi.py
+    hands /mcp to the MCP server before Django sees it, so this never answers there."""
+    return JsonResponse(
+        error_body(
+            "mcp_needs_asgi",
+            "The MCP server runs in Vouch's ASGI app (config/asgi.py), not in the WSGI app that "
+            "`manage.py runserver` serves: use `make run`, or "
+            "`uvicorn config.asgi:application`.",
+        ),
+        status=501,
+    )
+
 
 urlpatterns = [
     path("", TemplateView.as_view(template_name="home.html"), name="home"),
@@ -37,7 +58,9 @@ urlpatterns = [
     path("api/v1/", include(API_ROUTES, namespace="api")),
     path("api/", include(API_ROUTES, namespace="api-alias")),
     # The agent surface (SPEC §16): OAuth 2.1 (/o/…, /.well-known/…) and refund confirmations.
-    # /mcp itself is not a Django route: config/asgi.py hands it to the MCP server.
+    # /mcp itself is served by config/asgi.py's MCP server; these answer only under WSGI.
+    path("mcp", mcp_needs_asgi, name="mcp-needs-asgi"),
+    path("mcp/", mcp_needs_asgi),
     path("", include("agents.oauth.urls")),
     path("escrow/", include("agents.urls", namespace="agents")),
     # The buyer's own pages (SPEC §10.1): their envelopes, one envelope, the refund form.
