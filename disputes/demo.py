@@ -258,6 +258,8 @@ def demo_ce3(*, buyer: User, ip: str = "127.0.0.1", amount_micro: int = 20_000_0
     device = demo_device(buyer)
     facts = FundingFacts(ip=ip, device=device)
     legs = _demo_legs(buyer, device)
+    for leg in legs:  # a run that stopped before a receipt: written now, so it is told apart
+        _receipt_now(leg)
     seeded = _seeded_charges(legs)
     disputes = Dispute.objects.filter(
         charge_id__in=[leg.charge_id for leg in legs if leg.charge_id not in seeded]

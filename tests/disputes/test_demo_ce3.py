@@ -6,6 +6,7 @@ and disputed as fraud; the packet Vouch prepares says "qualified"."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -124,3 +125,58 @@ def test_it_refuses_an_unknown_buyer(db: None, stripe_at_sandbox: SandboxControl
     with pytest.raises(CommandError) as refused:
         demo("--buyer", "nobody@example.com")
     assert "nobody@example.com" in str(refused.value)
+
+
+def test_a_run_stopped_before_the_dispute_is_completed_by_the_next(
+    buyer: User, stripe_at_sandbox: SandboxControl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from disputes import demo as module
+
+    real_control = module.control
+
+    def sandbox_gone_at_the_dispute(method: str, path: str, body: Any = None) -> Any:
+        if path == "disputes":
+            raise module.DemoRefused("the sandbox stopped answering")
+        return real_control(method, path, body)
+
+    monkeypatch.setattr(module, "control", sandbox_gone_at_the_dispute)
+    with pytest.raises(CommandError):
+        demo("--buyer", buyer.email)
+    assert FundingLeg.objects.count() == 3
+    assert not Dispute.objects.exists()
+    monkeypatch.setattr(module, "control", real_control)
+
+    demo("--buyer", buyer.email)
+
+    assert FundingLeg.objects.count() == 3  # the new funding of the first run is the disputed one
+    packet = Packet.objects.get()
+    assert packet.enhanced["visa_compelling_evidence_3"]["status"] == "qualified"
+
+
+def test_a_run_stopped_before_a_receipt_never_disputes_an_earlier_payment(
+    buyer: User, stripe_at_sandbox: SandboxControl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first earlier payment is recorded, then the run stops before its receipt is written:
+    the next run still knows it for a seeded one (by its receipt, written first), and disputes a
+    payment made now."""
+    from disputes import demo as module
+
+    real_receipt_now = module._receipt_now
+
+    def stop(leg: FundingLeg) -> Receipt:
+        raise module.DemoRefused("stopped")
+
+    monkeypatch.setattr(module, "_receipt_now", stop)
+    with pytest.raises(CommandError):
+        demo("--buyer", buyer.email)
+    monkeypatch.setattr(module, "_receipt_now", real_receipt_now)
+    assert FundingLeg.objects.filter(status="succeeded").count() == 1
+
+    demo("--buyer", buyer.email)
+
+    dispute = Dispute.objects.get()
+    client = sdk(stripe_at_sandbox)
+    assert client.v1.charges.retrieve(dispute.charge_id).created > time.time() - 3600
+    packet = Packet.objects.get()
+    assert packet.enhanced["visa_compelling_evidence_3"]["status"] == "qualified"
+    assert FundingLeg.objects.count() == 3
