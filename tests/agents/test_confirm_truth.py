@@ -65,8 +65,9 @@ def test_a_disputed_charge_is_named_in_the_preview_and_its_refusal_moves_nothing
     assert "Nothing was refunded" in message
     assert "back in your envelope" in message
     assert "Confirmed" not in message
-    assert "charge_disputed" in body
-    assert 'data-leg-back="yes"' in body
+    assert "code: charge_disputed" in body  # the code only in the leg's details
+    assert 'data-leg-state="refused"' in body  # in the envelope page's words (issue 41)
+    assert "Refused by Stripe: the payment is disputed" in body
     envelope = Envelope.objects.get(public_id=created["envelope_id"])
     assert (envelope.total_refunded_micro, envelope.unspent_micro) == (0, 3_000_000)
     assert envelope.held_micro == 1_000_000  # the chargeback's, never offered for refund

@@ -62,7 +62,10 @@ def test_revoking_an_assistant_ends_its_access_and_refresh_tokens_at_once(buyer:
     kept_app = client_register(name="Another assistant")
     kept = tokens_for(kept_app, buyer)
     browser = _browser(buyer)
-    csrf = _csrf(browser.get(PAGE).content.decode())
+    # Revoking asks first (issue 41): the confirmation page carries the form that revokes.
+    asked = browser.get(f"{PAGE}revoke/", {"client_id": claude.client_id}).content.decode()
+    assert "Revoke Claude on my laptop?" in asked
+    csrf = _csrf(asked)
 
     answer = browser.post(
         f"{PAGE}revoke/",
@@ -93,9 +96,12 @@ def test_revoking_an_assistant_ends_its_access_and_refresh_tokens_at_once(buyer:
 def test_another_persons_assistant_cannot_be_revoked_and_is_a_404(buyer: User, staff: User) -> None:
     theirs = client_register(name="Staff's assistant")
     issued = tokens_for(theirs, staff)
-    tokens_for(client_register(name="Mine"), buyer)  # the page then has a form (and its token)
+    mine = client_register(name="Mine")
+    tokens_for(mine, buyer)  # its confirmation page then has a form (and its token)
     browser = _browser(buyer)
-    csrf = _csrf(browser.get(PAGE).content.decode())
+    csrf = _csrf(browser.get(f"{PAGE}revoke/", {"client_id": mine.client_id}).content.decode())
+    # Asking to revoke theirs is the same 404 (and revokes nothing).
+    assert browser.get(f"{PAGE}revoke/", {"client_id": theirs.client_id}).status_code == 404
 
     answer = browser.post(
         f"{PAGE}revoke/", {"client_id": theirs.client_id, "csrfmiddlewaretoken": csrf}

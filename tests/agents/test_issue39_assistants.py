@@ -85,12 +85,18 @@ class _Forms(HTMLParser):
             self.forms[-1]["fields"][str(found["name"])] = found.get("value") or ""
 
 
-def _revoke_form(html: str, client_id: str) -> dict[str, Any]:
-    """The Revoke form in the row of `client_id`, as a browser would post it."""
+def _revoke_form(browser: Client, html: str, client_id: str) -> dict[str, Any]:
+    """The Revoke form as a browser would post it: the row of `client_id` opens the confirmation
+    page (issue 41: revoking asks first), whose form is the one that revokes."""
     row = re.search(rf'<tr data-client="{re.escape(client_id)}">(.*?)</tr>', html, flags=re.DOTALL)
     assert row is not None, html
     parser = _Forms()
     parser.feed(row.group(1))
+    (ask,) = parser.forms
+    confirmation = browser.get(ask["action"], ask["fields"])
+    assert confirmation.status_code == 200, confirmation.content
+    parser = _Forms()
+    parser.feed(confirmation.content.decode())
     (form,) = parser.forms
     return form
 
@@ -106,7 +112,7 @@ def test_a_document_clients_assistant_is_listed_and_revoked_from_the_page(
     page = browser.get(PAGE)
 
     assert page.status_code == 200
-    form = _revoke_form(page.content.decode(), url)
+    form = _revoke_form(browser, page.content.decode(), url)
     answer = browser.post(form["action"], form["fields"], follow=True)
     assert answer.status_code == 200
     assert "Revoked: Published assistant" in answer.content.decode()
@@ -127,7 +133,7 @@ def test_another_buyers_document_client_and_an_unknown_id_answer_the_same_404(
     mine, _ = _document_client_authorized(document_server, buyer, "/mine.json")
     theirs, issued = _document_client_authorized(document_server, staff, "/theirs.json")
     browser = browser_as(buyer)
-    form = _revoke_form(browser.get(PAGE).content.decode(), mine)
+    form = _revoke_form(browser, browser.get(PAGE).content.decode(), mine)
 
     answers = [
         browser.post(form["action"], {**form["fields"], "client_id": client_id})
@@ -147,7 +153,7 @@ def test_a_revocation_without_the_csrf_token_is_refused(
     """Issue 39 item 1: the new form keeps CSRF (a cross-site page cannot revoke)."""
     url, _ = _document_client_authorized(document_server, buyer)
     browser = browser_as(buyer)
-    form = _revoke_form(browser.get(PAGE).content.decode(), url)
+    form = _revoke_form(browser, browser.get(PAGE).content.decode(), url)
     fields = {k: v for k, v in form["fields"].items() if k != "csrfmiddlewaretoken"}
 
     answer = browser.post(form["action"], fields)
