@@ -1,7 +1,8 @@
 """`manage.py reconcile` (SPEC §15.3, §15.5), run as the operator runs it: a process of its own on
-the test database and the sandbox, so its exit statuses are real — 0 when nothing is open, 1 when
-a discrepancy is open, 2 when the run could not complete or another run holds the lane. Its
-windows, its dry run (records nothing, releases nothing, says what it would open), its output
+the test database and the sandbox, so its exit statuses are real — 0 when nothing needs a person,
+1 when a discrepancy is open (or a dry run would open one), 2 when the run could not complete or
+another run holds the lane. Its windows, its dry run (records its run and report, opens and
+releases nothing, says what it would open), its output
 (plain lines when not on a terminal, a bar on one, the summary by class) and the check of a
 stored run's signed report."""
 
@@ -109,6 +110,7 @@ def test_exit_status_0_when_nothing_is_open(alice: Api, stripe_at_sandbox: Sandb
     )
     assert f"Run {run.public_id}: 2 objects compared (1 charges, 1 refunds)" in done.stdout
     assert f"Report SHA-256 {run.report_sha256}" in done.stdout
+    assert done.stdout.splitlines()[-1] == "Exit status 0: nothing needs a person."
 
 
 def test_exit_status_1_when_a_discrepancy_is_open_with_the_summary_by_class(
@@ -240,7 +242,7 @@ def test_a_bad_value_is_not_mistaken_for_open_discrepancies(
 # --- the dry run ---------------------------------------------------------------------------------
 
 
-def test_dry_run_records_nothing_releases_nothing_and_says_what_it_would_open(
+def test_dry_run_opens_nothing_releases_nothing_and_says_what_it_would_open(
     alice: Api, stripe_at_sandbox: SandboxControl
 ) -> None:
     tampered = funded(alice)
@@ -256,6 +258,10 @@ def test_dry_run_records_nothing_releases_nothing_and_says_what_it_would_open(
     # The failed refund's leg would be released, so its charge's total agrees: only the tamper.
     assert table(dry.stdout) == {"charge_mismatch": [1, 0, 0, 0]}
     assert "1 corrected" in dry.stdout
+    assert dry.stdout.splitlines()[-1] == (
+        "Exit status 1: nothing is open, but a real run would open 1 discrepancy for a person "
+        "(this dry run changed nothing)."
+    )
     run = Run.objects.get()
     assert (run.dry_run, run.status, run.opened, run.corrected) == (
         True,
@@ -271,11 +277,60 @@ def test_dry_run_records_nothing_releases_nothing_and_says_what_it_would_open(
 
     real = reconcile_command(stripe_at_sandbox)
     assert real.returncode == 1, real.stderr
+    assert real.stdout.splitlines()[-1] == (
+        "Exit status 1: 1 discrepancy open, for a person (/admin/reconciliation/discrepancy/)."
+    )
     leg.refresh_from_db()
     assert leg.released
     assert list(Discrepancy.objects.values_list("code", "subject_id")) == [
         ("charge_mismatch", tampered.public_id)
     ]
+
+
+def test_the_help_says_what_a_dry_run_records_and_what_each_exit_status_means() -> None:
+    """Issue 41: the help said a dry run would "record and change nothing"; it records its run,
+    the provider's answers it read and a signed report, and changes no money or discrepancy."""
+    from reconciliation.management.commands.reconcile import Command
+
+    text = " ".join(Command().create_parser("manage.py", "reconcile").format_help().split())
+    assert "record and change nothing" not in text
+    assert "opens, updates or clears no discrepancy and releases no refund" in text
+    assert "records the run (marked dry), the provider's answers it read" in text
+    assert "its signed report" in text
+    assert "0 when nothing needs a person" in text
+    assert (
+        "1 when something does: a discrepancy open at the end of the run or, for a dry run" in text
+    )
+
+
+def test_a_dry_run_exits_1_while_a_discrepancy_is_open_even_when_it_finds_nothing(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    """A dry run over a window holding nothing still says that a discrepancy waits for a person,
+    as a real run does (it exited 0, its table showing the open one)."""
+    funding = funded(alice)
+    stripe_at_sandbox.tamper(funding.charge_id, amount=999)
+    assert reconcile_command(stripe_at_sandbox).returncode == 1
+    dry = reconcile_command(
+        stripe_at_sandbox, "--dry-run", "--since", "2020-01-01", "--until", "2020-01-02"
+    )
+    assert dry.returncode == 1, dry.stdout
+    assert table(dry.stdout) == {"charge_mismatch": [0, 0, 0, 1]}
+    assert dry.stdout.splitlines()[-1] == (
+        "Exit status 1: 1 discrepancy open, for a person (/admin/reconciliation/discrepancy/). "
+        "This dry run found nothing more and changed nothing."
+    )
+
+
+def test_a_dry_run_that_finds_nothing_with_nothing_open_exits_0(
+    alice: Api, stripe_at_sandbox: SandboxControl
+) -> None:
+    funded(alice)
+    dry = reconcile_command(stripe_at_sandbox, "--dry-run")
+    assert dry.returncode == 0, dry.stdout
+    assert dry.stdout.splitlines()[-1] == (
+        "Exit status 0: nothing needs a person. This dry run found nothing and changed nothing."
+    )
 
 
 # --- output --------------------------------------------------------------------------------------

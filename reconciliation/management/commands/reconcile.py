@@ -15,14 +15,15 @@ from tqdm import tqdm
 
 from reconciliation.engine import ReconciliationIncomplete, reconcile
 from reconciliation.models import Run, RunKind
-from reconciliation.runs import RunInProgress, open_by_class, report_verify
+from reconciliation.runs import RunInProgress, report_verify
 from verification import clock
 
 _RELATIVE = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-# Exit status 1 says "discrepancies are open": a window the command cannot read is a run that was
-# not done, 2, like one that could not complete.
+# Exit status 1 says "something needs a person" (a discrepancy open, or one a dry run would open):
+# a window the command cannot read is a run that was not done, 2, like one that could not complete.
 NOT_RUN = 2
+DISCREPANCIES_PAGE = "/admin/reconciliation/discrepancy/"
 
 
 def parse_moment(text: str, *, now: datetime) -> datetime:
@@ -47,6 +48,35 @@ def _exact(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def _discrepancies(n: int) -> str:
+    return f"{n} discrepanc{'y' if n == 1 else 'ies'}"
+
+
+def exit_status(run: Run) -> tuple[int, str]:
+    """A completed run's exit status and why: 1 when something needs a person (a discrepancy open
+    at its end; for a dry run, also one a real run would open), else 0."""
+    still_open = sum(run.still_open.values())
+    found = sum(run.opened.values()) if run.dry_run else 0
+    if still_open:
+        why = f"{_discrepancies(still_open)} open, for a person ({DISCREPANCIES_PAGE})."
+        if run.dry_run:
+            why += (
+                f" This dry run found {_discrepancies(found)} a real run would open or see "
+                "again, and changed nothing."
+                if found
+                else " This dry run found nothing more and changed nothing."
+            )
+        return 1, why
+    if found:
+        return 1, (
+            f"nothing is open, but a real run would open {_discrepancies(found)} for a person "
+            "(this dry run changed nothing)."
+        )
+    if run.dry_run:
+        return 0, "nothing needs a person. This dry run found nothing and changed nothing."
+    return 0, "nothing needs a person."
+
+
 @dataclass
 class _Progress:
     compared: int = 0
@@ -58,10 +88,11 @@ class Command(BaseCommand):
     help = (
         "Compare the ledger with the provider over a window of provider `created` times (the "
         "last 7 days by default): refunds, charges, disputes, stuck legs and the ledger itself. "
-        "Exit status 0 when no discrepancy is open, 1 when some are, 2 when the run could not "
-        "complete or was not started (another run holds the lane, or a window it cannot read). "
-        "With --verify-report RUN, check that run's signed report instead (1: it does not "
-        "verify)."
+        "Exit status 0 when nothing needs a person; 1 when something does: a discrepancy open "
+        "at the end of the run or, for a dry run, one it would open (the last line says which); "
+        "2 when the run could not complete or was not started (another run holds the lane, or a "
+        "window it cannot read). With --verify-report RUN, check that run's signed report "
+        "instead (1: it does not verify)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -73,7 +104,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--until", default=None, help="ISO-8601 or 1h, … (default: now)")
         parser.add_argument(
-            "--dry-run", action="store_true", help="Compare and report; record and change nothing."
+            "--dry-run",
+            action="store_true",
+            help="Compare and say what a real run would do, changing nothing: it opens, updates "
+            "or clears no discrepancy and releases no refund leg (the table's 'would open'). It "
+            "records the run (marked dry), the provider's answers it read and its signed report, "
+            "so that it can resume and its report can be checked with --verify-report.",
         )
         parser.add_argument("--verify-report", metavar="RUN", help="A run's public id (rec_…).")
 
@@ -159,8 +195,9 @@ class Command(BaseCommand):
             sys.exit(2)
         bar.close()
         self._summary(run, time.monotonic() - started)
-        still_open = sum(open_by_class().values()) if not run.dry_run else sum(run.opened.values())
-        sys.exit(1 if still_open else 0)
+        status, why = exit_status(run)
+        self.stdout.write(f"Exit status {status}: {why}")
+        sys.exit(status)
 
     def _summary(self, run: Run, elapsed: float) -> None:
         compared = sum(run.compared.values())
