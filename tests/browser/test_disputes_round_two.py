@@ -261,7 +261,7 @@ def test_a_visa_fraud_dispute_is_filed_with_ce3_and_the_readback_shows_it_qualif
 
         page.set_viewport_size({"width": 1366, "height": 900})
         log_in(page, live_server.url, "ada", review(packet))
-        expect(page.locator("#ce3-status")).to_have_text("qualified")
+        expect(page.locator("#ce3-status")).to_have_text("Qualified")
         rows = page.locator("#ce3-priors tbody tr")
         expect(rows).to_have_count(2)
         for charge, receipt_id in receipts.items():

@@ -57,7 +57,7 @@ def test_an_approver_then_a_filer_take_a_packet_to_filed(
     # queue and opens its packet.
     log_in(page, live_server.url, "ada", reverse("admin:disputes_dispute_changelist"))
     row = page.locator("#result_list tbody tr").filter(has_text=packet.dispute.provider_dispute_id)
-    expect(row).to_contain_text("ready_for_review")
+    expect(row).to_contain_text("Ready for review")
     expect(row).to_contain_text("$10.00")
     steps.shot("approver-queue")
     row.get_by_role("link", name="Review…").click()
