@@ -59,9 +59,17 @@ def ports_problems(listeners: list[Listener]) -> list[str]:
     for i, listener in enumerate(listeners):
         setting = MAKE_SETTING[listener.name]
         earlier = [other for other in listeners[:i] if other.port == listener.port]
+        try:
+            free_now = port_free(listener.host, listener.port)
+        except OSError as exc:  # not an address of this machine, say
+            problems.append(
+                f"Vouch cannot start: {WHAT[listener.name]} cannot listen on "
+                f"{listener.host}:{listener.port} ({exc.strerror or exc})."
+            )
+            continue
         if earlier:
             why = f"is also the port of {WHAT[earlier[0].name]}"
-        elif not port_free(listener.host, listener.port):
+        elif not free_now:
             why = "is already in use (another `make run`, or another program)"
         else:
             continue

@@ -124,3 +124,8 @@ def test_the_makefile_passes_sandbox_port_and_help_names_it() -> None:
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "`make run SANDBOX_PORT=12112`" in readme
     assert "`make run PORT=8080`" in readme
+
+
+def test_an_address_not_of_this_machine_is_one_line_too() -> None:
+    (line,) = ports_problems([Listener("sandbox", "192.0.2.1", 12111)])  # TEST-NET-1
+    assert "cannot listen on 192.0.2.1:12111" in line, line
