@@ -1,6 +1,6 @@
 """`manage.py reconcile` (SPEC §15.3, §15.5), run as the operator runs it: a process of its own on
 the test database and the sandbox, so its exit statuses are real — 0 when nothing needs a person,
-1 when a discrepancy is open (or a dry run would open one), 2 when the run could not complete or
+1 when a discrepancy is open (a dry run that would open one exits 0 and says so), 2 when the run could not complete or
 another run holds the lane. Its windows, its dry run (records its run and report, opens and
 releases nothing, says what it would open), its output
 (plain lines when not on a terminal, a bar on one, the summary by class) and the check of a
@@ -251,7 +251,8 @@ def test_dry_run_opens_nothing_releases_nothing_and_says_what_it_would_open(
     stripe_at_sandbox.set_refund_status(leg.provider_refund_id, "failed")
 
     dry = reconcile_command(stripe_at_sandbox, "--dry-run")
-    assert dry.returncode == 1, dry.stderr  # it would open one
+    # Issue 41: it would open one, but nothing is open: 0, and the last line says what it found.
+    assert dry.returncode == 0, dry.stderr
     assert "(dry run)" in dry.stdout.splitlines()[0]
     header = next(line for line in dry.stdout.splitlines() if line.startswith("class"))
     assert "would open" in header
@@ -259,7 +260,7 @@ def test_dry_run_opens_nothing_releases_nothing_and_says_what_it_would_open(
     assert table(dry.stdout) == {"charge_mismatch": [1, 0, 0, 0]}
     assert "1 corrected" in dry.stdout
     assert dry.stdout.splitlines()[-1] == (
-        "Exit status 1: nothing is open, but a real run would open 1 discrepancy for a person "
+        "Exit status 0: nothing is open, but a real run would open 1 discrepancy for a person "
         "(this dry run changed nothing)."
     )
     run = Run.objects.get()
@@ -297,10 +298,8 @@ def test_the_help_says_what_a_dry_run_records_and_what_each_exit_status_means() 
     assert "opens, updates or clears no discrepancy and releases no refund" in text
     assert "records the run (marked dry), the provider's answers it read" in text
     assert "its signed report" in text
-    assert "0 when nothing needs a person" in text
-    assert (
-        "1 when something does: a discrepancy open at the end of the run or, for a dry run" in text
-    )
+    assert "0 when no discrepancy is open at the end of the run; 1 when one is" in text
+    assert "its last line says what a real run would open" in text
 
 
 def test_a_dry_run_exits_1_while_a_discrepancy_is_open_even_when_it_finds_nothing(

@@ -20,7 +20,8 @@ from verification import clock
 
 _RELATIVE = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-# Exit status 1 says "something needs a person" (a discrepancy open, or one a dry run would open):
+# Exit status 1 says "a discrepancy is open" (SPEC §15.3); a dry run opens none, so what it would
+# open is said in its last line, not in its status (issue 41: it exited 1 with nothing open).
 # a window the command cannot read is a run that was not done, 2, like one that could not complete.
 NOT_RUN = 2
 DISCREPANCIES_PAGE = "/admin/reconciliation/discrepancy/"
@@ -53,8 +54,8 @@ def _discrepancies(n: int) -> str:
 
 
 def exit_status(run: Run) -> tuple[int, str]:
-    """A completed run's exit status and why: 1 when something needs a person (a discrepancy open
-    at its end; for a dry run, also one a real run would open), else 0."""
+    """A completed run's exit status and why: 1 when a discrepancy is open at its end (SPEC §15.3),
+    else 0; a dry run's last line also says what a real run would open."""
     still_open = sum(run.still_open.values())
     found = sum(run.opened.values()) if run.dry_run else 0
     if still_open:
@@ -68,7 +69,7 @@ def exit_status(run: Run) -> tuple[int, str]:
             )
         return 1, why
     if found:
-        return 1, (
+        return 0, (
             f"nothing is open, but a real run would open {_discrepancies(found)} for a person "
             "(this dry run changed nothing)."
         )
@@ -88,8 +89,8 @@ class Command(BaseCommand):
     help = (
         "Compare the ledger with the provider over a window of provider `created` times (the "
         "last 7 days by default): refunds, charges, disputes, stuck legs and the ledger itself. "
-        "Exit status 0 when nothing needs a person; 1 when something does: a discrepancy open "
-        "at the end of the run or, for a dry run, one it would open (the last line says which); "
+        "Exit status 0 when no discrepancy is open at the end of the run; 1 when one is (a dry "
+        "run opens none: its last line says what a real run would open); "
         "2 when the run could not complete or was not started (another run holds the lane, or a "
         "window it cannot read). With --verify-report RUN, check that run's signed report "
         "instead (1: it does not verify)."
