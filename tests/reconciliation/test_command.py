@@ -1,8 +1,8 @@
 """`manage.py reconcile` (SPEC §15.3, §15.5), run as the operator runs it: a process of its own on
 the test database and the sandbox, so its exit statuses are real — 0 when nothing needs a person,
-1 when a discrepancy is open (a dry run that would open one exits 0 and says so), 2 when the run could not complete or
-another run holds the lane. Its windows, its dry run (records its run and report, opens and
-releases nothing, says what it would open), its output
+1 when a discrepancy is open (a dry run that would open one exits 0 and says so), 2 when the run
+could not complete or another run holds the lane. Its windows, its dry run (records its run and
+report, opens and releases nothing, says what it would open), its output
 (plain lines when not on a terminal, a bar on one, the summary by class) and the check of a
 stored run's signed report."""
 
