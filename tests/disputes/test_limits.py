@@ -127,17 +127,20 @@ def test_the_review_page_shows_the_budget_and_the_refusal(
     client = Client()
     client.force_login(ops.approver)
     budget = section(page(client, packet), "packet-budget")
-    assert "OVER LIMIT" in budget
+    assert "Over Stripe's limits" in budget  # issue 41: words, the code only as details
     assert "uncategorized_text is" in budget
     assert "150,000 characters" in budget  # the total's limit, with the share used
     response = approve_via_page(client, packet)
-    assert any(m.startswith("Not approved: packet_over_limit:") for m in messages_of(response))
+    assert any(
+        m.startswith("Not approved: ") and m.endswith("(details: packet_over_limit)")
+        for m in messages_of(response)
+    )
     assert Packet.objects.get(pk=packet.pk).approval_status == "not_requested"
 
     within = contest_ready(world, ops)
     shown = section(page(client, within), "packet-budget")
     assert "within limits" in shown
-    assert "OVER LIMIT" not in shown
+    assert "Over Stripe's limits" not in shown
 
 
 # --- a posture that is not filed has no filing request ---------------------------------------
@@ -155,13 +158,16 @@ def test_a_packet_that_is_not_filed_shows_no_filing_request(world: World, ops: O
     assert review.status == "ready_for_review"
     assert review.handoff["request"] is None
     assert review.handoff["operation"] is None
-    assert "only contest and refund_already_sent" in review.handoff["not_filed"]
+    assert (
+        "Vouch files only “Contest the dispute” and “Refund already sent”"
+        in (review.handoff["not_filed"])
+    )
     html = page(client, review)
     handoff = section(html, "packet-handoff")
     assert 'id="handoff-none"' in handoff
     assert "No filing request" in handoff
     assert '"submit"' not in handoff
     assert "vouch_packet_digest" not in html
-    assert "nothing to budget" in section(html, "packet-budget")
+    assert "Nothing to budget" in section(html, "packet-budget")
     api = client.get(reverse("api:dispute", args=[review.dispute.public_id])).json()["data"]
     assert api["packet"]["handoff"]["request"] is None
