@@ -234,7 +234,7 @@ class DisputeAdmin(_DisputesAdmin):
                 f"{name}: {' '.join(str(m) for m in e)}" for name, e in form.errors.items()
             )
             self.message_user(
-                request, f"Not admitted: validation_error: {problems}", messages.ERROR
+                request, f"Not admitted: {problems} (details: validation_error)", messages.ERROR
             )
             return back
         upload = form.cleaned_data["file"]
@@ -250,7 +250,10 @@ class DisputeAdmin(_DisputesAdmin):
         except core_errors.VouchError as exc:
             if isinstance(exc, core_errors.PermissionDenied):
                 raise PermissionDenied(exc.message) from exc
-            self.message_user(request, f"Not admitted: {exc.code}: {exc.message}", messages.ERROR)
+            # The sentence for the person; the stable code stays, as details (issue 41).
+            self.message_user(
+                request, f"Not admitted: {exc.message} (details: {exc.code})", messages.ERROR
+            )
             return back
         current = packet_current(dispute)
         if not created:
