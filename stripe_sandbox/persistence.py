@@ -13,7 +13,9 @@ that JSON would need a hand-written codec for, one that drifts each time the Wor
 a pickle is safe here because the file is a local development file the sandbox itself wrote, as
 trusted as the code beside it (never load one from elsewhere). A file from another version of the
 sandbox (another format line, or classes whose fields differ from this code's) or a damaged one is
-refused with one line saying how to start afresh, never loaded half-way.
+refused with one line saying how to start afresh, never loaded half-way. One difference is read: a
+file written before the World gained a field (every World field has a default) loads with that
+field at its default, so a sandbox update does not cost a `make reset` (issue 41).
 
 Saving: from a background thread, at most every SAVE_INTERVAL_S after a change, the World copied
 under the state lock (so it is always a state between two requests) and written whole (a
@@ -59,6 +61,20 @@ def schema() -> dict[str, list[str]]:
         "Endpoint": [f.name for f in fields(Endpoint)],
         "Timeline": sorted(vars(Timeline())),
     }
+
+
+def _schema_readable(saved: Any) -> bool:
+    """Whether a file of schema `saved` loads here: the same schema, or one whose World lacks
+    only fields this World has since gained (each has a default; the others are the same)."""
+    current = schema()
+    if saved == current:
+        return True
+    if not isinstance(saved, dict) or set(saved) != set(current):
+        return False
+    if any(saved[name] != current[name] for name in current if name != "World"):
+        return False
+    world = saved["World"]
+    return isinstance(world, list) and set(world) < set(current["World"])
 
 
 def _refused(path: Path, reason: str) -> StateFileError:
@@ -107,7 +123,7 @@ class StateFile:
             payload = pickle.loads(rest)  # noqa: S301
         except Exception as exc:  # any damage: truncated, overwritten, classes since renamed
             raise _refused(self.path, f"cannot be read ({type(exc).__name__})") from exc
-        if not isinstance(payload, dict) or payload.get("schema") != schema():
+        if not isinstance(payload, dict) or not _schema_readable(payload.get("schema")):
             raise _refused(
                 self.path,
                 "was written by another version of the sandbox (its objects' fields differ)",

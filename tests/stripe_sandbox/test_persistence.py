@@ -130,3 +130,48 @@ def test_an_unreadable_state_file_is_refused_with_a_way_out(
     assert "make reset" in message
     assert "\n" not in message
     assert state_file.read_bytes() == content  # left as it was, for the person to look at
+
+
+def _rewrite_without_world_field(state_file: Path, name: str) -> None:
+    """Make `state_file` what the previous version of the sandbox wrote: its World without the
+    field `name` (a field added since, with a default)."""
+    import pickle
+
+    header, _, rest = state_file.read_bytes().partition(b"\n")
+    payload = pickle.loads(rest)  # noqa: S301 - the file this test's sandbox just wrote
+    del payload["world"][name]
+    payload["schema"]["World"].remove(name)
+    state_file.write_bytes(header + b"\n" + pickle.dumps(payload))
+
+
+def test_a_state_file_from_before_a_new_world_field_loads_with_its_default(
+    tmp_path: Path,
+) -> None:
+    """Issue 41: a restart keeps the sandbox's objects. The sandbox gained a World field with a
+    default (`reference_delay_ms`); a state file written before it is loaded, the new field at
+    its default, rather than refused (which made a person `make reset` their database too)."""
+    state_file = tmp_path / "stripe-sandbox.state"
+    with running(state_file) as (client, _sandbox):
+        charge_id = paid_charge(client, 1000)
+    _rewrite_without_world_field(state_file, "reference_delay_ms")
+
+    with running(state_file) as (client, sandbox):
+        assert client.v1.charges.retrieve(charge_id).amount == 1000
+        assert sandbox.state()["reference_delay_ms"] == 5000
+
+
+def test_a_state_file_from_a_newer_sandbox_is_still_refused(tmp_path: Path) -> None:
+    """A World field this code does not know (a file a newer sandbox wrote) is never dropped."""
+    import pickle
+
+    state_file = tmp_path / "stripe-sandbox.state"
+    with running(state_file) as (client, _sandbox):
+        paid_charge(client, 1000)
+    header, _, rest = state_file.read_bytes().partition(b"\n")
+    payload = pickle.loads(rest)  # noqa: S301 - the file this test's sandbox just wrote
+    payload["world"]["a_later_field"] = 1
+    payload["schema"]["World"].append("a_later_field")
+    state_file.write_bytes(header + b"\n" + pickle.dumps(payload))
+    with pytest.raises(StateFileError) as raised:
+        SandboxServer(port=0, state_file=state_file)
+    assert "another version of the sandbox" in str(raised.value)
