@@ -19,10 +19,97 @@ from reconciliation.models import (
     SEVERITY_ORDER,
     UNRESOLVED,
     Discrepancy,
+    DiscrepancyClass,
+    DiscrepancyResolution,
+    DiscrepancyStatus,
     Observation,
     Run,
+    RunKind,
+    RunStatus,
+    Severity,
 )
 from reconciliation.services import discrepancy_legs
+from verification.selectors import verdict_class_labels_register
+
+# --- words for people: one mapping per code (the CSV, the runs' reports, the command's output and
+# the runbooks keep the codes; the admin shows them in a "details" line, issue 41) ---------------
+
+CLASS_LABELS: dict[str, str] = {
+    DiscrepancyClass.CHARGE_MISSING: "Charge missing at Stripe",
+    DiscrepancyClass.CHARGE_MISMATCH: "Charge and funding leg differ",
+    DiscrepancyClass.CHARGE_REFUNDED_MISMATCH: "Charge's refunded total differs",
+    DiscrepancyClass.REFUND_MISSING: "Refund missing at Stripe",
+    DiscrepancyClass.REFUND_MISMATCH: "Refund and refund leg differ",
+    DiscrepancyClass.REFUND_STATUS_DRIFT: "Refund's status changed at Stripe",
+    DiscrepancyClass.REFUND_FOREIGN: "Refund made outside Vouch",
+    DiscrepancyClass.REFUND_DUPLICATE: "Refund made twice",
+    DiscrepancyClass.DISPUTE_UNRECORDED: "Dispute Vouch has not recorded",
+    DiscrepancyClass.DISPUTE_STATUS_DRIFT: "Dispute's status changed at Stripe",
+    DiscrepancyClass.FILING_UNCONFIRMED: "Filed evidence not confirmed by Stripe",
+    DiscrepancyClass.DISPUTE_FUNDS_MISMATCH: "Dispute's withdrawn money differs",
+    DiscrepancyClass.LEG_STUCK: "Refund leg stuck",
+    DiscrepancyClass.FUNDING_STUCK: "Funding leg stuck",
+    DiscrepancyClass.FUNDING_UNRECORDED: "Payment Vouch has not recorded",
+    DiscrepancyClass.RUN_OVERDUE: "Reconciliation run overdue",
+    DiscrepancyClass.LEDGER_BREACH: "Ledger does not add up",
+}
+SEVERITY_LABELS: dict[str, str] = {
+    Severity.MONEY: "Money",
+    Severity.EVIDENCE: "Evidence",
+    Severity.HYGIENE: "Housekeeping",
+}
+STATUS_LABELS: dict[str, str] = {
+    DiscrepancyStatus.OPEN: "Open",
+    DiscrepancyStatus.ACKNOWLEDGED: "Taken by a person",
+    DiscrepancyStatus.RESOLVED: "Resolved",
+}
+RESOLUTION_LABELS: dict[str, str] = {
+    DiscrepancyResolution.CLEARED: "cleared by a later run",
+    DiscrepancyResolution.ACCEPTED: "accepted with a note",
+    DiscrepancyResolution.ADJUSTED: "corrected by an approved adjustment",
+}
+RUN_STATUS_LABELS: dict[str, str] = {
+    RunStatus.RUNNING: "Running",
+    RunStatus.COMPLETED: "Completed",
+    RunStatus.FAILED: "Failed (resumes from its checkpoint)",
+}
+RUN_KIND_LABELS: dict[str, str] = {
+    RunKind.CATCH_UP: "Event catch-up",
+    RunKind.SWEEP: "Hourly sweep (last 7 days)",
+    RunKind.FULL: "Daily full pass (last 90 days)",
+    RunKind.MANUAL: "By hand (manage.py reconcile)",
+}
+
+# An escalation a run opens carries its discrepancy's class: the escalation pages say it so too.
+verdict_class_labels_register(CLASS_LABELS)
+
+
+def _words(labels: dict[str, str], code: str | None) -> str:
+    code = code or ""
+    return labels.get(code) or code.replace("_", " ").capitalize()
+
+
+def class_label(code: str | None) -> str:
+    return _words(CLASS_LABELS, code)
+
+
+def severity_label(severity: str | None) -> str:
+    return _words(SEVERITY_LABELS, severity)
+
+
+def status_label(status: str | None, resolution: str | None = "") -> str:
+    """A discrepancy's status, and how it was resolved, in words."""
+    said = _words(STATUS_LABELS, status)
+    return f"{said}: {_words(RESOLUTION_LABELS, resolution)}" if resolution else said
+
+
+def run_status_label(status: str | None) -> str:
+    return _words(RUN_STATUS_LABELS, status)
+
+
+def run_kind_label(kind: str | None) -> str:
+    return _words(RUN_KIND_LABELS, kind)
+
 
 # The queue's order: annotations made by `discrepancy_queue`, then the oldest first.
 QUEUE_ORDER = ("queue_rank", "severity_rank", "first_seen_at", "id")

@@ -1,9 +1,12 @@
+import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q
 
 from verification import clock
+from verification.contracts import get_contract
 from verification.models import (
     Escalation,
     ProviderEvent,
@@ -68,3 +71,99 @@ def escalated_subjects() -> dict[str, list[str]]:
     for subject_type, subject_id in rows:
         subjects.setdefault(subject_type, []).append(subject_id)
     return subjects
+
+
+# --- words for people: one mapping per code (the API, the exports and the runbooks keep the
+# codes; the admin shows them only in a "details" line, issue 41) ----------------------------------
+
+VERDICT_LABELS: dict[str, str] = {
+    Verdict.PENDING: "Not decided yet",
+    Verdict.VERIFIED: "Verified",
+    Verdict.CONTRADICTED: "Contradicted by the provider",
+    Verdict.FAILED: "Failed",
+    Verdict.UNVERIFIABLE: "Could not be verified",
+}
+TRIGGER_LABELS: dict[str, str] = {
+    "poll": "scheduled check",
+    "event": "provider event",
+    "monitor": "look after the verdict",
+}
+# What an escalation or a discrepancy is about (`subject_type`).
+SUBJECT_TYPE_LABELS: dict[str, str] = {
+    "refund_leg": "refund leg",
+    "funding_leg": "funding leg",
+    "refund": "refund at Stripe",
+    "charge": "charge at Stripe",
+    "dispute": "dispute",
+    "envelope": "envelope",
+    "verification_run": "verification run",
+}
+CONDITION_RESULT_LABELS: dict[str, str] = {
+    "true": "holds",
+    "false": "does not hold",
+    "unknown": "unknown",
+}
+# Escalation classes other apps name by a code (a discrepancy class, a deadline reminder): they
+# register their words here, as they register their ids with core.links (this app knows no domain).
+_CLASS_LABELS: dict[str, str] = {}
+
+
+def verdict_class_labels_register(labels: Mapping[str, str]) -> None:
+    _CLASS_LABELS.update(labels)
+
+
+def code_words(code: str | None) -> str:
+    """A code made readable when no mapping has words for it: `refund_readback` is "Refund
+    readback"; text already in words stays as it is."""
+    code = (code or "").strip()
+    if not code:
+        return ""
+    if code.isupper() or "_" in code:
+        return code.replace("_", " ").lower().capitalize()
+    return code
+
+
+def _words(labels: Mapping[str, str], code: str | None) -> str:
+    return labels.get(code or "") or code_words(code)
+
+
+def verdict_label(verdict: str | None) -> str:
+    return _words(VERDICT_LABELS, verdict)
+
+
+def verdict_class_label(verdict_class: str | None) -> str:
+    """A bad verdict's class, or an escalation's, in words ("" when it has none)."""
+    return _words(_CLASS_LABELS, verdict_class)
+
+
+def trigger_label(trigger: str | None) -> str:
+    return _words(TRIGGER_LABELS, trigger)
+
+
+def subject_type_label(subject_type: str | None) -> str:
+    return SUBJECT_TYPE_LABELS.get(subject_type or "") or code_words(subject_type).lower()
+
+
+def condition_result_label(result: str | None) -> str:
+    return _words(CONDITION_RESULT_LABELS, result)
+
+
+def contract_label(contract_id: str) -> str:
+    """A contract by its title (what it proves), or its id made readable when not loaded."""
+    try:
+        return get_contract(contract_id).title
+    except LookupError:
+        return code_words(contract_id)
+
+
+def code_is_words(code: str | None) -> bool:
+    """Whether a code already reads as words (then no details line repeats it)."""
+    return bool(code) and "_" not in (code or "") and not (code or "").isupper()
+
+
+_VERDICT_CODES = re.compile(r"\b(" + "|".join(v.value for v in Verdict) + r")\b")
+
+
+def verdict_words_in(text: str) -> str:
+    """A reason the engine wrote ("would be CONTRADICTED"), its verdict codes said in words."""
+    return _VERDICT_CODES.sub(lambda m: verdict_label(m.group(1)).lower(), text or "")

@@ -178,14 +178,14 @@ def test_run_page_shows_the_timeline_conditions_evidence_and_escalation(
     assert "The provider refunded a different amount." in page
     assert "wrong amount" in page
     # Attempts oldest first, although the later one was stored first.
-    assert page.index("Attempt #1 (poll)") < page.index("Event-triggered attempt")
+    assert page.index("Attempt #1 (scheduled check)") < page.index("Attempt on a provider event")
     assert "Held back by the stale-read window" in page
     assert "decided the run" in page
     # Conditions with their results, marked; the contract's meaning beside the name.
     assert "refund_amount_mismatch" in page
     assert "duplicate_refund_present" in page
-    assert "✗ true" in page  # a contradiction that holds goes against the effect
-    assert "✓ true" in page  # a verification that holds supports it
+    assert "✗ holds" in page  # a contradiction that holds goes against the effect
+    assert "✓ holds" in page  # a verification that holds supports it
     assert "? unknown" in page
     assert "The provider holds the refund with the returned id." in page
     # Evidence: channel, level, digest, the data pretty-printed and collapsible.

@@ -11,7 +11,7 @@ from core.links import register_id
 from verification.admin.escalations import EscalationAdmin
 from verification.admin.events import ProviderEventAdmin
 from verification.admin.runs import VerificationRunAdmin, run_page_context
-from verification.admin.shared import VERDICT_TONES, compact_json, duration, pretty_json
+from verification.admin.shared import VERDICT_TONES, compact_json, duration, pretty_json, worded
 
 __all__ = [
     "VERDICT_TONES",
@@ -22,6 +22,7 @@ __all__ = [
     "duration",
     "pretty_json",
     "run_page_context",
+    "worded",
 ]
 
 register_id("vrun_", "verification.VerificationRun")

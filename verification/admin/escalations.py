@@ -19,11 +19,18 @@ from django.utils.text import Truncator
 from accounts.models import User
 from core.admin_base import ReadOnlyAdmin, two_lines
 from core.links import id_link, link_ids, referring_ids
+from verification.admin.shared import verdict_html, worded
 from verification.models import (
     Escalation,
     EscalationStatus,
     Notification,
     VerificationRun,
+)
+from verification.selectors import (
+    contract_label,
+    subject_type_label,
+    verdict_class_label,
+    verdict_label,
 )
 from verification.services import escalation_resolve
 
@@ -34,6 +41,30 @@ RESOLVE_PERMISSION = "verification.resolve_escalation"
 def _run_link(run: VerificationRun) -> SafeString:
     url = reverse("admin:verification_verificationrun_change", args=[run.pk])
     return format_html('<a href="{}">{}</a>', url, run.public_id)
+
+
+def verdict_words(verdict: str, verdict_class: str) -> SafeString:
+    return verdict_html(verdict, verdict_class)
+
+
+def subject_words(subject_type: str, subject_id: str) -> SafeString | str:
+    """What it is about in words, its id linked (ids stay: they are links)."""
+    if not subject_id:
+        return subject_type_label(subject_type) or "—"
+    return format_html("{} {}", subject_type_label(subject_type), id_link(subject_id))
+
+
+def escalation_title(escalation: Escalation) -> str:
+    """The escalation in a line of words: its verdict, its class and what it is about."""
+    said = verdict_label(escalation.verdict).lower()
+    if escalation.verdict_class:
+        said = f"{said}: {verdict_class_label(escalation.verdict_class).lower()}"
+    about = (
+        f"run {escalation.run.public_id}"
+        if escalation.run is not None
+        else f"{subject_type_label(escalation.subject_type)} {escalation.subject_id}".strip()
+    )
+    return f"Escalation #{escalation.pk}: {said}, on {about}"
 
 
 class NotificationInline(admin.TabularInline):
@@ -71,8 +102,7 @@ class EscalationAdmin(ReadOnlyAdmin):
         "id",
         "status",
         "money",
-        "verdict",
-        "verdict_class",
+        "verdict_text",
         "short_reason",
         "about",
         "created",
@@ -86,8 +116,7 @@ class EscalationAdmin(ReadOnlyAdmin):
         "subject",
         "concerns",
         "money",
-        "verdict",
-        "verdict_class",
+        "verdict_text",
         "reason_linked",
         "status",
         "created_at",
@@ -105,6 +134,10 @@ class EscalationAdmin(ReadOnlyAdmin):
     def created(self, obj: Escalation) -> SafeString:
         return two_lines(obj.created_at)
 
+    @admin.display(description="verdict", ordering="verdict")
+    def verdict_text(self, obj: Escalation) -> SafeString:
+        return verdict_words(obj.verdict, obj.verdict_class)
+
     @admin.display(description="reason")
     def short_reason(self, obj: Escalation) -> str:
         return Truncator(obj.reason).chars(80)
@@ -116,9 +149,7 @@ class EscalationAdmin(ReadOnlyAdmin):
     @admin.display(description="subject")
     def subject(self, obj: Escalation) -> SafeString | str:
         """What it is about, linked to its page (a leg: its row on its parent's page)."""
-        if not obj.subject_id:
-            return obj.subject_type or "—"
-        return format_html("{} {}", obj.subject_type, id_link(obj.subject_id))
+        return subject_words(obj.subject_type, obj.subject_id)
 
     @admin.display(description="concerns")
     def concerns(self, obj: Escalation) -> SafeString | str:
@@ -139,7 +170,7 @@ class EscalationAdmin(ReadOnlyAdmin):
     def about(self, obj: Escalation) -> SafeString | str:
         if obj.run is not None:
             return _run_link(obj.run)
-        return obj.subject_label or "—"
+        return subject_words(obj.subject_type, obj.subject_id)
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
@@ -160,13 +191,17 @@ class EscalationAdmin(ReadOnlyAdmin):
         except NoReverseMatch:
             propose_url = ""
         return {
+            "subtitle": escalation_title(obj) if obj is not None else "",
             "can_resolve": is_open and not money and request.user.has_perm(RESOLVE_PERMISSION),
             "can_propose": is_open
             and money
             and bool(propose_url)
             and request.user.has_perm(PROPOSE_ADJUSTMENT_PERMISSION),
             "propose_url": propose_url,
-            "adjustments": list(obj.adjustments.select_related("proposed_by")) if obj else [],
+            "adjustments": [
+                (adjustment, worded(adjustment.get_status_display(), adjustment.status))
+                for adjustment in (obj.adjustments.select_related("proposed_by") if obj else [])
+            ],
         }
 
     def resolve_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -188,10 +223,14 @@ class EscalationAdmin(ReadOnlyAdmin):
                 self.message_user(request, f"Not resolved: {exc}.", messages.ERROR)
                 escalation.refresh_from_db()
             else:
+                about = (
+                    f"run {escalation.run.public_id}"
+                    if escalation.run is not None
+                    else f"{subject_type_label(escalation.subject_type)} {escalation.subject_id}"
+                )
                 self.message_user(
                     request,
-                    f"Escalation #{escalation.pk} on {escalation.run or escalation.subject_label} "
-                    "is resolved.",
+                    f"Escalation #{escalation.pk} on {about} is resolved.",
                     messages.SUCCESS,
                 )
                 return HttpResponseRedirect(
@@ -208,6 +247,9 @@ class EscalationAdmin(ReadOnlyAdmin):
             "opts": self.opts,
             "escalation": escalation,
             "run": escalation.run,
+            "verdict_html": verdict_words(escalation.verdict, escalation.verdict_class),
+            "subject_html": subject_words(escalation.subject_type, escalation.subject_id),
+            "contract_title": contract_label(escalation.run.contract_id) if escalation.run else "",
             "form": form,
             "has_view_permission": self.has_view_permission(request, escalation),
         }

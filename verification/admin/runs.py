@@ -24,12 +24,23 @@ from verification.admin.shared import (
     compact_json,
     duration,
     pretty_json,
+    verdict_html,
+    worded,
 )
-from verification.contracts import Contract, Operator, get_contract
+from verification.contracts import Contract, Operator, get_contract, registry
 from verification.models import (
     Attempt,
     Observation,
     VerificationRun,
+)
+from verification.selectors import (
+    code_words,
+    condition_result_label,
+    contract_label,
+    trigger_label,
+    verdict_class_label,
+    verdict_label,
+    verdict_words_in,
 )
 
 # An ISO 8601 time as the engine writes it (`2026-11-29T10:00:00+00:00`), not any text with digits.
@@ -42,6 +53,8 @@ class ConditionRow:
     kind: str
     meaning: str
     result: str
+    result_label: str
+    name_words: str
     tone: str  # good | bad | unknown
     actual: str
     expected: str
@@ -53,6 +66,7 @@ class ObservationRow:
     level_meaning: str
     channel_description: str
     data: str
+    channel_label: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,9 @@ class AttemptRow:
     label: str
     tone: str
     decided_run: bool
+    verdict_html: SafeString | str = ""
+    reason: str = ""
+    held: str = ""
     conditions: list[ConditionRow] = field(default_factory=list)
     observations: list[ObservationRow] = field(default_factory=list)
 
@@ -136,16 +153,26 @@ def _condition_row(
         kind=KINDS.get(kind, kind),
         meaning=meanings.get(name, ""),
         result=result,
+        result_label=condition_result_label(result),
+        name_words=code_words(name),
         tone=tone,
         actual=_condition_value(actual, unit=unit),
         expected=_condition_value(expected, unit=unit),
     )
 
 
+# An attempt no schedule numbered, by what started it.
+UNNUMBERED_ATTEMPTS = {
+    "event": "Attempt on a provider event",
+    "monitor": "Look again after the verdict",
+    "poll": "Scheduled attempt",
+}
+
+
 def _attempt_label(attempt: Attempt) -> str:
     if attempt.number:
-        return f"Attempt #{attempt.number} ({attempt.trigger})"
-    return f"{attempt.trigger.capitalize()}-triggered attempt"
+        return f"Attempt #{attempt.number} ({trigger_label(attempt.trigger)})"
+    return UNNUMBERED_ATTEMPTS.get(attempt.trigger) or f"Attempt ({trigger_label(attempt.trigger)})"
 
 
 def provider_objects(run: VerificationRun) -> list[tuple[str, str]]:
@@ -179,6 +206,13 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
             label=_attempt_label(attempt),
             tone=VERDICT_TONES.get(attempt.verdict, "neutral"),
             decided_run=attempt.pk == run.decided_by_id,
+            reason=verdict_words_in(attempt.reason),
+            held=verdict_words_in(attempt.held),
+            verdict_html=verdict_html(
+                attempt.verdict,
+                attempt.verdict_class,
+                tone=VERDICT_TONES.get(attempt.verdict, "neutral"),
+            ),
             conditions=[_condition_row(c, meanings, units) for c in attempt.conditions or []],
             observations=[
                 ObservationRow(
@@ -186,6 +220,7 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
                     level_meaning=LEVEL_MEANINGS.get(o.level, ""),
                     channel_description=channels.get(o.channel, ""),
                     data=pretty_json(o.data),
+                    channel_label=code_words(o.channel),
                 )
                 for o in attempt.observations.all()
             ],
@@ -199,6 +234,14 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
         "max_attempts": contract.timing.max_attempts if contract else None,
         "stale_read_window": duration(contract.timing.stale_read_window_ms) if contract else "",
         "verdict_tone": VERDICT_TONES.get(run.verdict, "neutral"),
+        "verdict_label": verdict_label(run.verdict),
+        "verdict_reason": verdict_words_in(run.verdict_reason),
+        "subtitle": f"{contract.title if contract else contract_label(run.contract_id)}: "
+        f"{verdict_label(run.verdict).lower()}",
+        "verdict_class_html": worded(verdict_class_label(run.verdict_class), run.verdict_class)
+        if run.verdict_class
+        else "",
+        "contract_title": contract.title if contract else contract_label(run.contract_id),
         "input_json": pretty_json(run.input),
         "provider_objects": provider_objects(run),
         "action_result_json": pretty_json(run.action_result),
@@ -207,8 +250,26 @@ def run_page_context(run: VerificationRun) -> dict[str, Any]:
         ],
         "timeline": timeline,
         "decided_by_label": next((row.label for row in timeline if row.decided_run), ""),
-        "escalations": run.escalations.select_related("resolved_by").order_by("created_at", "id"),
+        "escalations": [
+            (escalation, verdict_html(escalation.verdict, escalation.verdict_class))
+            for escalation in run.escalations.select_related("resolved_by").order_by(
+                "created_at", "id"
+            )
+        ],
     }
+
+
+class ContractFilter(admin.SimpleListFilter):
+    """By contract, named by its title (the filter's value stays the contract's id)."""
+
+    title = "contract"
+    parameter_name = "contract_id"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return sorted(((cid, c.title) for cid, c in registry().items()), key=lambda x: x[1])
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(contract_id=self.value()) if self.value() else queryset
 
 
 @admin.register(VerificationRun)
@@ -225,7 +286,7 @@ class VerificationRunAdmin(AmountSearchAdmin, ReadOnlyAdmin):
         "decided",
     )
     list_display_links = ("run",)
-    list_filter = ("verdict", "contract_id")
+    list_filter = ("verdict", ContractFilter)
     # Provider ids (refund, charge, PaymentIntent) match a resolved correlation key exactly, or
     # the run's input charge or the provider object it verifies.
     search_fields = ("public_id", "operation_id", "=keys__value")
@@ -263,10 +324,15 @@ class VerificationRunAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     @admin.display(description="verdict", ordering="verdict")
     def verdict_badge(self, obj: VerificationRun) -> SafeString:
         return format_html(
-            '<span class="vouch-badge vouch-{}">{}</span>{}',
+            '<span class="vouch-badge vouch-{}" title="{}">{}</span>{}',
             VERDICT_TONES.get(obj.verdict, "neutral"),
             obj.verdict,
-            format_html('<br><span class="vouch-quiet">{}</span>', obj.verdict_class)
+            verdict_label(obj.verdict),
+            format_html(
+                '<br><span title="{}">{}</span>',
+                obj.verdict_class,
+                verdict_class_label(obj.verdict_class),
+            )
             if obj.verdict_class
             else "",
         )
@@ -280,7 +346,10 @@ class VerificationRunAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     @admin.display(description="run", ordering="public_id")
     def run(self, obj: VerificationRun) -> SafeString:
         return format_html(
-            '{}<span class="vouch-sub">{}</span>', short_id(obj.public_id), obj.contract_id
+            '{}<span class="vouch-sub" title="{}">{}</span>',
+            short_id(obj.public_id),
+            obj.contract_id,
+            contract_label(obj.contract_id),
         )
 
     @admin.display(description="about")

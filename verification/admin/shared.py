@@ -1,12 +1,17 @@
 """What the verification pages share, and other apps' admin pages borrow: the verdicts' colours,
-the evidence levels' meanings, JSON shown to people, durations."""
+the evidence levels' meanings, words with their code as details, JSON shown to people,
+durations."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
 from verification.models import Verdict
+from verification.selectors import code_is_words, verdict_class_label, verdict_label
 
 LEVEL_MEANINGS = {
     "E0": "a claim",
@@ -29,6 +34,41 @@ VERDICT_TONES: dict[str, str] = {
     Verdict.UNVERIFIABLE: "warn",
     Verdict.PENDING: "neutral",
 }
+
+
+def worded(text: str, code: str | None) -> SafeString:
+    """Words for a person, the code beside them as a quiet details line (issue 41: codes stay for
+    whoever needs them, out of the sentence); no details when the code already reads as words."""
+    if not code or (code_is_words(code) and code.lower() == text.lower()):
+        return format_html("{}", text)
+    return format_html(
+        '{} <span class="vouch-quiet">(details: <span class="vouch-mono">{}</span>)</span>',
+        text,
+        code,
+    )
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def verdict_html(verdict: str, verdict_class: str = "", *, tone: str = "") -> SafeString:
+    """A verdict and its class as a person reads them (in a badge of `tone` when given), the
+    codes after them as one details line."""
+    label = verdict_label(verdict)
+    head = (
+        format_html('<span class="vouch-badge vouch-{}">{}</span>', tone, label) if tone else label
+    )
+    said = format_html("{}: {}", head, _lower_first(verdict_class_label(verdict_class)))
+    said = said if verdict_class else format_html("{}", head)
+    codes = " · ".join(c for c in (verdict, verdict_class) if c and not code_is_words(c))
+    if not codes:
+        return format_html("{}", said)
+    return format_html(
+        '{} <span class="vouch-quiet">(details: <span class="vouch-mono">{}</span>)</span>',
+        said,
+        codes,
+    )
 
 
 def pretty_json(value: Any) -> str:
