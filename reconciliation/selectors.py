@@ -83,6 +83,16 @@ RUN_KIND_LABELS: dict[str, str] = {
 # An escalation a run opens carries its discrepancy's class: the escalation pages say it so too.
 verdict_class_labels_register(CLASS_LABELS)
 
+# A discrepancy's history (its audit events' actions), in words.
+HISTORY_LABELS: dict[str, str] = {
+    "discrepancy.open": "Opened by a run",
+    "discrepancy.acknowledge": "Taken (acknowledged)",
+    "discrepancy.accept": "Accepted with a note",
+    "discrepancy.propose_adjustment": "Adjustment proposed",
+    "discrepancy.adjusted": "Corrected by an approved adjustment",
+    "discrepancy.clear": "Cleared by a run that no longer saw it",
+}
+
 
 def _words(labels: dict[str, str], code: str | None) -> str:
     code = code or ""
@@ -101,6 +111,10 @@ def status_label(status: str | None, resolution: str | None = "") -> str:
     """A discrepancy's status, and how it was resolved, in words."""
     said = _words(STATUS_LABELS, status)
     return f"{said}: {_words(RESOLUTION_LABELS, resolution)}" if resolution else said
+
+
+def history_label(action: str | None) -> str:
+    return HISTORY_LABELS.get(action or "") or (action or "").replace("_", " ").replace(".", ": ")
 
 
 def run_status_label(status: str | None) -> str:
@@ -300,6 +314,14 @@ class ClassCount:
     seen: int
     cleared: int
     still_open: int
+
+    @property
+    def label(self) -> str:
+        return class_label(self.code)
+
+    @property
+    def severity_label(self) -> str:
+        return severity_label(self.severity)
 
 
 def _count(counts: Any, code: str) -> int:

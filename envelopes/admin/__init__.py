@@ -23,6 +23,14 @@ from core.admin_base import AmountSearchAdmin, ReadOnlyAdmin, short_id, two_line
 from core.dashboard import stripe_link
 from core.display import dollars
 from core.links import id_link, register_id, register_referrer
+from envelopes.admin.words import (
+    balance_label,
+    funding_status_label,
+    journal_kind_label,
+    refund_leg_words,
+    refund_status_label,
+    verification_status_label,
+)
 from envelopes.models import (
     Debit,
     DisputeFundsStatus,
@@ -44,8 +52,9 @@ from envelopes.selectors import (
     refunds_with_amount,
     verification_status,
 )
-from verification.admin import VERDICT_TONES
+from verification.admin import VERDICT_TONES, verdict_html, worded
 from verification.models import Escalation
+from verification.selectors import verdict_label
 
 BALANCE_LABELS = (
     ("total_funded_micro", "Funded"),
@@ -103,6 +112,7 @@ class JournalRow:
     entry: JournalEntry
     deltas: list[Amount]
     link: str
+    kind_html: SafeString | str = ""
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,9 @@ class LegRow:
     verdict: str
     verdict_tone: str
     run_url: str
+    outcome_words: str = ""
+    outcome_codes: str = ""
+    verdict_html: SafeString | str = ""
 
 
 @dataclass(frozen=True)
@@ -120,6 +133,7 @@ class RefundRow:
     operation: RefundOperation
     url: str
     status: str
+    status_html: SafeString | str
     requested: Amount
     remainder: Amount
     legs: list[LegRow]
@@ -141,6 +155,15 @@ def _leg_rows(operation: RefundOperation) -> list[LegRow]:
                 outcome_tone=OUTCOME_TONES.get(leg.outcome, "neutral"),
                 verdict=verdict,
                 verdict_tone=VERDICT_TONES.get(run.verdict, "neutral") if run else "neutral",
+                outcome_words=refund_leg_words(leg),
+                outcome_codes=" · ".join(filter(None, (leg.outcome, leg.error_code))),
+                verdict_html=verdict_html(
+                    run.verdict,
+                    run.verdict_class,
+                    tone=VERDICT_TONES.get(run.verdict, "neutral"),
+                )
+                if run is not None
+                else "",
                 run_url=(
                     reverse("admin:verification_verificationrun_change", args=[run.pk])
                     if run is not None
@@ -153,10 +176,12 @@ def _leg_rows(operation: RefundOperation) -> list[LegRow]:
 
 def refund_row(operation: RefundOperation) -> RefundRow:
     legs = _leg_rows(operation)
+    status = refund_status([row.leg for row in legs])
     return RefundRow(
         operation=operation,
         url=reverse("admin:envelopes_refundoperation_change", args=[operation.pk]),
-        status=refund_status([row.leg for row in legs]),
+        status=status,
+        status_html=worded(refund_status_label(status), status),
         requested=Amount(operation.requested_micro),
         remainder=Amount(operation.remainder_micro),
         legs=legs,
@@ -205,11 +230,16 @@ def envelope_page_context(envelope: Envelope) -> dict[str, Any]:
                 Amount(leg.capacity_micro),
                 Amount(leg.held_micro),
                 Amount(leg.charged_back_micro),
+                worded(funding_status_label(leg.status), leg.status),
             )
             for leg in funding
         ],
         "dispute_funds": [
-            (funds, reverse("admin:envelopes_disputefunds_change", args=[funds.pk]))
+            (
+                funds,
+                reverse("admin:envelopes_disputefunds_change", args=[funds.pk]),
+                worded(funds.get_status_display(), funds.status),
+            )
             for funds in envelope.dispute_funds.order_by("created_at", "id")
         ],
         "debits": [
@@ -221,6 +251,7 @@ def envelope_page_context(envelope: Envelope) -> dict[str, Any]:
                 entry=entry,
                 deltas=[Amount(getattr(entry, name)) for name in DELTAS],
                 link=_journal_link(entry),
+                kind_html=worded(journal_kind_label(entry.kind), entry.kind),
             )
             for entry in entries
         ],
@@ -232,7 +263,13 @@ def envelope_page_context(envelope: Envelope) -> dict[str, Any]:
             )
         ],
         "breaches": [
-            (breach, Amount(breach.stored), Amount(breach.from_journal), Amount(breach.from_legs))
+            (
+                breach,
+                Amount(breach.stored),
+                Amount(breach.from_journal),
+                Amount(breach.from_legs),
+                worded(balance_label(breach.balance), breach.balance),
+            )
             for breach in breaches
         ],
         "ledger_clean": not breaches,
@@ -445,18 +482,28 @@ class RefundOperationAdmin(AmountSearchAdmin, ReadOnlyAdmin):
     def status(self, obj: RefundOperation) -> SafeString:
         text = refund_status(list(obj.legs.all()))
         tone = {"refunded": "good", "failed": "bad", "pending": "warn"}.get(text, "neutral")
-        return format_html('<span class="vouch-badge vouch-{}">{}</span>', tone, text)
+        return format_html(
+            '<span class="vouch-badge vouch-{}" title="{}">{}</span>',
+            tone,
+            text,
+            refund_status_label(text),
+        )
 
     @admin.display(description="verification")
     def verdict(self, obj: RefundOperation) -> SafeString:
         legs = list(obj.legs.all())
         text = verification_status(legs)
         tone = {"verified": "good", "attention": "bad", "pending": "warn"}.get(text, "neutral")
-        verdicts = [leg.verification_run.verdict for leg in legs if leg.verification_run]
+        verdicts = [
+            verdict_label(leg.verification_run.verdict).lower()
+            for leg in legs
+            if leg.verification_run
+        ]
         return format_html(
-            '<span class="vouch-badge vouch-{}">{}</span>{}',
+            '<span class="vouch-badge vouch-{}" title="{}">{}</span>{}',
             tone,
             text,
+            verification_status_label(text),
             format_html('<span class="vouch-sub">{}</span>', ", ".join(verdicts))
             if verdicts
             else "",

@@ -171,7 +171,7 @@ class AdjustmentAdmin(ReadOnlyAdmin):
                 )
             except VouchError as exc:
                 self.message_user(
-                    request, f"Not proposed ({exc.code}): {exc.message}", messages.ERROR
+                    request, f"Not proposed: {exc.message} (details: {exc.code})", messages.ERROR
                 )
             else:
                 self.message_user(
@@ -261,11 +261,12 @@ class AdjustmentAdmin(ReadOnlyAdmin):
         except VouchError as exc:
             if exc.status_code == 403 and exc.code == "permission_denied":
                 raise PermissionDenied(exc.message) from exc
-            said = f"Not done ({exc.code}): {exc.message}"
+            said = f"Not done: {exc.message}"
             typed = exc.details.get("confirmed") if isinstance(exc.details, dict) else None
             if exc.code == "adjustment_amount_mismatch" and isinstance(typed, int):
                 said += f" You typed {dollars(typed)}; it is {dollars(adjustment.amount_micro)}."
-            self.message_user(request, said, messages.ERROR)
+            # The sentence for the person; the stable code stays, as details.
+            self.message_user(request, f"{said} (details: {exc.code})", messages.ERROR)
         else:
             self.message_user(request, done, messages.SUCCESS)
         return HttpResponseRedirect(self._change_url(adjustment))

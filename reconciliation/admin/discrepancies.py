@@ -37,6 +37,7 @@ from core.exceptions import VouchError
 from core.links import id_link
 from envelopes.adjustments import APPROVE_PERMISSION, PROPOSE_PERMISSION
 from envelopes.admin import dollars
+from envelopes.admin.words import leg_state_words
 from envelopes.models import AdjustmentKind, AdjustmentStatus
 from reconciliation.admin.shared import (
     MOVES,
@@ -54,6 +55,7 @@ from reconciliation.admin.shared import (
 from reconciliation.models import Discrepancy, DiscrepancyClass, DiscrepancyStatus, Severity
 from reconciliation.selectors import (
     QUEUE_ORDER,
+    class_label,
     discrepancies_overdue,
     discrepancies_within_target,
     discrepancy_correction,
@@ -61,6 +63,9 @@ from reconciliation.selectors import (
     discrepancy_history,
     discrepancy_queue,
     discrepancy_sides,
+    history_label,
+    severity_label,
+    status_label,
 )
 from reconciliation.services import (
     WORK_PERMISSION,
@@ -68,6 +73,8 @@ from reconciliation.services import (
     discrepancy_acknowledge,
     discrepancy_adjustment_propose,
 )
+from verification.admin import worded
+from verification.selectors import subject_type_label
 
 
 class TargetFilter(admin.SimpleListFilter):
@@ -86,13 +93,16 @@ class TargetFilter(admin.SimpleListFilter):
 
 
 class ClassFilter(admin.SimpleListFilter):
-    """By class, named by its stable code (the codes the runs, the CSV and the runbooks use)."""
+    """By class, in words; the query string keeps its stable code (the codes the runs, the CSV
+    and the runbooks use)."""
 
     title = "class"
     parameter_name = "class"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(code, code) for code in DiscrepancyClass.values]
+        return sorted(
+            ((code, class_label(code)) for code in DiscrepancyClass.values), key=lambda x: x[1]
+        )
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(code=self.value()) if self.value() else queryset
@@ -173,18 +183,27 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
 
     @admin.display(description="class", ordering="code")
     def class_code(self, obj: Discrepancy) -> SafeString:
-        # Long codes wrap after an underscore, never inside a word.
+        # The class in words; its code below as details, wrapping after an underscore.
         parts = obj.code.split("_")
         wrapped = format_html_join(mark_safe("_<wbr>"), "{}", ((part,) for part in parts))
-        return format_html('<span class="vouch-code" title="{}">{}</span>', obj.public_id, wrapped)
+        return format_html(
+            '<span title="{}">{}</span><br><span class="vouch-quiet vouch-code">{}</span>',
+            obj.public_id,
+            class_label(obj.code),
+            wrapped,
+        )
 
     @admin.display(description="severity", ordering="severity_rank")
     def severity_badge(self, obj: Discrepancy) -> SafeString:
-        return badge(obj.severity, SEVERITY_TONES.get(Severity(obj.severity), "neutral"))
+        return badge(
+            severity_label(obj.severity), SEVERITY_TONES.get(Severity(obj.severity), "neutral")
+        )
 
     @admin.display(description="subject", ordering="subject_id")
     def subject(self, obj: Discrepancy) -> SafeString:
-        return format_html("{}<br>{}", obj.subject_type, provider_id(obj.subject_id))
+        return format_html(
+            "{}<br>{}", subject_type_label(obj.subject_type), provider_id(obj.subject_id)
+        )
 
     @admin.display(description="summary")
     def short_summary(self, obj: Discrepancy) -> str:
@@ -202,9 +221,7 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
     @admin.display(description="status", ordering="status")
     def status_label(self, obj: Discrepancy) -> SafeString:
         tone = STATUS_TONES.get(DiscrepancyStatus(obj.status), "neutral")
-        if obj.resolution:
-            return format_html("{}<br>{}", badge(obj.status, tone), obj.resolution)
-        return badge(obj.status, tone)
+        return badge(status_label(obj.status, obj.resolution), tone)
 
     @admin.display(description="seen", ordering="seen_count")
     def seen(self, obj: Discrepancy) -> int:
@@ -291,8 +308,17 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
         return {
             "discrepancy": obj,
             "severity_badge": self.severity_badge(obj),
+            "subtitle": f"{class_label(obj.code)}: {subject_type_label(obj.subject_type)} "
+            f"{obj.subject_id}",
+            "class_html": worded(class_label(obj.code), obj.code),
+            "subject_type_words": subject_type_label(obj.subject_type),
+            "resolution_words": status_label(obj.status, obj.resolution),
+            "escalation_words": _escalation_words(obj),
+            "adjustment_status": worded(obj.adjustment.get_status_display(), obj.adjustment.status)
+            if obj.adjustment is not None
+            else "",
             "status_badge": badge(
-                " · ".join(filter(None, (obj.status, obj.resolution))),
+                status_label(obj.status, obj.resolution),
                 STATUS_TONES.get(DiscrepancyStatus(obj.status), "neutral"),
             ),
             "time_left": time_left(obj, timezone.now()),
@@ -346,7 +372,9 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
             else "",
             "adjustment_usd": dollars(obj.adjustment.amount_micro) if obj.adjustment else "",
             "waiting": waiting,
-            "history": [(e, when(e.created_at)) for e in discrepancy_history(obj)],
+            "history": [
+                (e, when(e.created_at), history_label(e.action)) for e in discrepancy_history(obj)
+            ],
             "is_open": is_open,
             "money": money,
             "can_acknowledge": can_work and obj.status == DiscrepancyStatus.OPEN,
@@ -356,6 +384,7 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
             "correction": correction,
             "leg": leg,
             "leg_usd": dollars(leg.amount_micro) if leg is not None else "",
+            "leg_state": leg_state_words(leg) if leg is not None else "",
             "kinds": [(k.label, MOVES[k]) for k in correction.kinds] if correction else [],
             "can_propose": can_propose,
             "accept_form": AcceptForm(),
@@ -389,9 +418,14 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
         except _FormError as exc:
             self.message_user(request, f"Not done: {exc}", messages.ERROR)
         except VouchError as exc:
-            self.message_user(request, f"Not done ({exc.code}): {exc.message}", messages.ERROR)
+            # The sentence for the person; the stable code stays, as details.
+            self.message_user(
+                request, f"Not done: {exc.message} (details: {exc.code})", messages.ERROR
+            )
         except PermissionError as exc:
-            self.message_user(request, f"Not done (permission_denied): {exc}", messages.ERROR)
+            self.message_user(
+                request, f"Not done: {exc} (details: permission_denied)", messages.ERROR
+            )
         else:
             self.message_user(request, done, messages.SUCCESS)
             return HttpResponseRedirect(then or page)
@@ -437,6 +471,17 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
             )
 
         return self._act(request, object_id, act)
+
+
+def _escalation_words(discrepancy: Discrepancy) -> str:
+    """Its escalation's status (and how it was resolved) in words."""
+    escalation = discrepancy.escalation
+    if escalation is None:
+        return ""
+    said = escalation.get_status_display()
+    if escalation.resolution:
+        said = f"{said}: {escalation.get_resolution_display().lower()}"
+    return said
 
 
 def _currency_of(discrepancy: Discrepancy) -> str:

@@ -15,17 +15,33 @@ from django.utils.safestring import SafeString
 
 from core.admin_base import ReadOnlyAdmin
 from reconciliation.admin.shared import RUN_TONES, _url, badge, span, when
-from reconciliation.models import Observation, Run, RunStatus
+from reconciliation.models import Discrepancy, Observation, Run, RunStatus
 from reconciliation.runs import report_verify
 from reconciliation.selectors import (
+    class_label,
     observation_discrepancies,
     run_class_counts,
     run_discrepancies_cleared,
     run_discrepancies_opened,
+    run_kind_label,
     run_observations,
+    run_status_label,
     run_totals,
+    status_label,
 )
-from verification.admin import compact_json, pretty_json
+from verification.admin import compact_json, pretty_json, worded
+from verification.selectors import subject_type_label
+
+
+def discrepancy_row(discrepancy: Discrepancy, url: str) -> dict[str, Any]:
+    """A discrepancy in a run's or a page's table: its class, subject and status in words."""
+    return {
+        "d": discrepancy,
+        "url": url,
+        "class_html": worded(class_label(discrepancy.code), discrepancy.code),
+        "subject_words": subject_type_label(discrepancy.subject_type),
+        "status_words": status_label(discrepancy.status, discrepancy.resolution),
+    }
 
 
 @admin.register(Run)
@@ -34,7 +50,7 @@ class RunAdmin(ReadOnlyAdmin):
 
     list_display = (
         "public_id",
-        "kind",
+        "kind_words",
         "status_badge",
         "window",
         "started",
@@ -54,8 +70,13 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj: Run) -> SafeString:
-        label = f"{obj.status} (dry run)" if obj.dry_run else obj.status
+        label = run_status_label(obj.status)
+        label = f"{label} (dry run)" if obj.dry_run else label
         return badge(label, RUN_TONES.get(RunStatus(obj.status), "neutral"))
+
+    @admin.display(description="kind", ordering="kind")
+    def kind_words(self, obj: Run) -> str:
+        return run_kind_label(obj.kind)
 
     @admin.display(description="window", ordering="window_start")
     def window(self, obj: Run) -> SafeString:
@@ -113,6 +134,8 @@ class RunAdmin(ReadOnlyAdmin):
         totals = run_totals(obj)
         return {
             "run": obj,
+            "subtitle": f"{run_kind_label(obj.kind)} {obj.public_id}",
+            "kind_html": worded(run_kind_label(obj.kind), obj.kind),
             "status_badge": self.status_badge(obj),
             "duration_text": self.duration(obj),
             "started_text": when(obj.started_at),
@@ -127,11 +150,12 @@ class RunAdmin(ReadOnlyAdmin):
             "observations_count": count,
             "observations_url": f"{_url('observation_changelist')}?run__id__exact={obj.pk}",
             "opened": [
-                (d, _url("discrepancy_change", d.pk))
+                discrepancy_row(d, _url("discrepancy_change", d.pk))
                 for d in run_discrepancies_opened(obj, now=timezone.now())
             ],
             "cleared": [
-                (d, _url("discrepancy_change", d.pk)) for d in run_discrepancies_cleared(obj)
+                discrepancy_row(d, _url("discrepancy_change", d.pk))
+                for d in run_discrepancies_cleared(obj)
             ],
             "report_check": report_verify(obj) if obj.report else None,
             "checkpoint_json": pretty_json(obj.checkpoint) if obj.checkpoint else "",
@@ -178,7 +202,8 @@ class ObservationAdmin(ReadOnlyAdmin):
             "request_json": pretty_json(obj.request),
             **observation_shown(obj),
             "discrepancies": [
-                (d, _url("discrepancy_change", d.pk)) for d in observation_discrepancies(obj)
+                discrepancy_row(d, _url("discrepancy_change", d.pk))
+                for d in observation_discrepancies(obj)
             ],
         }
 

@@ -105,8 +105,9 @@ def test_the_refund_list_shows_amount_status_verdict_and_links_to_stripe(
     page = superuser.get(reverse("admin:envelopes_refundoperation_changelist")).content.decode()
     row = page.split(operation.public_id, 1)[1].split("</tr>", 1)[0]
     assert "$3.00" in row
-    assert ">refunded<" in row
-    assert ">verified<" in row
+    assert ">Refunded<" in row  # in words, the code as its title
+    assert 'title="refunded"' in row
+    assert ">Verified<" in row
     assert f'href="https://dashboard.stripe.com/test/refunds/{leg.provider_refund_id}"' in row
     # The refund operation's page and the envelope's page link it too.
     detail = superuser.get(
@@ -140,7 +141,7 @@ def test_the_run_list_puts_the_verdict_first_and_searches(
     columns = re.findall(r"column-([a-z_]+)", header)
     assert columns[0] == "verdict_badge"
     row = page.split(run.public_id, 1)[0].rsplit("<tr", 1)[1]
-    assert ">VERIFIED<" in row
+    assert 'title="VERIFIED">Verified<' in row
     assert f"https://dashboard.stripe.com/test/refunds/{leg.provider_refund_id}" in page
     charge_runs = set(
         VerificationRun.objects.filter(input__charge=leg.funding_leg.charge_id).values_list(

@@ -191,7 +191,7 @@ def test_a_cleared_one_cites_the_page_that_shows_it_gone() -> None:
     assert "Cleared by" in html
     assert seen.sha256 in html
     assert gone.sha256 in html
-    assert "resolved · cleared" in html
+    assert "Resolved: cleared by a later run" in html
     assert 'id="discrepancy-actions"' not in html  # nothing left to do
     run_page = as_(staff("rob", ("reconciliation", "view_run"))).get(
         reverse("admin:reconciliation_run_change", args=[later.pk])
@@ -362,7 +362,7 @@ def test_propose_a_foreign_refund_on_the_discrepancy_then_a_second_person_approv
     assert (envelope.total_refunded_micro, envelope.unspent_micro) == (1_500_000, 3_500_000)
     assert ledger_breaches() == []
     resolved = client.get(page_of(discrepancy)).content.decode()
-    assert "resolved · adjusted" in resolved
+    assert "Resolved: corrected by an approved adjustment" in resolved
     assert events(discrepancy)[-1] == ("discrepancy.adjusted", "aron")
 
 

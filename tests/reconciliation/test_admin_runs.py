@@ -131,8 +131,10 @@ def test_the_run_page(run: Run) -> None:
     classes = html.split('id="run-classes"', 1)[1].split("</table>", 1)[0]
     assert classes.index("refund_foreign") < classes.index("charge_mismatch")
     assert classes.index("charge_mismatch") < classes.index("leg_stuck")
-    row = classes.split('<td class="vouch-mono">refund_foreign</td>', 1)[1].split("</tr>", 1)[0]
-    assert [c.split(">")[-1] for c in row.split("</td>")[:5]] == ["money", "1", "0", "0", "1"]
+    row = classes.split('<span class="vouch-mono">refund_foreign</span>)</span></td>', 1)[1]
+    row = row.split("</tr>", 1)[0]
+    assert [c.split(">")[-1] for c in row.split("</td>")[:5]] == ["Money", "1", "0", "0", "1"]
+    assert "Refund made outside Vouch" in classes  # the class in words, its code as details
     # The pages it read, each with its SHA-256, and the discrepancies it opened.
     for observation in run.observations.all():
         assert observation.sha256 in html

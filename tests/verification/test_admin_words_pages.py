@@ -63,7 +63,8 @@ def details(html: str) -> str:
 
 def assert_no_codes(text: str, *codes: str) -> None:
     found = [code for code in codes if code in text]
-    assert not found, (found, text)
+    where = [text[max(0, text.index(c) - 150) : text.index(c) + 60] for c in found]
+    assert not found, (found, where)
 
 
 @pytest.fixture

@@ -11,7 +11,14 @@ from core.links import register_id
 from verification.admin.escalations import EscalationAdmin
 from verification.admin.events import ProviderEventAdmin
 from verification.admin.runs import VerificationRunAdmin, run_page_context
-from verification.admin.shared import VERDICT_TONES, compact_json, duration, pretty_json, worded
+from verification.admin.shared import (
+    VERDICT_TONES,
+    compact_json,
+    duration,
+    pretty_json,
+    verdict_html,
+    worded,
+)
 
 __all__ = [
     "VERDICT_TONES",
@@ -22,6 +29,7 @@ __all__ = [
     "duration",
     "pretty_json",
     "run_page_context",
+    "verdict_html",
     "worded",
 ]
 
