@@ -310,7 +310,7 @@ class DiscrepancyAdmin(ReadOnlyAdmin):
             "severity_badge": self.severity_badge(obj),
             "subtitle": f"{class_label(obj.code)}: {subject_type_label(obj.subject_type)} "
             f"{obj.subject_id}",
-            "class_html": worded(class_label(obj.code), obj.code),
+            "class_words": class_label(obj.code),
             "subject_type_words": subject_type_label(obj.subject_type),
             "resolution_words": status_label(obj.status, obj.resolution),
             "escalation_words": _escalation_words(obj),
