@@ -157,7 +157,9 @@ def test_a_foreign_refund_is_recorded_under_four_eyes_from_the_queue(
     page.goto(
         live_server.url + reverse("admin:reconciliation_discrepancy_change", args=[discrepancy.pk])
     )
-    expect(page.locator("#discrepancy-summary h2")).to_contain_text("resolved · adjusted")
+    expect(page.locator("#discrepancy-summary h2")).to_contain_text(
+        "Resolved: corrected by an approved adjustment"
+    )
     expect(page.locator("#discrepancy-actions")).to_have_count(0)
     shot("resolved")
 
