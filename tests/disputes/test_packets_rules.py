@@ -367,8 +367,9 @@ def test_the_handoff_of_a_packet_that_is_not_filed_says_why_and_has_no_request()
         "operation": None,
         "request": None,
         "request_digest": None,
-        "not_filed": "A operator_review packet is not filed: only contest and "
-        "refund_already_sent are.",
+        # Issue 41: in words (the posture's code stays in the packet's own field).
+        "not_filed": "Nothing is sent to Stripe for “A person decides”: Vouch files only "
+        "“Contest the dispute” and “Refund already sent”.",
     }
 
 
