@@ -52,6 +52,7 @@ from envelopes.selectors import (
     refunds_with_amount,
     verification_status,
 )
+from envelopes.selectors.words import journal_note_words
 from verification.admin import VERDICT_TONES, verdict_html, worded
 from verification.models import Escalation
 from verification.selectors import verdict_label
@@ -113,6 +114,7 @@ class JournalRow:
     deltas: list[Amount]
     link: str
     kind_html: SafeString | str = ""
+    note_html: SafeString | str = ""
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,7 @@ def envelope_page_context(envelope: Envelope) -> dict[str, Any]:
                 deltas=[Amount(getattr(entry, name)) for name in DELTAS],
                 link=_journal_link(entry),
                 kind_html=worded(journal_kind_label(entry.kind), entry.kind),
+                note_html=worded(*journal_note_words(entry.note)),
             )
             for entry in entries
         ],

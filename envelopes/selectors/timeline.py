@@ -18,7 +18,16 @@ from envelopes.models import (
     LegOutcome,
     RefundLeg,
 )
+from envelopes.selectors.words import (
+    adjustment_status_label,
+    funding_status_label,
+    journal_kind_label,
+    journal_note_words,
+    lower_first,
+    refund_outcome_words,
+)
 from verification.models import Attempt, Escalation, ProviderEvent, Verdict, VerificationRun
+from verification.selectors import trigger_label, verdict_class_label, verdict_label
 
 
 @dataclass(frozen=True)
@@ -28,8 +37,9 @@ class TimelineItem:
     at: datetime
     kind: str  # journal, funding, provider, debit, refund, attempt, verdict, webhook, adjustment,
     # escalation
-    title: str
+    title: str  # what happened, in a person's words (issue 41 item 5)
     detail: str = ""
+    details: str = ""  # the codes behind the title, for the quiet "details" line
     provider_ids: tuple[str, ...] = ()
     links: tuple[tuple[str, str], ...] = ()  # (label, admin URL)
     tone: str = "neutral"
@@ -43,6 +53,21 @@ def _admin_url(name: str, pk: Any) -> str:
 
 def _receipts_url(provider_id: str) -> str:
     return f"{reverse('admin:receipts_receipt_changelist')}?{urlencode({'q': provider_id})}"
+
+
+def _codes(*codes: str | None) -> str:
+    return " · ".join(c for c in codes if c)
+
+
+def _verdict_words(verdict: str, verdict_class: str = "") -> str:
+    said = lower_first(verdict_label(verdict))
+    return f"{said}: {lower_first(verdict_class_label(verdict_class))}" if verdict_class else said
+
+
+def _event_words(event_type: str) -> str:
+    """A Stripe event type as words: `charge.dispute.funds_withdrawn` is "charge dispute funds
+    withdrawn" (the type itself goes to the details line)."""
+    return event_type.replace(".", " ").replace("_", " ")
 
 
 def _deltas_text(entry: JournalEntry) -> str:
@@ -86,8 +111,9 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
                 TimelineItem(
                     at=funding.funded_at,
                     kind="provider",
-                    title=f"Stripe answered: charge {funding.status}",
+                    title=f"Stripe answered: {lower_first(funding_status_label(funding.status))}",
                     detail=f"{funding.public_id} funded",
+                    details=funding.status,
                     provider_ids=ids,
                     links=(
                         (("receipts", _receipts_url(funding.charge_id)),)
@@ -105,6 +131,7 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
                     kind="provider",
                     title="No answer yet: the charge is pending (not funded money)",
                     detail=funding.public_id,
+                    details=funding.status,
                     provider_ids=ids,
                     tone="warn",
                     rank=2,
@@ -142,9 +169,10 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
                 TimelineItem(
                     at=leg.reserved_at,
                     kind="provider",
-                    title="No answer to trust: unknown (the money stays reserved)",
-                    detail=f"{leg.public_id} after {leg.attempts} attempt(s)"
-                    + (f" · {leg.error_code}" if leg.error_code else ""),
+                    title="No answer to trust: Stripe's answer is unknown (the money stays "
+                    "reserved)",
+                    detail=f"{leg.public_id} after {leg.attempts} attempt(s)",
+                    details=_codes(leg.outcome, leg.error_code),
                     links=operation_link,
                     tone="warn",
                     rank=5,
@@ -152,7 +180,6 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
             )
         if leg.decided_at is not None:
             tone = {"accepted": "good", "refused": "bad", "void": "bad"}.get(leg.outcome, "warn")
-            answer = leg.outcome + (f" ({leg.error_code})" if leg.error_code else "")
             links: tuple[tuple[str, str], ...] = operation_link
             if leg.provider_refund_id:
                 links = (*links, ("receipts", _receipts_url(leg.provider_refund_id)))
@@ -160,8 +187,9 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
                 TimelineItem(
                     at=leg.decided_at,
                     kind="provider",
-                    title=f"Stripe answered: {answer}",
+                    title=refund_outcome_words(leg.outcome, leg.error_code),
                     detail=f"{leg.public_id} after {leg.attempts} attempt(s)",
+                    details=_codes(leg.outcome, leg.error_code),
                     provider_ids=tuple(i for i in (leg.provider_refund_id,) if i),
                     links=links,
                     tone=tone,
@@ -180,12 +208,14 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
             if entry.funding_leg
             else ""
         )
+        note, note_as_written = journal_note_words(entry.note)
         items.append(
             TimelineItem(
                 at=entry.created_at,
                 kind="journal",
-                title=f"Journal: {entry.kind}",
-                detail=" · ".join(p for p in (_deltas_text(entry), about, entry.note) if p),
+                title=f"Journal: {lower_first(journal_kind_label(entry.kind))}",
+                detail=" · ".join(p for p in (_deltas_text(entry), about, note) if p),
+                details=_codes(entry.kind, note_as_written),
                 rank=6,
             )
         )
@@ -203,8 +233,9 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
             TimelineItem(
                 at=attempt.finished_at,
                 kind="attempt",
-                title=f"Verification attempt {attempt.number} ({attempt.trigger}): "
-                f"{attempt.verdict}",
+                title=f"Verification attempt {attempt.number} ({trigger_label(attempt.trigger)}): "
+                + lower_first(verdict_label(attempt.verdict)),
+                details=_codes(attempt.trigger, attempt.verdict),
                 detail=f"{attempt.run.contract_id} · {attempt.run.public_id}"
                 + (f" · {attempt.reason}" if attempt.reason else ""),
                 links=(("run", _admin_url("verification_verificationrun_change", attempt.run_id)),),
@@ -220,8 +251,8 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
             TimelineItem(
                 at=run.decided_at,
                 kind="verdict",
-                title=f"Verdict {run.verdict}"
-                + (f" · {run.verdict_class}" if run.verdict_class else ""),
+                title=f"Verdict: {_verdict_words(run.verdict, run.verdict_class)}",
+                details=_codes(run.verdict, run.verdict_class),
                 detail=f"{run.contract_id} · {run.public_id}"
                 + (f" · {run.verdict_reason}" if run.verdict_reason else ""),
                 provider_ids=(subject,) if subject else (),
@@ -248,8 +279,9 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
                 TimelineItem(
                     at=event.received_at,
                     kind="webhook",
-                    title=f"Stripe event {event.type}"
-                    + (f" ({event.source})" if getattr(event, "source", "") else ""),
+                    title=f"Stripe told Vouch: {_event_words(event.type)}"
+                    + (" (found by reconciliation)" if event.source == "catch_up" else ""),
+                    details=_codes(event.type, event.source),
                     detail=("processed" if event.processed_at else "not processed yet")
                     + (
                         f" · error: {event.processing_error[:120]}"
@@ -284,7 +316,8 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
                 TimelineItem(
                     at=adjustment.decided_at,
                     kind="adjustment",
-                    title=f"Adjustment {adjustment.status}",
+                    title=f"Adjustment {lower_first(adjustment_status_label(adjustment.status))}",
+                    details=adjustment.status,
                     detail=f"{adjustment.public_id} · by {adjustment.decided_by}",
                     provider_ids=ids,
                     links=link,
@@ -302,8 +335,9 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
             TimelineItem(
                 at=escalation.created_at,
                 kind="escalation",
-                title=f"Escalation opened: {escalation.verdict}"
-                + (f" · {escalation.verdict_class}" if escalation.verdict_class else ""),
+                title="Escalation opened: "
+                + _verdict_words(escalation.verdict, escalation.verdict_class),
+                details=_codes(escalation.verdict, escalation.verdict_class),
                 detail=f"{escalation.subject_type} {escalation.subject_id} · "
                 f"{escalation.reason[:160]}",
                 links=link,
@@ -316,7 +350,13 @@ def envelope_timeline(envelope: Envelope) -> list[TimelineItem]:
                 TimelineItem(
                     at=escalation.resolved_at,
                     kind="escalation",
-                    title=f"Escalation resolved ({escalation.resolution or 'resolved'})",
+                    title="Escalation resolved"
+                    + (
+                        f": {lower_first(escalation.get_resolution_display())}"
+                        if escalation.resolution
+                        else ""
+                    ),
+                    details=escalation.resolution,
                     detail=escalation.resolution_note[:160],
                     links=link,
                     tone="good",

@@ -88,7 +88,14 @@ def test_a_funded_topped_up_refunded_envelope_reads_as_one_timeline(
     first_refund = kinds.index("refund")
     assert max(i for i, k in enumerate(kinds) if k == "funding") < first_refund
     verdicts = [item for item in timeline if item.kind == "verdict"]
-    assert {item.title for item in verdicts} == {"Verdict VERIFIED"}
+    assert {item.title for item in verdicts} == {"Verdict: verified"}
+    assert {item.details for item in verdicts} == {"VERIFIED"}  # the code, for the details line
+    attempts = [item for item in timeline if item.kind == "attempt"]
+    assert all("(poll)" not in item.title and "(event)" not in item.title for item in attempts)
+    assert any("(scheduled check)" in item.title for item in attempts)
+    events = [item for item in timeline if item.kind == "webhook"]
+    assert any(item.title.startswith("Stripe told Vouch: refund created") for item in events)
+    assert all("refund.created" not in item.title for item in events)
     refund_ids = {leg.provider_refund_id for leg in legs}
     webhook_objects = {
         pid for item in timeline if item.kind == "webhook" for pid in item.provider_ids
