@@ -62,6 +62,15 @@ PROVIDER_DISPUTE_STATUS_LABELS: dict[str, str] = {
     "appeal_under_review": "Appeal under review",
 }
 
+# Why Vouch read the provider (`ProviderRead.purpose`).
+PROVIDER_READ_PURPOSE_LABELS: dict[str, str] = {
+    "adjustment.propose": "Read when it was proposed",
+    "adjustment.approve": "Read again at approval",
+    "dispute.funds": "The dispute's money at Stripe",
+    "refund.release": "Read before a release",
+    "refund_reference": "The refund's reference at Stripe",
+}
+
 
 def words_for(labels: dict[str, str], code: str | None) -> str:
     """`code` in `labels`' words; one with no words is made readable (`foo_bar`: "Foo bar")."""
@@ -95,6 +104,11 @@ def dispute_funds_status_label(status: str | None) -> str:
 
 def provider_dispute_status_label(status: str | None) -> str:
     return words_for(PROVIDER_DISPUTE_STATUS_LABELS, status)
+
+
+def provider_read_purpose_label(purpose: str | None) -> str:
+    purpose = purpose or ""
+    return PROVIDER_READ_PURPOSE_LABELS.get(purpose) or words_for({}, purpose.replace(".", "_"))
 
 
 def refund_outcome_words(outcome: str, error_code: str = "") -> str:

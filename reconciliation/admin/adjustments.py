@@ -13,6 +13,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from accounts.models import User
 from core.admin_base import ReadOnlyAdmin
@@ -31,10 +33,38 @@ from envelopes.adjustments import (
 )
 from envelopes.admin import dollars
 from envelopes.models import AdjustmentKind, AdjustmentStatus, FundingLeg, RefundLeg
+from envelopes.selectors.words import (
+    adjustment_status_label,
+    funding_status_label,
+    journal_kind_label,
+    provider_read_purpose_label,
+    refund_outcome_words,
+)
 from reconciliation.admin.shared import MOVES, _FormError
 from reconciliation.models import Adjustment
-from verification.admin import pretty_json
+from verification.admin import pretty_json, verdict_html, worded
 from verification.models import Escalation
+
+
+def leg_state_html(leg: RefundLeg | FundingLeg | None) -> SafeString | str:
+    """Where the leg stands, in words, its code as details."""
+    if isinstance(leg, RefundLeg):
+        codes = " · ".join(c for c in (leg.outcome, leg.error_code) if c)
+        return worded(refund_outcome_words(leg.outcome, leg.error_code), codes)
+    if isinstance(leg, FundingLeg):
+        return worded(funding_status_label(leg.status), leg.status)
+    return ""
+
+
+def escalation_html(escalation: Escalation | None) -> SafeString | str:
+    """An escalation's verdict and status in words, codes as details."""
+    if escalation is None:
+        return ""
+    return format_html(
+        "{} · {}",
+        verdict_html(escalation.verdict, escalation.verdict_class),
+        worded(escalation.get_status_display(), escalation.status),
+    )
 
 
 class ProposeForm(forms.Form):
@@ -82,7 +112,7 @@ class AdjustmentAdmin(ReadOnlyAdmin):
 
     list_display = (
         "public_id",
-        "status",
+        "status_words",
         "kind",
         "envelope",
         "amount",
@@ -97,6 +127,12 @@ class AdjustmentAdmin(ReadOnlyAdmin):
     propose_template = "admin/reconciliation/adjustment/propose.html"
     fields = ("public_id",)
     readonly_fields = fields
+
+    @admin.display(description="status", ordering="status")
+    def status_words(self, obj: Adjustment) -> SafeString:
+        return format_html(
+            '<span title="{}">{}</span>', obj.status, adjustment_status_label(obj.status)
+        )
 
     @admin.display(description="amount", ordering="amount_micro")
     def amount(self, obj: Adjustment) -> str:
@@ -137,7 +173,18 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             and (user.has_perm(APPROVE_PERMISSION) or obj.proposed_by_id == user.pk),
             "approve_form": ApproveForm(),
             "reject_form": RejectForm(),
-            "journal": list(obj.journal.all()),
+            "journal": [
+                (entry, worded(journal_kind_label(entry.kind), entry.kind))
+                for entry in obj.journal.all()
+            ],
+            "status_html": worded(adjustment_status_label(obj.status), obj.status),
+            "refund_leg_html": leg_state_html(obj.refund_leg),
+            "funding_leg_html": leg_state_html(obj.funding_leg),
+            "escalation_html": escalation_html(obj.escalation),
+            "reads": [
+                (read, worded(provider_read_purpose_label(read.purpose), read.purpose))
+                for read in obj.reads
+            ],
         }
 
     def _user(self, request: HttpRequest) -> User:
@@ -194,6 +241,8 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             "envelope": subject.envelope,
             "leg": leg,
             "leg_kind": "refund leg" if subject.refund_leg is not None else "funding leg",
+            "leg_state_html": leg_state_html(leg),
+            "escalation_html": escalation_html(escalation),
             "leg_amount_usd": dollars(leg.amount_micro) if leg is not None else "",
             "kinds": [(k.value, k.label, MOVES[k]) for k in kinds],
             "has_view_permission": self.has_view_permission(request),
