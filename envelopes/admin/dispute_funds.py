@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -16,6 +17,14 @@ from core.display import dollars
 from core.links import id_link
 from envelopes.admin import FUNDS_TONES, micro
 from envelopes.models import DisputeFunds
+from envelopes.selectors.words import (
+    dispute_funds_status_label,
+    journal_kind_label,
+    journal_note_words,
+    provider_dispute_status_label,
+    provider_read_purpose_label,
+)
+from verification.admin import worded
 
 
 def _money_column(name: str, label: str) -> Any:
@@ -57,8 +66,8 @@ class DisputeFundsAdmin(ReadOnlyAdmin):
         "charge_id",
         "envelope_id_link",
         "funding_leg_id_link",
-        "status",
-        "provider_status",
+        "status_words",
+        "provider_status_words",
         "disputed_amount",
         "withdrawn",
         "reinstated",
@@ -106,10 +115,34 @@ class DisputeFundsAdmin(ReadOnlyAdmin):
             '<span class="vouch-badge vouch-{}" title="{}">{}</span>'
             '<span class="vouch-sub">at Stripe: {}</span>',
             FUNDS_TONES.get(obj.status, "neutral"),
-            obj.get_status_display(),
             obj.status,
-            obj.provider_status or "—",
+            dispute_funds_status_label(obj.status),
+            worded(provider_dispute_status_label(obj.provider_status).lower(), obj.provider_status)
+            if obj.provider_status
+            else "—",
         )
+
+    @admin.display(description="status")
+    def status_words(self, obj: DisputeFunds) -> SafeString:
+        return worded(dispute_funds_status_label(obj.status), obj.status)
+
+    @admin.display(description="status at Stripe")
+    def provider_status_words(self, obj: DisputeFunds) -> SafeString | str:
+        if not obj.provider_status:
+            return "—"
+        return worded(provider_dispute_status_label(obj.provider_status), obj.provider_status)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # The page names the row by its ids: its str() carries the status's code.
+        funds = self.get_object(request, object_id)
+        named = {"subtitle": f"{funds.public_id} · {funds.provider_dispute_id}"} if funds else {}
+        return super().change_view(request, object_id, form_url, {**named, **(extra_context or {})})
 
     @admin.display(description="updated", ordering="updated_at")
     def updated(self, obj: DisputeFunds) -> SafeString:
@@ -130,7 +163,10 @@ class DisputeFundsAdmin(ReadOnlyAdmin):
             return "— (no exposure)" if not obj.exposure_micro else "—"
         url = reverse("admin:verification_escalation_change", args=[escalation.pk])
         return format_html(
-            '<a href="{}">escalation #{}</a> ({})', url, escalation.pk, escalation.status
+            '<a href="{}">escalation #{}</a> · {}',
+            url,
+            escalation.pk,
+            worded(escalation.get_status_display(), escalation.status),
         )
 
     @admin.display(description="provider read (last)")
@@ -140,9 +176,10 @@ class DisputeFundsAdmin(ReadOnlyAdmin):
             return "—"
         return format_html(
             '<span class="vouch-mono">{}</span> · {} · sha256 {} · observed {}<br>'
-            '<code style="overflow-wrap: anywhere">{}</code>',
+            '<pre class="vouch-json" style="white-space: pre-wrap; overflow-wrap: anywhere">'
+            "{}</pre>",
             read.public_id,
-            read.purpose,
+            worded(provider_read_purpose_label(read.purpose), read.purpose),
             read.sha256,
             read.observed_at.isoformat(),
             read.shows_json(),
@@ -161,12 +198,12 @@ class DisputeFundsAdmin(ReadOnlyAdmin):
                 (
                     entry.pk,
                     entry.created_at.isoformat(),
-                    entry.kind,
+                    worded(journal_kind_label(entry.kind), entry.kind),
                     dollars(entry.unspent_delta),
                     dollars(entry.held_delta),
                     dollars(entry.charged_back_delta),
                     entry.provider_read.public_id if entry.provider_read else "—",
-                    entry.note,
+                    worded(*journal_note_words(entry.note)),
                 )
                 for entry in entries
             ),
