@@ -8,6 +8,7 @@ admin and the buyer's pages read alike.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -78,3 +79,10 @@ def moment(value: datetime | int | float | str | None) -> str:
     if parsed is None:
         return NOTHING if value in (None, "") else str(value)
     return date_format_with(parsed.astimezone(UTC), MOMENT_FORMAT)
+
+
+def words_for(labels: Mapping[str, str], code: str | None) -> str:
+    """`code` in `labels`' words (issue 41: codes are for machines); a code with no words is made
+    readable (`foo_bar`: "Foo bar"). One rule for every app's label mappings."""
+    code = code or ""
+    return labels.get(code) or code.replace("_", " ").capitalize()

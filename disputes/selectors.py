@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from core.display import words_for as _words
 from core.exceptions import NotFound
 from core.models import AuditEvent
 from disputes.models import (
@@ -138,12 +139,6 @@ CE3_STATUS_LABELS: dict[str, str] = {
     "qualified": "Qualified",
     "not_qualified": "Not qualified",
 }
-
-
-def _words(labels: dict[str, str], code: str | None) -> str:
-    """A code's words, or the code made readable when the mapping has none."""
-    code = code or ""
-    return labels.get(code) or code.replace("_", " ").capitalize()
 
 
 def posture_label(posture: str | None) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import BooleanField, Case, IntegerField, Q, QuerySet, Value, When
 
+from core.display import words_for as _words
 from core.models import AuditEvent
 from envelopes.adjustments import adjustment_kinds_for
 from envelopes.models import AdjustmentKind, FundingLeg, RefundLeg
@@ -92,11 +93,6 @@ HISTORY_LABELS: dict[str, str] = {
     "discrepancy.adjusted": "Corrected by an approved adjustment",
     "discrepancy.clear": "Cleared by a run that no longer saw it",
 }
-
-
-def _words(labels: dict[str, str], code: str | None) -> str:
-    code = code or ""
-    return labels.get(code) or code.replace("_", " ").capitalize()
 
 
 def class_label(code: str | None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from core.display import words_for
 from envelopes.models import (
     AdjustmentKind,
     AdjustmentStatus,
@@ -70,12 +71,6 @@ PROVIDER_READ_PURPOSE_LABELS: dict[str, str] = {
     "refund.release": "Read before a release",
     "refund_reference": "The refund's reference at Stripe",
 }
-
-
-def words_for(labels: dict[str, str], code: str | None) -> str:
-    """`code` in `labels`' words; one with no words is made readable (`foo_bar`: "Foo bar")."""
-    code = code or ""
-    return labels.get(code) or code.replace("_", " ").capitalize()
 
 
 def lower_first(text: str) -> str:
