@@ -28,9 +28,15 @@ class RefundReference:
         return self.status in ("available", "unavailable")
 
 
+# What the refund leg's columns hold (envelopes.models.RefundLeg.refund_reference, _type).
+REFERENCE_MAX = 100
+TYPE_MAX = 40
+
+
 def refund_reference_of(refund: Mapping[str, Any]) -> RefundReference | None:
     """The card refund's reference as the Refund shows it; None when the refund carries no card
-    details, or a status Stripe does not document (nothing to record, nothing to wait for)."""
+    details, a status Stripe does not document, or a reference longer than Vouch keeps (nothing to
+    record, nothing to wait for; a reference is never cut)."""
     details = refund.get("destination_details")
     card = details.get("card") if isinstance(details, Mapping) else None
     if not isinstance(card, Mapping):
@@ -41,10 +47,12 @@ def refund_reference_of(refund: Mapping[str, Any]) -> RefundReference | None:
     reference = card.get("reference")
     kind = card.get("reference_type")
     reference = reference if isinstance(reference, str) and status == "available" else ""
+    if len(reference) > REFERENCE_MAX:
+        return None  # never cut: a cut reference is a wrong one at the buyer's bank
     if status == "available" and not reference:
         status = "pending"  # said available with nothing in it: not yet usable, ask again
     return RefundReference(
         status=str(status),
-        reference=reference[:100],
-        type=kind[:40] if isinstance(kind, str) else "",
+        reference=reference,
+        type=kind if isinstance(kind, str) and len(kind) <= TYPE_MAX else "",
     )

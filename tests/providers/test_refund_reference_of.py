@@ -46,3 +46,16 @@ def test_no_card_details_or_an_undocumented_status_is_nothing() -> None:
     assert refund_reference_of({"destination_details": {"type": "card", "card": None}}) is None
     assert refund_reference_of(_refund(reference_status="shipped")) is None
     assert refund_reference_of(_refund()) is None  # Stripe's fixture: a card with no status
+
+
+def test_a_reference_longer_than_its_column_is_never_cut() -> None:
+    """A cut reference would be a wrong one given to a buyer's bank: one longer than Vouch keeps
+    (100, the leg's column) is not read; a type longer than 40 is not named."""
+    longest = refund_reference_of(_refund(reference="7" * 100, reference_status="available"))
+    assert longest == RefundReference("available", "7" * 100, "")
+    assert refund_reference_of(_refund(reference="7" * 101, reference_status="available")) is None
+    kind = "t" * 40
+    named = refund_reference_of(_refund(reference_status="pending", reference_type=kind))
+    assert named == RefundReference("pending", "", kind)
+    too_long = refund_reference_of(_refund(reference_status="pending", reference_type=kind + "t"))
+    assert too_long == RefundReference("pending", "", "")
